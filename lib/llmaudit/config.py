@@ -1,0 +1,157 @@
+"""Params files: one YAML per audited model, validated into typed settings with one-line errors."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from types import UnionType
+from typing import Any, get_args, get_origin, get_type_hints
+
+import yaml
+
+from llmaudit.errors import ConfigError
+
+PARAMS_DIR = Path(__file__).resolve().parents[2] / "params"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where the weights come from: exactly one of `embedded` (a packaged GGUF), `hf` (hub id) or `path`."""
+
+    embedded: str | None = None
+    hf: str | None = None
+    path: str | None = None
+    dtype: str = "float32"
+    remote: bool = False
+    trust_remote_code: bool = False
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class SteeringParams:
+    """Sizes and thresholds for extracting the steering vectors (SPEC Chapter 1)."""
+
+    tau: float = 0.05
+    quantile: dict[str, float] = field(default_factory=dict)
+    skip_last_layers: float = 0.05
+    train_rows: dict[str, int | None] = field(default_factory=dict)
+    val_rows: dict[str, int | None] = field(default_factory=dict)
+    demo_prompt: str = "Write one sentence about a nurse who is starting a new job."
+    demo_tokens: int = 24
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything one audit run of one model needs."""
+
+    name: str
+    model: ModelSpec
+    chapters: list[str] = field(default_factory=lambda: ["steering_vectors"])
+    seed: int = 0
+    batch_tokens: int = 4096
+    data_dir: str | None = None
+    steering: SteeringParams = field(default_factory=SteeringParams)
+
+
+def available_models() -> list[str]:
+    """Names of the params files shipped in params/."""
+    return sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
+
+
+def params_path(name_or_path: str | Path) -> Path:
+    """Resolve a model name (params/<name>.yaml) or a path to a params file."""
+    path = Path(name_or_path)
+    if path.suffix in {".yaml", ".yml"}:
+        if not path.exists():
+            raise ConfigError(f"params file {path} does not exist")
+        return path
+    candidate = PARAMS_DIR / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        known = available_models()
+        close = difflib.get_close_matches(str(name_or_path), known, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise ConfigError(f"unknown model '{name_or_path}': {hint}known models: {', '.join(known)}")
+    return candidate
+
+
+def load_params(name_or_path: str | Path) -> Params:
+    """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
+    path = params_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    params = _build(Params, raw, where=path.name)
+    _check(params, path.name)
+    return params
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    """Turn a mapping into dataclass `cls`, rejecting unknown keys with a suggestion."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(names)}"
+            raise ConfigError(f"{where}: unknown key '{key}' ({hint})")
+        sub = f"{where}:{key}"
+        kwargs[key] = _build(hints[key], value, sub) if is_dataclass(hints[key]) else _typed(value, hints[key], sub)
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    absent = [name for name in required if name not in kwargs]
+    if absent:
+        raise ConfigError(f"{where}: missing required key '{absent[0]}'")
+    return cls(**kwargs)
+
+
+def _typed(value: Any, hint: Any, where: str) -> Any:
+    """Check a value against a simple type hint (scalars, unions with None, list[...], dict[str, ...])."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): _typed(v, args[1], f"{where}:{k}") for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_typed(v, args[0], where) for v in value]
+    types = args if origin is UnionType else (hint,)
+    if value is None and type(None) in types:
+        return None
+    if isinstance(value, bool):
+        ok = bool in types
+    elif isinstance(value, int) and float in types and int not in types:
+        value, ok = float(value), True
+    else:
+        ok = any(isinstance(value, t) for t in types if t is not type(None))
+    if not ok:
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+        raise ConfigError(f"{where}: expected {names}, got {value!r}")
+    return value
+
+
+def _check(params: Params, where: str) -> None:
+    """Cross-field rules that types alone cannot express."""
+    spec = params.model
+    sources = [s for s in ("embedded", "hf", "path") if getattr(spec, s)]
+    if len(sources) != 1:
+        raise ConfigError(f"{where}:model: set exactly one of embedded, hf or path (got {sources or 'none'})")
+    if spec.dtype not in {"float32", "bfloat16", "float16"}:
+        raise ConfigError(f"{where}:model:dtype: use float32, bfloat16 or float16 (got '{spec.dtype}')")
+    if spec.remote and not spec.hf:
+        raise ConfigError(f"{where}:model: remote: true needs an hf id (NDIF serves hub models)")
+    if not 0 <= params.steering.tau < 1:
+        raise ConfigError(f"{where}:steering:tau: must be in [0, 1) (got {params.steering.tau})")
+    for name, q in params.steering.quantile.items():
+        if not 0 < q < 0.5:
+            raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")
+    if params.batch_tokens < 64:
+        raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")

@@ -1,0 +1,92 @@
+"""Load the model a params file names: the embedded GGUF (offline), a hub id, a local folder, or NDIF."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from llmaudit.config import ModelSpec
+from llmaudit.errors import AuditError, ConfigError
+from llmaudit.models.embedded import converted_dir, file_sha256, locate_gguf
+from llmaudit.models.runtime import AuditModel
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_model(name: str, spec: ModelSpec) -> AuditModel:
+    """Build the AuditModel for `spec`; every failure to reach weights is a one-line AuditError."""
+    from nnsight import TransformersModel
+
+    started = time.perf_counter()
+    if spec.remote:
+        lm = _remote(spec)
+        tokenizer = lm.tokenizer
+        weights = {"source": f"ndif:{spec.hf}", "sha256": None}
+    else:
+        hf, tokenizer, weights = _local(spec)
+        lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
+    provenance = {**weights, "load_seconds": round(time.perf_counter() - started, 2)}
+    return AuditModel(name, lm, tokenizer, spec.remote, spec.system_prompt, provenance)
+
+
+def _local(spec: ModelSpec):
+    """HF model + tokenizer in eval mode, plus a description of where the weights came from."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = DTYPES[spec.dtype]
+    if spec.embedded:
+        folder, sha = _embedded_folder(spec.embedded)
+        source = {"source": f"embedded:{spec.embedded}", "sha256": sha}
+    else:
+        folder = spec.path or spec.hf
+        if spec.path and not Path(spec.path).is_dir():
+            raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
+        source = {"source": folder, "sha256": None}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code)
+    except OSError as err:
+        first = str(err).strip().splitlines()[0]
+        raise AuditError(
+            f"cannot load '{folder}' ({first}): check the id, log in for gated models, or set model.path"
+            " to a local copy"
+        ) from None
+    hf.eval()
+    return hf, tokenizer, source
+
+
+def _embedded_folder(embedded: str) -> tuple[str, str]:
+    """Folder of the dequantised copy of a packaged GGUF, converting it on first use (~25 s, then ~2 s)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = locate_gguf(embedded)
+    sha = file_sha256(gguf)
+    target = converted_dir(gguf, sha)
+    if not (target / "config.json").exists():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        hf.hf_quantizer = None
+        if hasattr(hf.config, "quantization_config"):
+            del hf.config.quantization_config
+        partial = target.with_name(target.name + ".partial")
+        hf.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(target)
+    return str(target), sha
+
+
+def _remote(spec: ModelSpec):
+    """An nnsight LanguageModel whose traces run on NDIF; needs an NDIF API key and network."""
+    from nnsight import CONFIG, TransformersModel
+
+    if not CONFIG.API.APIKEY:
+        raise ConfigError(
+            "remote: true needs an NDIF API key: run nnsight.CONFIG.set_default_api_key('<key>') once (see nnsight.net)"
+        )
+    try:
+        return TransformersModel(spec.hf, task="text-generation")
+    except OSError as err:
+        first = str(err).strip().splitlines()[0]
+        raise AuditError(f"cannot reach '{spec.hf}' for remote tracing ({first}): check network and the hub id") from None

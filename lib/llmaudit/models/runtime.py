@@ -1,0 +1,164 @@
+"""The one batched primitive every chapter uses: for a batch of prompts, in one forward pass, the next-token
+probabilities of chosen label tokens and the last-token residual stream of chosen blocks, optionally under a
+steering intervention. Interventions run through nnsight, so the same code traces a local or an NDIF model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.steering.intervention import Intervention
+
+
+@dataclass
+class ForwardOutput:
+    """`probs`: (n, labels) next-token probabilities, or (n, vocab) log-probs when no labels were asked for;
+    `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks."""
+
+    probs: torch.Tensor
+    acts: torch.Tensor | None
+
+
+class AuditModel:
+    """A causal LM with its tokenizer and chat template, wrapped for batched, steerable forward passes."""
+
+    def __init__(
+        self,
+        name: str,
+        lm,
+        tokenizer,
+        remote: bool = False,
+        system_prompt: str | None = None,
+        provenance: dict | None = None,
+    ):
+        self.name = name
+        self.provenance = provenance or {}
+        self.lm = lm
+        self.tokenizer = tokenizer
+        self.remote = remote
+        self.system_prompt = system_prompt
+        config = lm.config
+        self.n_layers: int = config.num_hidden_layers
+        self.width: int = config.hidden_size
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+    def chat(self, prompt: str, prefix: str = "") -> str:
+        """The prompt as one user turn in the model's chat template, with the assistant's answer begun by `prefix`."""
+        messages = [{"role": "user", "content": prompt}]
+        if self.system_prompt is not None:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return text + prefix
+
+    def single_token_ids(self, words: Sequence[str]) -> list[int]:
+        """Ids of the forms of `words` (as given, capitalised, with a leading space) that are one token each."""
+        ids: list[int] = []
+        for word in words:
+            for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
+                tokens = self.tokenizer.encode(form, add_special_tokens=False)
+                if len(tokens) == 1 and tokens[0] not in ids:
+                    ids.append(tokens[0])
+        return ids
+
+    def forward(
+        self,
+        texts: Sequence[str],
+        labels: Sequence[int] | None = None,
+        layers: Sequence[int] = (),
+        intervention: Intervention | None = None,
+        batch_tokens: int = 4096,
+        desc: str | None = None,
+    ) -> ForwardOutput:
+        """Run `texts` (already chat-formatted) in length-sorted batches and return label probabilities and
+        activations in input order. Only the last position's logits are computed."""
+        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
+        probs: list[torch.Tensor | None] = [None] * len(texts)
+        acts: list[torch.Tensor | None] = [None] * len(texts)
+        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
+            for batch in _batches(order, [len(e) for e in encoded], batch_tokens):
+                p, a = self._forward_batch([encoded[i] for i in batch], labels, layers, intervention)
+                for row, i in enumerate(batch):
+                    probs[i] = p[row]
+                    acts[i] = a[row] if a is not None else None
+                bar.update(len(batch))
+        return ForwardOutput(
+            probs=torch.stack(probs),  # type: ignore[arg-type]
+            acts=torch.stack(acts) if layers else None,  # type: ignore[arg-type]
+        )
+
+    def _forward_batch(
+        self,
+        encoded: list[list[int]],
+        labels: Sequence[int] | None,
+        layers: Sequence[int],
+        intervention: Intervention | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One left-padded forward pass; position ids follow the attention mask so padding changes nothing."""
+        input_ids, mask = _left_pad(encoded, self.tokenizer.pad_token_id)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        blocks = self.lm.model.layers
+        touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
+        saved: dict[int, torch.Tensor] = {}
+        with torch.inference_mode():
+            with self.lm.trace(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                logits_to_keep=1,
+                remote=self.remote,
+            ):
+                for layer in touched:
+                    output = blocks[layer].output
+                    h = hidden(output)
+                    if intervention is not None and layer == intervention.layer:
+                        h = intervention(h)
+                        blocks[layer].output = with_hidden(output, h)
+                    if layer in layers:
+                        saved[layer] = h[:, -1, :].save()
+                logits = self.lm.lm_head.output[:, -1, :].save()
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
+            acts = torch.stack([saved[layer].float() for layer in layers], dim=1) if layers else None
+        return probs.cpu(), acts.cpu() if acts is not None else None
+
+    def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
+        """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
+        because each step reruns the whole sequence (cheap for a short demo, and exactly the SPEC's intervention)."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        new: list[int] = []
+        for _ in range(max_new_tokens):
+            log_probs, _ = self._forward_batch([ids + new], None, (), intervention)
+            token = int(log_probs[0].argmax())
+            if token == self.tokenizer.eos_token_id:
+                break
+            new.append(token)
+        return self.tokenizer.decode(new, skip_special_tokens=True)
+
+
+def _left_pad(encoded: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token lists into (ids, attention mask) so every row's last token sits at position -1."""
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, tokens in enumerate(encoded):
+        ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens) :] = 1
+    return ids, mask
+
+
+def _batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
+    """Group indices (sorted longest first) so each padded batch holds at most `batch_tokens` tokens."""
+    batch: list[int] = []
+    for i in order:
+        if batch and (len(batch) + 1) * lengths[batch[0]] > batch_tokens:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch

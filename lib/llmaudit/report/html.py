@@ -1,0 +1,271 @@
+"""Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+
+import nbformat
+from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
+
+import llmaudit
+from llmaudit.report.charts import spec_to_svg
+from llmaudit.report.results import Results
+
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ACTIVE = re.compile(r"<script\b.*?</script\s*>|<link\b[^>]*>", re.S | re.I)
+_SVG_PROLOG = re.compile(r"<\?xml[^>]*\?>|<!DOCTYPE[^>]*>", re.I)
+_VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
+
+CSS = """
+:root { --fg: #1f2328; --muted: #59636e; --border: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
+* { box-sizing: border-box; }
+body { font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       color: var(--fg); background: #fff; max-width: 900px; margin: 0 auto; padding: 2rem 1.25rem 4rem; }
+h1 { font-size: 2rem; line-height: 1.25; margin: 0 0 .4rem; }
+h2 { font-size: 1.5rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--border); }
+h3 { font-size: 1.2rem; margin: 1.75rem 0 .5rem; }
+h4, h5, h6 { font-size: 1rem; margin: 1.25rem 0 .5rem; }
+a { color: var(--accent); }
+.meta { color: var(--muted); font-size: .9rem; margin: 0; }
+.failed { color: #b42318; font-size: .85rem; font-weight: 600; margin-left: .5rem; }
+nav.toc { margin: 1.5rem 0 0; padding: .75rem 1.25rem; background: var(--soft);
+          border: 1px solid var(--border); border-radius: 6px; }
+nav.toc h2 { font-size: 1rem; margin: 0 0 .25rem; padding: 0; border: 0; }
+nav.toc ol { margin: 0; padding-left: 1.5rem; }
+table { border-collapse: collapse; border: 0; margin: 1rem 0; font-size: .9rem; font-variant-numeric: tabular-nums;
+        display: block; width: max-content; max-width: 100%; overflow-x: auto; }
+th, td { border: 1px solid var(--border); padding: .35rem .65rem; text-align: left; vertical-align: top; }
+thead th { background: var(--soft); font-weight: 600; }
+tbody tr:nth-child(even) { background: #fafbfc; }
+td.num, table.dataframe td { text-align: right; white-space: nowrap; }
+pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; }
+code { font-size: .9em; }
+pre { font-size: .85rem; line-height: 1.45; background: var(--soft); border: 1px solid var(--border);
+      border-radius: 6px; padding: .75rem 1rem; overflow-x: auto; }
+pre.error { color: #b42318; background: #fef3f2; border-color: #fda29b; }
+details.code { margin: .75rem 0 .25rem; }
+details.code summary { cursor: pointer; color: var(--muted); font-size: .85rem; }
+details.code pre { margin-top: .4rem; }
+figure { margin: 1rem 0; }
+figure svg, figure img { display: block; max-width: 100%; height: auto; }
+.math { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: .9em;
+        white-space: pre-wrap; }
+.math.display { display: block; text-align: center; margin: .75rem 0; }
+@media print {
+  body { max-width: none; padding: 0; font-size: 11pt; }
+  details.code { display: none; }
+  section.chapter { break-before: page; }
+  figure, table, pre { break-inside: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
+""".strip()
+
+
+def _math(state: StateInline, silent: bool) -> bool:
+    """Inline rule: `$...$` and `$$...$$` become math tokens, so markdown syntax inside them is left alone."""
+    if state.src[state.pos] != "$":
+        return False
+    m = _MATH.match(state.src, state.pos)
+    if m is None:
+        return False
+    if not silent:
+        display = m[1] is not None
+        token = state.push("math_display" if display else "math_inline", "", 0)
+        token.content = (m[1] if display else m[2]).strip()
+    state.pos = m.end()
+    return True
+
+
+def _demote_headings(state) -> None:
+    """Core rule: a notebook's `#` heading becomes <h2>, since the report title is the page's only <h1>."""
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + 1, 6)}"
+
+
+def _markdown() -> MarkdownIt:
+    """CommonMark with tables, strikethrough, raw HTML and math shown as plain text (no MathJax)."""
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    md.inline.ruler.before("escape", "math", _math)
+    md.core.ruler.push("demote_headings", _demote_headings)
+    md.add_render_rule("math_inline", lambda self, t, i, o, e: f'<span class="math">{escape(t[i].content)}</span>')
+    md.add_render_rule(
+        "math_display", lambda self, t, i, o, e: f'<span class="math display">{escape(t[i].content)}</span>'
+    )
+    return md
+
+
+_MD = _markdown()
+
+
+def _title(nb: nbformat.NotebookNode) -> str | None:
+    """The notebook's first heading, rendered inline, or None where it has none."""
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        tokens = _MD.parse(cell.source)
+        for opening, inline in zip(tokens, tokens[1:]):
+            if opening.type == "heading_open":
+                return _MD.renderInline(inline.content)
+    return None
+
+
+def _figure(svg: str) -> str:
+    """An SVG inlined in the page, without the XML prolog and DOCTYPE that are invalid inside HTML."""
+    return f"<figure>{_SVG_PROLOG.sub('', svg).strip()}</figure>"
+
+
+def _output(out: nbformat.NotebookNode) -> str:
+    """One cell output as HTML, in its richest static form.
+
+    stderr (progress bars, logs, warnings) and widgets are dropped; vega-lite specs are rendered to SVG; scripts and
+    <link> tags are stripped from HTML outputs, since the report runs no JavaScript and must fetch nothing.
+    """
+    if out.output_type == "stream":
+        return f"<pre>{escape(_ANSI.sub('', out.text))}</pre>" if out.name == "stdout" else ""
+    if out.output_type == "error":
+        text = _ANSI.sub("", "\n".join(out.get("traceback", []))) or f"{out.ename}: {out.evalue}"
+        return f'<pre class="error">{escape(text)}</pre>'
+    data = out.get("data", {})
+    if "application/vnd.jupyter.widget-view+json" in data:
+        return ""
+    for mime, spec in data.items():
+        if _VEGALITE.fullmatch(mime):
+            try:
+                return _figure(spec_to_svg(spec))
+            except ValueError as e:
+                return f'<pre class="error">chart not rendered: {escape(str(e))}</pre>'
+    if "image/svg+xml" in data:
+        return _figure(data["image/svg+xml"])
+    for mime in ("image/png", "image/jpeg"):
+        if mime in data:
+            return f'<figure><img alt="" src="data:{mime};base64,{"".join(data[mime].split())}"></figure>'
+    if "text/html" in data:
+        return f'<div class="output">{_ACTIVE.sub("", data["text/html"])}</div>'
+    if "text/markdown" in data:
+        return f'<div class="output">{_MD.render(data["text/markdown"])}</div>'
+    if "text/plain" in data:
+        return f"<pre>{escape(_ANSI.sub('', data['text/plain']))}</pre>"
+    return ""
+
+
+def _cell(cell: nbformat.NotebookNode) -> str:
+    """One cell as HTML, honouring jupyter-book's remove-* tags; papermill's big red error banners are dropped too."""
+    tags = set(cell.metadata.get("tags", []))
+    if tags & {"remove-cell", "papermill-error-cell-tag"}:
+        return ""
+    if cell.cell_type == "markdown":
+        return _MD.render(cell.source)
+    if cell.cell_type != "code":
+        return ""
+    parts = []
+    if "remove-input" not in tags and cell.source.strip():
+        code = f"<pre><code>{escape(cell.source)}</code></pre>"
+        parts.append(f'<details class="code"><summary>code</summary>{code}</details>')
+    if "remove-output" not in tags:
+        parts.extend(_output(out) for out in cell.outputs)
+    return "\n".join(p for p in parts if p)
+
+
+def _fmt(x: object) -> str:
+    """A results cell for reading: floats to 4 significant digits (whole numbers past 10^4), NaN/None empty."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float):
+        return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
+    return escape(str(x))
+
+
+def _summary(csv_path: Path) -> str:
+    """The headline-numbers section from results.csv, or nothing where there is no result yet."""
+    if not csv_path.exists():
+        return ""
+    table = Results(csv_path).table()
+    if table.empty:
+        return ""
+    rows = []
+    for r in table.itertuples(index=False):
+        ci = f"[{_fmt(r.lo)}, {_fmt(r.hi)}]" if _fmt(r.lo) or _fmt(r.hi) else ""
+        rows.append(
+            f"<tr><td>{escape(r.chapter)}</td><td>{escape(r.name)}</td><td class=\"num\">{_fmt(r.value)}</td>"
+            f"<td class=\"num\">{ci}</td><td>{escape(r.unit)}</td><td>{escape(r.note)}</td></tr>"
+        )
+    head = "<tr><th>Chapter</th><th>Result</th><th>Value</th><th>CI</th><th>Unit</th><th>Note</th></tr>"
+    body = "\n".join(rows)
+    return (
+        '<section id="summary"><h2>Headline numbers</h2>\n'
+        f'<table class="results"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>'
+    )
+
+
+def _slug(text: str, taken: set[str]) -> str:
+    """A unique anchor id for a chapter."""
+    base = "ch-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chapter")
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    taken.add(slug)
+    return slug
+
+
+def build_report(
+    report_dir: Path,
+    title: str,
+    notebooks: list[Path],
+    out: Path | None = None,
+    generated: str | None = None,
+) -> Path:
+    """Write one self-contained HTML report of the notebooks and results.csv's headline table; return its path.
+
+    The output depends only on the inputs and `generated` (default: the current UTC time), so reports can be diffed.
+    """
+    report_dir = Path(report_dir)
+    out = Path(out) if out is not None else report_dir / "report.html"
+    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    taken: set[str] = set()
+    toc, chapters = [], []
+    for path in map(Path, notebooks):
+        nb = nbformat.read(path, as_version=4)
+        heading = _title(nb)
+        anchor = _slug(path.stem, taken)
+        failed = any(out.output_type == "error" for cell in nb.cells for out in cell.get("outputs", []))
+        flag = '<span class="failed">execution error</span>' if failed else ""
+        toc.append(f'<li><a href="#{anchor}">{heading or escape(path.stem)}</a>{flag}</li>')
+        cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
+        cells += [html for html in map(_cell, nb.cells) if html]
+        chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
+    summary = _summary(report_dir / "results.csv")
+    if summary:
+        toc.insert(0, '<li><a href="#summary">Headline numbers</a></li>')
+    count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
+    source = f"{count} in {escape(report_dir.name)}/"
+    meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
+    page = "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(title)}</title>",
+            f"<style>\n{CSS}\n</style>",
+            "</head>",
+            "<body>",
+            f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',
+            '<nav class="toc"><h2>Contents</h2><ol>\n' + "\n".join(toc) + "\n</ol></nav>",
+            summary,
+            *chapters,
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -1,0 +1,126 @@
+"""The whole Chapter 1 pipeline for one vector: score texts and read every block's activations in one pass,
+build per-layer WMD candidates on training data, pick and scale one on validation data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import torch
+
+from llmaudit.cache import cached_tensors
+from llmaudit.config import SteeringParams
+from llmaudit.data import read_json
+from llmaudit.steering.concept import ConceptTokens, concept_tokens, split_counts, thresholds
+from llmaudit.steering.recipes import Recipe, rows
+from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
+from llmaudit.steering.vector import SteeringVector
+from llmaudit.steering.wmd import wmd
+
+if TYPE_CHECKING:
+    from llmaudit.models import AuditModel
+
+
+@dataclass
+class Extraction:
+    """A chosen vector plus the evidence for it: per-layer metrics and the scored training/validation rows."""
+
+    vector: SteeringVector
+    layers: pd.DataFrame
+    train: pd.DataFrame
+    val: pd.DataFrame
+
+
+def tokens_for(model: AuditModel, concept: str, mirror: Path | None = None) -> ConceptTokens:
+    """T+ / T- ids for `concept` from target_words.json, in the single-token forms this tokenizer has."""
+    words = read_json("llm-steering-audit/target_words.json", mirror)[concept]
+    return concept_tokens(concept, words, model.single_token_ids)
+
+
+def score(
+    model: AuditModel,
+    frame: pd.DataFrame,
+    tokens: ConceptTokens,
+    batch_tokens: int,
+    cache: Path | None = None,
+    desc: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Concept scores (n,), label probability mass (n,) and all blocks' last-token activations (n, layers,
+    width) of `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
+    prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
+    layers = list(range(model.n_layers))
+    key = {"model": model.provenance, "prompts": prompts, "labels": tokens.ids, "layers": layers}
+
+    def run() -> dict[str, torch.Tensor]:
+        out = model.forward(prompts, tokens.ids, layers, batch_tokens=batch_tokens, desc=desc)
+        return {"probs": out.probs, "acts": out.acts}
+
+    result = cached_tensors(cache, key, run)
+    return tokens.score(result["probs"]), result["probs"].sum(-1), result["acts"]
+
+
+def extract(
+    model: AuditModel,
+    recipe: Recipe,
+    params: SteeringParams,
+    seed: int,
+    batch_tokens: int,
+    mirror: Path | None = None,
+    cache: Path | None = None,
+) -> Extraction:
+    """Build, validate, choose and scale the steering vector of `recipe` for `model`."""
+    tokens = tokens_for(model, recipe.concept, mirror)
+    tables, acts = {}, {}
+    for split in ("train", "val"):
+        sizes = params.train_rows if split == "train" else params.val_rows
+        frame = rows(recipe, split, sizes.get(recipe.dataset), seed, mirror)
+        s, mass, a = score(model, frame, tokens, batch_tokens, cache, desc=f"{recipe.name} {split}")
+        tables[split], acts[split] = frame.assign(score=s.numpy(), label_mass=mass.numpy()), a
+    quantile = params.quantile.get(recipe.name)
+    raw_s = torch.tensor(tables["train"]["score"].to_numpy())
+    centre = float(raw_s.median()) if quantile is not None else 0.0
+    train_s = raw_s - centre
+    val_s = torch.tensor(tables["val"]["score"].to_numpy()) - centre
+    low, high = thresholds(train_s, params.tau, quantile)
+    directions, means = wmd(acts["train"], train_s, low, high)
+    p = projections(acts["val"], directions, means)
+    corr, sep = layer_metrics(p, val_s)
+    layer = choose_layer(corr, sep, params.skip_last_layers)
+    k = scale(p[:, layer], val_s)
+    vector = SteeringVector(
+        name=recipe.name,
+        concept=recipe.concept,
+        layer=layer,
+        direction=directions[layer],
+        mean=means[layer],
+        k=k,
+        meta={
+            "model": model.name,
+            "weights": model.provenance.get("sha256") or model.provenance.get("source"),
+            "dataset": recipe.dataset,
+            "instructions": recipe.instructions,
+            "score_centre": centre,
+            "band": [low, high],
+            "split_counts": split_counts(train_s, low, high),
+            "label_mass": float(tables["train"]["label_mass"].mean()),
+            "corr": float(corr[layer]),
+            "sep": float(sep[layer]),
+            "train_ids": tables["train"]["_id"].astype(int).tolist(),
+            "val_ids": tables["val"]["_id"].astype(int).tolist(),
+        },
+    )
+    n_eligible = eligible_layers(model.n_layers, params.skip_last_layers)
+    per_layer = pd.DataFrame(
+        {
+            "layer": range(model.n_layers),
+            "corr": corr.numpy(),
+            "sep": sep.numpy(),
+            "objective": (corr - sep).numpy(),
+            "eligible": [i < n_eligible for i in range(model.n_layers)],
+        }
+    )
+    val = tables["val"].assign(score=val_s.numpy(), projection=p[:, layer].numpy())
+    return Extraction(vector, per_layer, tables["train"].assign(score=train_s.numpy()), val)
+

@@ -1,0 +1,59 @@
+"""Which data makes which vector (SPEC Chapter 1), and how a data row becomes a concept-scoring prompt."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from llmaudit.data import read_csv, read_text
+
+SPLITS = "llm-steering-audit/datasplits"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A steering vector's concept, training data set, instruction templates and the row label shown in plots."""
+
+    name: str
+    concept: str
+    dataset: str
+    instructions: str
+    label: str
+
+
+RECIPES = {
+    r.name: r
+    for r in (
+        Recipe("gender_lang", "gender", "gendered_language", "gendered_language", "gender_label"),
+        Recipe("race_dial", "race", "dialect", "dialect", "label"),
+        Recipe("race_id", "race", "racial_identity", "racial_identity", "self_identified_race"),
+        Recipe("gender_id", "gender", "racial_identity", "gender_identity", "gender"),
+    )
+}
+
+
+def templates(name: str, mirror: Path | None = None) -> list[tuple[str, str]]:
+    """(instruction with '{}', output prefix) pairs from instructions/<name>.txt."""
+    lines = read_text(f"llm-steering-audit/instructions/{name}.txt", mirror).strip().splitlines()
+    pairs = [line.split(" | ") for line in lines if line.strip()]
+    return [(inst.replace("\\n", "\n"), prefix.strip()) for inst, prefix in pairs]
+
+
+def rows(recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | None = None) -> pd.DataFrame:
+    """`n` rows (all when None) of a data split, sampled without replacement, each with its instruction and prefix
+    assigned round-robin over a seeded shuffle of the templates (every template used equally often)."""
+    frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
+    if n is not None and n < len(frame):
+        frame = frame.sample(n=n, random_state=seed)
+    frame = frame.reset_index(drop=True)
+    pairs = templates(recipe.instructions, mirror)
+    random.Random(seed).shuffle(pairs)
+    chosen = [pairs[i % len(pairs)] for i in range(len(frame))]
+    return frame.assign(
+        instruction=[inst.format(text) for (inst, _), text in zip(chosen, frame["text"])],
+        prefix=[prefix for _, prefix in chosen],
+        group=frame[recipe.label].astype(str),
+    )

@@ -1,0 +1,61 @@
+"""A chosen steering vector with everything later chapters need to reuse it: layer, unit direction v,
+neutral mean mu0, scale k, and where it came from. Saved as one safetensors file with JSON metadata."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from llmaudit.steering.intervention import Intervention
+
+
+@dataclass
+class SteeringVector:
+    """Steering direction for `concept` at block `layer`; lambda = +1 moves a text by k towards T+."""
+
+    name: str
+    concept: str
+    layer: int
+    direction: torch.Tensor
+    mean: torch.Tensor
+    k: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def project(self, acts: torch.Tensor) -> torch.Tensor:
+        """(a - mu0) . v for activations (..., width) taken at this vector's layer."""
+        return (acts - self.mean) @ self.direction
+
+    def intervention(self, lam: float, projection: bool = True) -> Intervention:
+        """The edit for coefficient lambda: projection form (sets the coordinate to lambda k) or additive."""
+        return Intervention(self.layer, self.direction, lam * self.k, self.mean if projection else None)
+
+    def cosine(self, other: SteeringVector) -> float:
+        """Cosine between two unit directions (meaningful only for vectors of the same model)."""
+        return float(self.direction @ other.direction)
+
+    def save(self, folder: Path) -> Path:
+        """Write `<folder>/<name>.safetensors`."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.name}.safetensors"
+        header = {"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta}
+        save_file(
+            {"direction": self.direction.contiguous(), "mean": self.mean.contiguous()},
+            path,
+            metadata={"llmaudit": json.dumps(header)},
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> SteeringVector:
+        """Read a vector written by `save`."""
+        with safe_open(str(path), framework="pt") as handle:
+            header = json.loads(handle.metadata()["llmaudit"])
+            tensors = {name: handle.get_tensor(name) for name in ("direction", "mean")}
+        fixed = {key: header.pop(key) for key in ("name", "concept", "layer", "k")}
+        return cls(**fixed, direction=tensors["direction"], mean=tensors["mean"], meta=header)

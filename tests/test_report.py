@@ -1,0 +1,244 @@
+"""Tests for the reporting layer: deterministic SVG charts, the results file and the self-contained HTML report."""
+
+import re
+import textwrap
+from pathlib import Path
+
+import altair as alt
+import nbformat
+import pandas as pd
+import papermill
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from llmaudit.errors import DataError
+from llmaudit.report import Results, build_report, charts, show
+
+
+def bias_chart(title: str = "Stereotype preference by group") -> alt.Chart:
+    """A real chart with a continuous colour legend and clipped marks, the parts vega gives global-counter ids."""
+    df = pd.DataFrame({"group": ["age", "gender", "race", "religion"], "score": [0.12, 0.31, 0.27, 0.05]})
+    return (
+        alt.Chart(df, title=title)
+        .mark_bar(clip=True)
+        .encode(x="group:N", y=alt.Y("score:Q", scale=alt.Scale(domain=[0, 0.3])), color="score:Q")
+    )
+
+
+# --- charts -------------------------------------------------------------------------------------------------------
+
+
+def test_show_is_deterministic_and_has_title() -> None:
+    first, second = show(bias_chart())._repr_svg_(), show(bias_chart())._repr_svg_()
+    assert first == second
+    assert first.startswith("<svg")
+    assert "Stereotype preference by group" in first
+    assert "<script" not in first
+
+
+def test_svg_ids_are_normalised_and_unique_per_chart() -> None:
+    svg_a = charts.to_svg(bias_chart("A"))
+    svg_b = charts.to_svg(bias_chart("B"))
+    ids_a = set(re.findall(r'\bid="([^"]+)"', svg_a))
+    ids_b = set(re.findall(r'\bid="([^"]+)"', svg_b))
+    assert ids_a, "the chart should have clip/gradient ids to check"
+    assert not any(re.fullmatch(r"(clip|gradient_)\d+", i) for i in ids_a)
+    assert ids_a.isdisjoint(ids_b)
+    for ref in re.findall(r"url\(#([^)]+)\)", svg_a):
+        assert ref in ids_a
+
+
+def test_theme_sets_width_and_chart_config_wins() -> None:
+    themed = charts.to_svg(bias_chart())
+    assert 'font-size="17px"' in themed  # the theme's title size
+    assert 500 < int(re.search(r'width="(\d+)"', themed)[1]) < 800
+    narrow = charts.to_svg(bias_chart().properties(width=200))
+    assert int(re.search(r'width="(\d+)"', narrow)[1]) < 400
+    assert alt.theme.active != charts.THEME  # rendering leaves the global theme alone
+
+
+def test_save_writes_svg(tmp_path: Path) -> None:
+    path = charts.save(bias_chart(), tmp_path / "figs" / "bias.svg")
+    assert path.read_text(encoding="utf-8") == charts.to_svg(bias_chart())
+    with pytest.raises(ValueError, match=r"\.svg"):
+        charts.save(bias_chart(), tmp_path / "bias.png")
+
+
+# --- results ------------------------------------------------------------------------------------------------------
+
+
+def test_results_upsert_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "reports" / "tiny" / "results.csv"
+    res = Results(path)
+    res.record("bbq", "bias_score", 0.25, lo=0.2, hi=0.3, note="ambiguous contexts")
+    res.record("bbq", "n_items", 1200, unit="items")
+    res.record("steering", "layer", 14)
+    res.record("steering", "dataset", "crows_pairs")
+    res.record("bbq", "bias_score", 0.5, lo=0.45, hi=0.55)  # upsert: replaces in place
+
+    reopened = Results(path)
+    table = reopened.table()
+    assert len(table) == 4
+    assert not table.duplicated(["chapter", "name"]).any()
+    assert list(table["name"]) == ["bias_score", "n_items", "layer", "dataset"]
+    assert reopened.get("bbq", "bias_score") == 0.5
+    assert table.loc[0, "lo"] == 0.45 and table.loc[0, "note"] == ""
+    layer = reopened.get("steering", "layer")
+    assert layer == 14 and isinstance(layer, int)
+    assert reopened.get("steering", "dataset") == "crows_pairs"
+    assert pd.isna(reopened.table("steering")["lo"]).all()
+    assert list(reopened.table("bbq")["unit"]) == ["", "items"]
+    assert path.read_text().splitlines()[0] == "chapter,name,value,lo,hi,unit,note"
+    assert [p.name for p in path.parent.iterdir()] == ["results.csv"]  # no temp files left behind
+    with pytest.raises(KeyError):
+        reopened.get("bbq", "missing")
+
+
+def test_results_keeps_rows_from_another_writer(tmp_path: Path) -> None:
+    path = tmp_path / "results.csv"
+    first, second = Results(path), Results(path)
+    first.record("ch1", "a", 1.5)
+    second.record("ch2", "b", "x")
+    assert Results(path).table()["name"].tolist() == ["a", "b"]
+
+
+def test_results_rejects_bad_input(tmp_path: Path) -> None:
+    res = Results(tmp_path / "results.csv")
+    with pytest.raises(TypeError):
+        res.record("ch", "flag", True)
+    with pytest.raises(TypeError):
+        res.record("ch", "x", 1.0, lo="low")
+    with pytest.raises(ValueError):
+        res.record("", "x", 1.0)
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match="expected columns"):
+        Results(tmp_path / "bad.csv")
+
+
+# --- html report ----------------------------------------------------------------------------------------------------
+
+CHAPTER_MD = textwrap.dedent(
+    r"""
+    # Chapter 1: Black-box bias
+
+    | group | score |
+    |-------|-------|
+    | age   | 0.12  |
+
+    The score is $s_i = p_i^2$ per item and overall
+
+    $$\bar{s} = \frac{1}{n} \sum_i s_i$$
+    """
+)
+
+
+def chapter_notebook() -> nbformat.NotebookNode:
+    """The sample chapter: prose with a table and math, a chart, a pandas table, a progress bar and a removed cell."""
+    code = [
+        new_code_cell(
+            "import altair as alt, pandas as pd, sys\n"
+            "from llmaudit.report import show\n"
+            "df = pd.DataFrame({'group': ['age', 'gender'], 'score': [0.12, 0.31]})"
+        ),
+        new_code_cell(
+            "show(alt.Chart(df, title='Scores by group').mark_bar().encode(x='group:N', y='score:Q'))"
+        ),
+        new_code_cell("df.rename(columns={'score': 'mean_score'})"),
+        new_code_cell("print('scoring:', 25 * 2, '%', file=sys.stderr)"),
+        new_code_cell("print('SECRET_OUTPUT')  # SECRET_SOURCE", metadata={"tags": ["remove-cell"]}),
+        new_code_cell("print('VISIBLE' + '_OUTPUT')  # HIDDEN_INPUT", metadata={"tags": ["remove-input"]}),
+        new_code_cell("print('HIDDEN' + '_OUTPUT')  # VISIBLE_INPUT", metadata={"tags": ["remove-output"]}),
+    ]
+    nb = new_notebook(cells=[new_markdown_cell(CHAPTER_MD), *code])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample chapter executed with papermill, as the audit does."""
+    root = tmp_path_factory.mktemp("book")
+    src, out = root / "01_blackbox.ipynb", root / "reports" / "tiny" / "01_blackbox.ipynb"
+    out.parent.mkdir(parents=True)
+    nbformat.write(chapter_notebook(), src)
+    papermill.execute_notebook(src, out, kernel_name="python3", progress_bar=False, cwd=root)
+    return out
+
+
+def test_report_from_executed_notebook(executed: Path) -> None:
+    report_dir = executed.parent
+    Results(report_dir / "results.csv").record("blackbox", "bias_score", 0.1234, lo=0.1, hi=0.15, unit="score")
+    Results(report_dir / "results.csv").record("steering", "layer", 14)
+    path = build_report(report_dir, "Audit of tiny", [executed], generated="2025-01-01 00:00 UTC")
+    assert path == report_dir / "report.html"
+    html = path.read_text(encoding="utf-8")
+
+    # self-contained: nothing fetched from elsewhere
+    assert not re.search(r"<script\b", html, re.I)
+    assert not re.search(r"""<link[^>]+href=["']?https?:""", html, re.I)
+    assert not re.search(r"""\ssrc=["']?https?:""", html, re.I)
+    assert "@import" not in html and "url(http" not in html
+
+    # header, contents, summary first, then the chapter
+    assert "<h1>Audit of tiny</h1>" in html and "2025-01-01 00:00 UTC" in html
+    assert '<a href="#summary">' in html and '<a href="#ch-01-blackbox">Chapter 1: Black-box bias</a>' in html
+    assert html.index('id="summary"') < html.index('id="ch-01-blackbox"')
+    assert "bias_score" in html and "0.1234" in html and "[0.1, 0.15]" in html and ">14<" in html
+
+    # markdown: table and math as plain text
+    assert "<table>" in html and "<td>age</td>" in html
+    assert '<span class="math">s_i = p_i^2</span>' in html
+    assert r'<span class="math display">\bar{s} = \frac{1}{n} \sum_i s_i</span>' in html
+
+    # outputs: inline svg chart, pandas html table, code hidden in details
+    assert re.search(r"<figure><svg[^>]*>", html) and "Scores by group" in html
+    assert "mean_score" in html and 'class="dataframe"' in html
+    assert "<details class=\"code\"><summary>code</summary>" in html
+
+    # dropped: stderr (progress bars), removed cells; stdout kept; tags honoured
+    assert any(o.output_type == "stream" for c in nbformat.read(executed, 4).cells for o in c.get("outputs", []))
+    assert "scoring: 50 %" not in html
+    assert "<pre>VISIBLE_OUTPUT\n</pre>" in html
+    assert "SECRET_OUTPUT" not in html and "SECRET_SOURCE" not in html
+    assert "VISIBLE_OUTPUT" in html and "HIDDEN_INPUT" not in html
+    assert "VISIBLE_INPUT" in html and "HIDDEN_OUTPUT" not in html
+
+    # deterministic given the same inputs and timestamp
+    again = build_report(
+        report_dir, "Audit of tiny", [executed], out=report_dir / "again.html", generated="2025-01-01 00:00 UTC"
+    )
+    assert again.read_text(encoding="utf-8") == html
+
+
+def display(data: dict) -> nbformat.NotebookNode:
+    """A code cell with one display_data output."""
+    return new_code_cell("display(x)", outputs=[new_output("display_data", data=data)])
+
+
+def test_report_outputs_errors_images_and_vegalite(tmp_path: Path) -> None:
+    spec = bias_chart("Raw vega-lite output").to_dict()
+    remote = alt.Chart("https://example.com/d.csv").mark_point().to_dict()
+    error = new_output(
+        "error",
+        ename="ZeroDivisionError",
+        evalue="division by zero",
+        traceback=["\x1b[31mZeroDivisionError\x1b[0m: division by zero"],
+    )
+    cells = [
+        new_code_cell("1/0", outputs=[error]),
+        display({"image/png": "iVBORw0KGgo=\n", "text/plain": "<Image>"}),
+        display({"application/vnd.vegalite.v6+json": spec, "text/html": '<script src="https://cdn.example/v.js">'}),
+        display({"application/vnd.vegalite.v6+json": remote}),
+        display({"text/html": '<b>kept</b><script>x()</script><link rel="stylesheet" href="https://cdn.example/c">'}),
+        display({"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "WIDGET_BAR 0%|"}),
+    ]
+    nb_path = tmp_path / "02 white box.ipynb"
+    nbformat.write(new_notebook(cells=cells), nb_path)
+    html = build_report(tmp_path, "T", [nb_path], generated="now").read_text(encoding="utf-8")
+    assert '<pre class="error">ZeroDivisionError: division by zero</pre>' in html
+    assert 'src="data:image/png;base64,iVBORw0KGgo="' in html
+    assert "Raw vega-lite output" in html and "cdn.example" not in html and "<script" not in html
+    assert "chart not rendered" in html and "External data url not allowed" in html
+    assert "<b>kept</b>" in html and "WIDGET_BAR" not in html
+    assert '<h2>02 white box</h2>' in html and 'href="#ch-02-white-box"' in html
+    assert 'id="summary"' not in html  # no results.csv, no summary section
