@@ -185,10 +185,10 @@ def test_report_from_executed_notebook(executed: Path) -> None:
     assert html.index('id="summary"') < html.index('id="ch-01-blackbox"')
     assert "bias_score" in html and "0.1234" in html and "[0.1, 0.15]" in html and ">14<" in html
 
-    # markdown: table and math as plain text
+    # markdown: table, and math as native MathML (inline and display)
     assert "<table>" in html and "<td>age</td>" in html
-    assert '<span class="math">s_i = p_i^2</span>' in html
-    assert r'<span class="math display">\bar{s} = \frac{1}{n} \sum_i s_i</span>' in html
+    assert re.search(r'<math [^>]*display="inline"><mrow><msub><mi>s</mi><mi>i</mi></msub>', html)
+    assert re.search(r'<math [^>]*display="block">.*<mfrac>', html)
 
     # outputs: inline svg chart, pandas html table, code hidden in details
     assert re.search(r"<figure><svg[^>]*>", html) and "Scores by group" in html

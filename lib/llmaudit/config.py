@@ -12,7 +12,8 @@ import yaml
 
 from llmaudit.errors import ConfigError
 
-PARAMS_DIR = Path(__file__).resolve().parents[2] / "params"
+REPO = Path(__file__).resolve().parents[2]
+PARAMS_DIR = REPO / "params"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,16 @@ def _check(params: Params, where: str) -> None:
         raise ConfigError(f"{where}:model: remote: true needs an hf id (NDIF serves hub models)")
     if not 0 <= params.steering.tau < 1:
         raise ConfigError(f"{where}:steering:tau: must be in [0, 1) (got {params.steering.tau})")
+    from llmaudit.steering.recipes import RECIPES
+
+    known = {"quantile": sorted(RECIPES), "train_rows": sorted({r.dataset for r in RECIPES.values()})}
+    known["val_rows"] = known["train_rows"]
+    for key, names in known.items():
+        for name in getattr(params.steering, key):
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(names)}"
+                raise ConfigError(f"{where}:steering:{key}: unknown name '{name}' ({hint})")
     for name, q in params.steering.quantile.items():
         if not 0 < q < 0.5:
             raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")

@@ -41,13 +41,13 @@ def _local(spec: ModelSpec):
         source = {"source": f"embedded:{spec.embedded}", "sha256": sha}
     else:
         folder = spec.path or spec.hf
-        if spec.path and not Path(spec.path).is_dir():
+        if spec.path and not (Path(spec.path) / "config.json").is_file():
             raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
         source = {"source": folder, "sha256": None}
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
         hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code)
-    except OSError as err:
+    except (OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0]
         raise AuditError(
             f"cannot load '{folder}' ({first}): check the id, log in for gated models, or set model.path"

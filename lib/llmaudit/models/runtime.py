@@ -56,12 +56,12 @@ class AuditModel:
         return text + prefix
 
     def single_token_ids(self, words: Sequence[str]) -> list[int]:
-        """Ids of the forms of `words` (as given, capitalised, with a leading space) that are one token each."""
+        """Ids of the forms of `words` (as given, capitalised, with a leading space) that are one known token each."""
         ids: list[int] = []
         for word in words:
             for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
                 tokens = self.tokenizer.encode(form, add_special_tokens=False)
-                if len(tokens) == 1 and tokens[0] not in ids:
+                if len(tokens) == 1 and tokens[0] not in ids and tokens[0] != self.tokenizer.unk_token_id:
                     ids.append(tokens[0])
         return ids
 

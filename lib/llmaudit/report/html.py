@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 
 import nbformat
+from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 
@@ -57,6 +58,8 @@ figure svg, figure img { display: block; max-width: 100%; height: auto; }
 .math { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: .9em;
         white-space: pre-wrap; }
 .math.display { display: block; text-align: center; margin: .75rem 0; }
+math { font-size: 1.1em; }
+math[display="block"] { margin: .75rem 0; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
   details.code { display: none; }
@@ -82,6 +85,15 @@ def _math(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _mathml(latex: str, display: bool) -> str:
+    """LaTeX as MathML, which browsers render natively (no MathJax, no network); the source text if it won't convert."""
+    try:
+        return latex_to_mathml(latex, display="block" if display else "inline")
+    except Exception:  # latex2mathml raises many exception types on unsupported input
+        kind = "math display" if display else "math"
+        return f'<span class="{kind}">{escape(latex)}</span>'
+
+
 def _demote_headings(state) -> None:
     """Core rule: a notebook's `#` heading becomes <h2>, since the report title is the page's only <h1>."""
     for token in state.tokens:
@@ -90,14 +102,12 @@ def _demote_headings(state) -> None:
 
 
 def _markdown() -> MarkdownIt:
-    """CommonMark with tables, strikethrough, raw HTML and math shown as plain text (no MathJax)."""
+    """CommonMark with tables, strikethrough, raw HTML and math as MathML (no MathJax)."""
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.inline.ruler.before("escape", "math", _math)
     md.core.ruler.push("demote_headings", _demote_headings)
-    md.add_render_rule("math_inline", lambda self, t, i, o, e: f'<span class="math">{escape(t[i].content)}</span>')
-    md.add_render_rule(
-        "math_display", lambda self, t, i, o, e: f'<span class="math display">{escape(t[i].content)}</span>'
-    )
+    md.add_render_rule("math_inline", lambda self, t, i, o, e: _mathml(t[i].content, display=False))
+    md.add_render_rule("math_display", lambda self, t, i, o, e: _mathml(t[i].content, display=True))
     return md
 
 

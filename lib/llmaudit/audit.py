@@ -1,0 +1,74 @@
+"""One audit run: every chapter a params file lists, executed with papermill into reports/<model>/, then one
+self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply."""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+import time
+from pathlib import Path
+
+import jupytext
+import papermill
+from papermill.exceptions import PapermillExecutionError
+
+from llmaudit.config import REPO, load_params
+from llmaudit.errors import AuditError
+from llmaudit.report import build_report
+
+BOOK = REPO / "book"
+CHAPTERS = {"steering_vectors": "01_steering_vectors"}
+CELL_TIMEOUT_S = 3600
+
+
+def chapter_source(chapter: str) -> Path:
+    """The jupytext source of a chapter key."""
+    if chapter not in CHAPTERS:
+        raise AuditError(f"unknown chapter '{chapter}': known chapters are {', '.join(CHAPTERS)}")
+    return BOOK / f"{CHAPTERS[chapter]}.md"
+
+
+def execute_chapter(
+    chapter: str, params_file: str, report_dir: Path, output: Path, use_cache: bool = True, progress: bool = True
+) -> Path:
+    """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook."""
+    notebook = jupytext.read(chapter_source(chapter))
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{CHAPTERS[chapter]}.ipynb"
+        jupytext.write(notebook, source)
+        try:
+            papermill.execute_notebook(
+                str(source),
+                str(output),
+                parameters={"params_file": params_file, "report_dir": str(report_dir), "use_cache": use_cache},
+                kernel_name="python3",
+                cwd=str(REPO),
+                execution_timeout=CELL_TIMEOUT_S,
+                progress_bar=progress,
+            )
+        except PapermillExecutionError as err:
+            raise AuditError(
+                f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
+                f" (partial notebook: {output})".replace("\n", " ")
+            ) from None
+    return output
+
+
+def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
+    """Run the listed (default: all the params' ) chapters for `model`; returns the HTML report path."""
+    params = load_params(model)
+    report_dir = reports / params.name
+    report_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    notebooks = [
+        execute_chapter(chapter, model, report_dir, report_dir / f"{CHAPTERS[chapter]}.ipynb")
+        for chapter in chapters or params.chapters
+    ]
+    minutes = (time.perf_counter() - started) / 60
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return build_report(
+        report_dir,
+        f"Bias audit of {params.name}",
+        notebooks,
+        generated=f"{stamp}, chapters executed in {minutes:.1f} min",
+    )

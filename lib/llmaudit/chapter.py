@@ -1,0 +1,70 @@
+"""What a chapter notebook needs from its two parameters: the validated params, the model (loaded once, on
+first use), the data mirror, the results file, and the folders for saved vectors and cached forward passes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from llmaudit.config import REPO, Params, load_params
+from llmaudit.data import data_dir
+from llmaudit.errors import AuditError
+from llmaudit.models import AuditModel, load_model
+from llmaudit.report import Results
+from llmaudit.steering import SteeringVector
+
+
+@dataclass
+class Chapter:
+    """One chapter's run of one model's audit."""
+
+    name: str
+    params: Params
+    report_dir: Path
+    use_cache: bool = True
+
+    @cached_property
+    def model(self) -> AuditModel:
+        """The audited model, loaded on first use."""
+        return load_model(self.params.name, self.params.model)
+
+    @property
+    def mirror(self) -> Path | None:
+        """Local data mirror: the params' data_dir, else $LLMAUDIT_DATA, else none (download into the cache)."""
+        return data_dir(self.params.data_dir)
+
+    @cached_property
+    def results(self) -> Results:
+        """The model's results file (one row per headline number)."""
+        return Results(self.report_dir / "results.csv")
+
+    @property
+    def cache(self) -> Path | None:
+        """Folder of cached forward passes (None when caching is off, e.g. in regression runs)."""
+        return self.report_dir / "cache" if self.use_cache else None
+
+    @property
+    def vectors_dir(self) -> Path:
+        """Folder of saved steering vectors."""
+        return self.report_dir / "vectors"
+
+    def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "") -> None:
+        """Record a headline number of this chapter in the results file."""
+        self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note)
+
+    def vector(self, name: str) -> SteeringVector:
+        """A vector saved by the steering-vectors chapter of this audit."""
+        path = self.vectors_dir / f"{name}.safetensors"
+        if not path.exists():
+            raise AuditError(f"no saved vector '{name}' in {self.vectors_dir}: run the steering_vectors chapter first")
+        return SteeringVector.load(path)
+
+
+def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
+    """Set up a chapter from its papermill parameters; a relative report_dir is taken from the repository root."""
+    params = load_params(params_file)
+    folder = Path(report_dir)
+    folder = folder if folder.is_absolute() else REPO / folder
+    folder.mkdir(parents=True, exist_ok=True)
+    return Chapter(name, params, folder, use_cache)

@@ -1,0 +1,57 @@
+"""Figures of the steering-vectors chapter."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+PANEL = {"width": 250, "height": 180}
+
+
+def layer_curves(layers: pd.DataFrame, chosen: dict[str, int]) -> alt.FacetChart:
+    """Per-layer validation metrics (corr, sep, corr - sep) of each vector, the chosen layer marked by a rule.
+    `layers` has columns vector, layer, corr, sep, objective."""
+    names = {"corr": "correlation", "sep": "sign penalty", "objective": "corr − sep"}
+    long = layers.melt(id_vars=["vector", "layer"], value_vars=list(names), var_name="metric")
+    long = long.assign(metric=long["metric"].map(names), chosen=long["vector"].map(chosen))
+    base = alt.Chart().properties(**PANEL)
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X("layer:Q", title="block"),
+        y=alt.Y("value:Q", title="validation metric"),
+        color=alt.Color("metric:N", sort=list(names.values()), title=None),
+    )
+    rule = base.mark_rule(strokeDash=[4, 3], color="black").encode(x="min(chosen):Q")
+    return alt.layer(lines, rule, data=long).facet(facet=alt.Facet("vector:N", title=None), columns=2)
+
+
+def projection_scatter(val: pd.DataFrame) -> alt.FacetChart:
+    """Projection on the chosen vector against concept score, validation texts, coloured by data label.
+    `val` has columns vector, score, projection, group."""
+    return (
+        alt.Chart(val)
+        .mark_circle(size=22, opacity=0.6)
+        .encode(
+            x=alt.X("score:Q", title="concept score s (T+ minus T−)"),
+            y=alt.Y("projection:Q", title="projection (a − μ₀)·v"),
+            color=alt.Color("group:N", title="data label"),
+        )
+        .properties(**PANEL)
+        .facet(facet=alt.Facet("vector:N", title=None), columns=2)
+        .resolve_scale(x="independent", y="independent", color="independent")
+    )
+
+
+def projection_by_label(val: pd.DataFrame) -> alt.FacetChart:
+    """Distribution of projections per data label (box plots), one panel per vector."""
+    return (
+        alt.Chart(val)
+        .mark_boxplot(size=18)
+        .encode(
+            x=alt.X("group:N", title=None),
+            y=alt.Y("projection:Q", title="projection (a − μ₀)·v"),
+            color=alt.Color("group:N", legend=None),
+        )
+        .properties(width=250, height=180)
+        .facet(facet=alt.Facet("vector:N", title=None), columns=2)
+        .resolve_scale(x="independent", y="independent")
+    )

@@ -1,0 +1,85 @@
+"""Shared fixtures: a tiny random Llama model with a word-level tokenizer, saved to a folder and loaded back
+through the real local-folder path of `llmaudit.models.load_model`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+# Words the tests use; each is one token (word-level vocabulary, whitespace pre-tokenizer).
+WORDS = (
+    "female male woman man she he her him black white "
+    "the a an is was who nurse doctor engineer teacher wrote about person job new started "
+    "one sentence write describe story of and in on to with for this that it they said good bad "
+    "approve deny yes no answer question loan credit applicant user assistant system"
+).split()
+SPECIAL = ["<unk>", "<eos>", "<bos>", "<|user|>", "<|assistant|>", "<|system|>"]
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <eos> {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+)
+
+
+def build_tokenizer():
+    """A PreTrainedTokenizerFast over WORDS (plus capitalised forms, punctuation and filler ids)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab: dict[str, int] = {}
+    for token in [*SPECIAL, *WORDS, *(w.capitalize() for w in WORDS), ".", ",", "?", "!", ":"]:
+        vocab.setdefault(token, len(vocab))
+    for i in range(len(vocab), 256):  # filler tokens so the vocabulary has a few hundred entries
+        vocab[f"tok{i}"] = i
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", pad_token="<eos>", bos_token="<bos>"
+    )
+    fast.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>", "<|system|>"]})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_hf_model(vocab_size: int):
+    """A seeded random 4-block Llama (hidden 32, 2 heads) in float32 eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=1,
+    )
+    model = LlamaForCausalLM(config)
+    # Random init has tiny weights; widen the output layer so label probabilities differ visibly.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """Folder with config.json, safetensors weights and tokenizer files of the tiny model."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = build_tokenizer()
+    build_hf_model(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir):
+    """The tiny model loaded through `load_model` (real local-folder path)."""
+    from llmaudit.config import ModelSpec
+    from llmaudit.models import load_model
+
+    return load_model("tiny", ModelSpec(path=str(tiny_model_dir)))
