@@ -198,7 +198,7 @@ def test_report_from_executed_notebook(executed: Path) -> None:
     # dropped: stderr (progress bars), removed cells; stdout kept; tags honoured
     assert any(o.output_type == "stream" for c in nbformat.read(executed, 4).cells for o in c.get("outputs", []))
     assert "scoring: 50 %" not in html
-    assert "<pre>VISIBLE_OUTPUT\n</pre>" in html
+    assert "<pre class=\"stdout\">VISIBLE_OUTPUT\n</pre>" in html
     assert "SECRET_OUTPUT" not in html and "SECRET_SOURCE" not in html
     assert "VISIBLE_OUTPUT" in html and "HIDDEN_INPUT" not in html
     assert "VISIBLE_INPUT" in html and "HIDDEN_OUTPUT" not in html

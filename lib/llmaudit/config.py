@@ -24,6 +24,7 @@ class ModelSpec:
     hf: str | None = None
     path: str | None = None
     dtype: str = "float32"
+    device: str = "cpu"
     remote: bool = False
     trust_remote_code: bool = False
     system_prompt: str | None = None
@@ -34,6 +35,7 @@ class SteeringParams:
     """Sizes and thresholds for extracting the steering vectors (SPEC Chapter 1)."""
 
     tau: float = 0.05
+    normalised: bool = False
     quantile: dict[str, float] = field(default_factory=dict)
     skip_last_layers: float = 0.05
     train_rows: dict[str, int | None] = field(default_factory=dict)
@@ -147,6 +149,8 @@ def _check(params: Params, where: str) -> None:
         raise ConfigError(f"{where}:model: set exactly one of embedded, hf or path (got {sources or 'none'})")
     if spec.dtype not in {"float32", "bfloat16", "float16"}:
         raise ConfigError(f"{where}:model:dtype: use float32, bfloat16 or float16 (got '{spec.dtype}')")
+    if spec.device not in {"cpu", "cuda"}:
+        raise ConfigError(f"{where}:model:device: use cpu or cuda (got '{spec.device}')")
     if spec.remote and not spec.hf:
         raise ConfigError(f"{where}:model: remote: true needs an hf id (NDIF serves hub models)")
     if not 0 <= params.steering.tau < 1:

@@ -28,7 +28,8 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
         hf, tokenizer, weights = _local(spec)
         lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
     provenance = {**weights, "load_seconds": round(time.perf_counter() - started, 2)}
-    return AuditModel(name, lm, tokenizer, spec.remote, spec.system_prompt, provenance)
+    device = "cpu" if spec.remote else spec.device
+    return AuditModel(name, lm, tokenizer, spec.remote, spec.system_prompt, provenance, device)
 
 
 def _local(spec: ModelSpec):
@@ -53,7 +54,9 @@ def _local(spec: ModelSpec):
             f"cannot load '{folder}' ({first}): check the id, log in for gated models, or set model.path"
             " to a local copy"
         ) from None
-    hf.eval()
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of torch")
+    hf.to(spec.device).eval()
     return hf, tokenizer, source
 
 

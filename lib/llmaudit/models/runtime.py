@@ -34,8 +34,10 @@ class AuditModel:
         remote: bool = False,
         system_prompt: str | None = None,
         provenance: dict | None = None,
+        device: str = "cpu",
     ):
         self.name = name
+        self.device = device
         self.provenance = provenance or {}
         self.lm = lm
         self.tokenizer = tokenizer
@@ -46,6 +48,12 @@ class AuditModel:
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+
+    @property
+    def identity(self) -> dict:
+        """What determines this model's outputs (weights, dtype), as the key of every cached forward pass."""
+        weights = self.provenance.get("sha256") or self.provenance.get("source")
+        return {"weights": weights, "dtype": "remote" if self.remote else str(self.lm.dtype)}
 
     def chat(self, prompt: str, prefix: str = "") -> str:
         """The prompt as one user turn in the model's chat template, with the assistant's answer begun by `prefix`."""
@@ -100,7 +108,7 @@ class AuditModel:
         intervention: Intervention | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One left-padded forward pass; position ids follow the attention mask so padding changes nothing."""
-        input_ids, mask = _left_pad(encoded, self.tokenizer.pad_token_id)
+        input_ids, mask = (t.to(self.device) for t in _left_pad(encoded, self.tokenizer.pad_token_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         blocks = self.lm.model.layers
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))

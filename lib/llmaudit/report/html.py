@@ -44,7 +44,9 @@ table { border-collapse: collapse; border: 0; margin: 1rem 0; font-size: .9rem; 
 th, td { border: 1px solid var(--border); padding: .35rem .65rem; text-align: left; vertical-align: top; }
 thead th { background: var(--soft); font-weight: 600; }
 tbody tr:nth-child(even) { background: #fafbfc; }
-td.num, table.dataframe td { text-align: right; white-space: nowrap; }
+td.num, table.dataframe td { text-align: right; }
+table.dataframe td { max-width: 36em; }
+pre.stdout { white-space: pre-wrap; }
 pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; }
 code { font-size: .9em; }
 pre { font-size: .85rem; line-height: 1.45; background: var(--soft); border: 1px solid var(--border);
@@ -138,7 +140,7 @@ def _output(out: nbformat.NotebookNode) -> str:
     <link> tags are stripped from HTML outputs, since the report runs no JavaScript and must fetch nothing.
     """
     if out.output_type == "stream":
-        return f"<pre>{escape(_ANSI.sub('', out.text))}</pre>" if out.name == "stdout" else ""
+        return f"<pre class=\"stdout\">{escape(_ANSI.sub('', out.text))}</pre>" if out.name == "stdout" else ""
     if out.output_type == "error":
         text = _ANSI.sub("", "\n".join(out.get("traceback", []))) or f"{out.ename}: {out.evalue}"
         return f'<pre class="error">{escape(text)}</pre>'

@@ -27,10 +27,12 @@ class ConceptTokens:
         """Label ids in the order `score` expects: T+ then T-."""
         return [*self.positive, *self.negative]
 
-    def score(self, probs: torch.Tensor) -> torch.Tensor:
-        """s = P(T+) - P(T-) from (n, len(ids)) label probabilities."""
+    def score(self, probs: torch.Tensor, normalised: bool = False) -> torch.Tensor:
+        """s = P(T+) - P(T-) from (n, len(ids)) label probabilities; `normalised` divides by P(T+) + P(T-), the
+        preference among the target words, which equals s for a model that puts its mass on them."""
         n = len(self.positive)
-        return probs[:, :n].sum(-1) - probs[:, n:].sum(-1)
+        plus, minus = probs[:, :n].sum(-1), probs[:, n:].sum(-1)
+        return (plus - minus) / (plus + minus) if normalised else plus - minus
 
 
 def concept_tokens(concept: str, words: dict[str, list[str]], single_token_ids) -> ConceptTokens:

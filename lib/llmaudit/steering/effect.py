@@ -26,6 +26,7 @@ def steered_scores(
     lambdas: Sequence[float],
     batch_tokens: int,
     cache: Path | None = None,
+    normalised: bool = False,
 ) -> pd.DataFrame:
     """Long table (lam, row, score, mass) of concept scores of `frame`'s prompts under the projection edit."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
@@ -33,7 +34,7 @@ def steered_scores(
     for lam in lambdas:
         edit = vector.intervention(lam)
         key = {
-            "model": model.provenance,
+            "model": model.identity,
             "prompts": prompts,
             "labels": tokens.ids,
             "edit": [edit.layer, edit.alpha, digest(vector.direction.tolist()), digest(vector.mean.tolist())],
@@ -43,6 +44,6 @@ def steered_scores(
             return {"probs": model.forward(prompts, tokens.ids, intervention=edit, batch_tokens=batch_tokens).probs}
 
         probs = cached_tensors(cache, key, run)["probs"]
-        parts.append(pd.DataFrame({"lam": lam, "row": range(len(prompts)), "score": tokens.score(probs).numpy(),
+        parts.append(pd.DataFrame({"lam": lam, "row": range(len(prompts)), "score": tokens.score(probs, normalised).numpy(),
                                    "mass": probs.sum(-1).numpy()}))
     return pd.concat(parts, ignore_index=True)

@@ -39,26 +39,32 @@ def tokens_for(model: AuditModel, concept: str, mirror: Path | None = None) -> C
     return concept_tokens(concept, words, model.single_token_ids)
 
 
-def score(
+def forward_concept(
     model: AuditModel,
     frame: pd.DataFrame,
     tokens: ConceptTokens,
     batch_tokens: int,
     cache: Path | None = None,
     desc: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Concept scores (n,), label probability mass (n,) and all blocks' last-token activations (n, layers,
-    width) of `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target-token probabilities (n, labels) and all blocks' last-token activations (n, layers, width) of
+    `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     layers = list(range(model.n_layers))
-    key = {"model": model.provenance, "prompts": prompts, "labels": tokens.ids, "layers": layers}
+    key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "layers": layers}
 
     def run() -> dict[str, torch.Tensor]:
         out = model.forward(prompts, tokens.ids, layers, batch_tokens=batch_tokens, desc=desc)
         return {"probs": out.probs, "acts": out.acts}
 
     result = cached_tensors(cache, key, run)
-    return tokens.score(result["probs"]), result["probs"].sum(-1), result["acts"]
+    return result["probs"], result["acts"]
+
+
+def template_centres(scores: torch.Tensor, template: pd.Series) -> dict[int, float]:
+    """Median score per instruction template: what the wording of the question alone contributes."""
+    frame = pd.DataFrame({"s": scores.numpy(), "t": template.to_numpy()})
+    return {int(t): float(m) for t, m in frame.groupby("t")["s"].median().items()}
 
 
 def extract(
@@ -76,13 +82,17 @@ def extract(
     for split in ("train", "val"):
         sizes = params.train_rows if split == "train" else params.val_rows
         frame = rows(recipe, split, sizes.get(recipe.dataset), seed, mirror)
-        s, mass, a = score(model, frame, tokens, batch_tokens, cache, desc=f"{recipe.name} {split}")
-        tables[split], acts[split] = frame.assign(score=s.numpy(), label_mass=mass.numpy()), a
+        probs, a = forward_concept(model, frame, tokens, batch_tokens, cache, desc=f"{recipe.name} {split}")
+        s = tokens.score(probs, params.normalised)
+        tables[split], acts[split] = frame.assign(score=s.numpy(), label_mass=probs.sum(-1).numpy()), a
     quantile = params.quantile.get(recipe.name)
-    raw_s = torch.tensor(tables["train"]["score"].to_numpy())
-    centre = float(raw_s.median()) if quantile is not None else 0.0
-    train_s = raw_s - centre
-    val_s = torch.tensor(tables["val"]["score"].to_numpy()) - centre
+    centres = template_centres(torch.tensor(tables["train"]["score"].to_numpy()), tables["train"]["template"])
+    if quantile is None:
+        centres = dict.fromkeys(centres, 0.0)
+    train_s, val_s = (
+        torch.tensor((tables[split]["score"] - tables[split]["template"].map(centres)).to_numpy())
+        for split in ("train", "val")
+    )
     low, high = thresholds(train_s, params.tau, quantile)
     directions, means = wmd(acts["train"], train_s, low, high)
     p = projections(acts["val"], directions, means)
@@ -101,7 +111,8 @@ def extract(
             "weights": model.provenance.get("sha256") or model.provenance.get("source"),
             "dataset": recipe.dataset,
             "instructions": recipe.instructions,
-            "score_centre": centre,
+            "normalised_scores": params.normalised,
+            "template_centres": centres,
             "band": [low, high],
             "split_counts": split_counts(train_s, low, high),
             "label_mass": float(tables["train"]["label_mass"].mean()),

@@ -22,8 +22,8 @@ class Intervention:
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         """Apply the edit to hidden states of shape (..., width)."""
-        v = self.direction.to(h.dtype)
+        v = self.direction.to(h.device, h.dtype)
         if self.mean is None:
             return h + self.alpha * v
-        coordinate = (h - self.mean.to(h.dtype)) @ v
+        coordinate = (h - self.mean.to(h.device, h.dtype)) @ v
         return h + (self.alpha - coordinate).unsqueeze(-1) * v

@@ -43,17 +43,19 @@ def templates(name: str, mirror: Path | None = None) -> list[tuple[str, str]]:
 
 
 def rows(recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | None = None) -> pd.DataFrame:
-    """`n` rows (all when None) of a data split, sampled without replacement, each with its instruction and prefix
-    assigned round-robin over a seeded shuffle of the templates (every template used equally often)."""
+    """`n` rows (all when None) of a data split, sampled without replacement, each with its instruction template
+    (index, instruction, prefix) assigned round-robin over a seeded shuffle (every template used equally often)."""
     frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
     if n is not None and n < len(frame):
         frame = frame.sample(n=n, random_state=seed)
     frame = frame.reset_index(drop=True)
+    order = list(range(len(templates(recipe.instructions, mirror))))
+    random.Random(seed).shuffle(order)
     pairs = templates(recipe.instructions, mirror)
-    random.Random(seed).shuffle(pairs)
-    chosen = [pairs[i % len(pairs)] for i in range(len(frame))]
+    chosen = [order[i % len(order)] for i in range(len(frame))]
     return frame.assign(
-        instruction=[inst.format(text) for (inst, _), text in zip(chosen, frame["text"])],
-        prefix=[prefix for _, prefix in chosen],
+        template=chosen,
+        instruction=[pairs[t][0].format(text) for t, text in zip(chosen, frame["text"])],
+        prefix=[pairs[t][1] for t in chosen],
         group=frame[recipe.label].astype(str),
     )

