@@ -31,7 +31,7 @@ def projection_scatter(val: pd.DataFrame) -> alt.FacetChart:
         alt.Chart(val)
         .mark_circle(size=22, opacity=0.6)
         .encode(
-            x=alt.X("score:Q", title="concept score s (T+ minus T−)"),
+            x=alt.X("score:Q", title="concept score s"),
             y=alt.Y("projection:Q", title="projection (a − μ₀)·v"),
             color=alt.Color("group:N", title="data label"),
         )
