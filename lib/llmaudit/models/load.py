@@ -49,11 +49,7 @@ def _local(spec: ModelSpec):
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
         hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0]
-        raise AuditError(
-            f"cannot load '{folder}' ({first}): check the id, log in for gated models, or set model.path"
-            " to a local copy"
-        ) from None
+        raise _unreachable(folder, err, "check the id, log in for gated models, or set model.path to a local copy") from None
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of torch")
     hf.to(spec.device).eval()
@@ -81,7 +77,7 @@ def _embedded_folder(embedded: str) -> tuple[str, str]:
 
 
 def _remote(spec: ModelSpec):
-    """An nnsight LanguageModel whose traces run on NDIF; needs an NDIF API key and network."""
+    """An nnsight model whose traces run on NDIF; needs an NDIF API key and network."""
     from nnsight import CONFIG, TransformersModel
 
     if not CONFIG.API.APIKEY:
@@ -91,5 +87,10 @@ def _remote(spec: ModelSpec):
     try:
         return TransformersModel(spec.hf, task="text-generation")
     except OSError as err:
-        first = str(err).strip().splitlines()[0]
-        raise AuditError(f"cannot reach '{spec.hf}' for remote tracing ({first}): check network and the hub id") from None
+        raise _unreachable(spec.hf, err, "remote tracing needs the network to reach the hub and NDIF") from None
+
+
+def _unreachable(source: str, err: Exception, advice: str) -> AuditError:
+    """One-line error for weights that could not be loaded, keeping the first line of the library's reason."""
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return AuditError(f"cannot load model '{source}' ({reason}): {advice}")
