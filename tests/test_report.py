@@ -242,3 +242,15 @@ def test_report_outputs_errors_images_and_vegalite(tmp_path: Path) -> None:
     assert "<b>kept</b>" in html and "WIDGET_BAR" not in html
     assert '<h2>02 white box</h2>' in html and 'href="#ch-02-white-box"' in html
     assert 'id="summary"' not in html  # no results.csv, no summary section
+
+
+def test_results_clear_removes_only_that_chapter(tmp_path) -> None:
+    results = Results(tmp_path / "results.csv")
+    results.record("a", "x", 1.0)
+    results.record("a", "stale", 2.0)
+    results.record("b", "y", 3.0)
+    results.clear("a")
+    reopened = Results(tmp_path / "results.csv")
+    assert reopened.table()["name"].tolist() == ["y"]
+    with pytest.raises(KeyError):
+        reopened.get("a", "x")

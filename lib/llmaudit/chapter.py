@@ -62,9 +62,12 @@ class Chapter:
 
 
 def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
-    """Set up a chapter from its papermill parameters; a relative report_dir is taken from the repository root."""
+    """Set up a chapter from its papermill parameters (a relative report_dir is taken from the repository root);
+    the chapter's old rows leave the results file, since it records them all again."""
     params = load_params(params_file)
     folder = Path(report_dir)
     folder = folder if folder.is_absolute() else REPO / folder
     folder.mkdir(parents=True, exist_ok=True)
-    return Chapter(name, params, folder, use_cache)
+    chapter = Chapter(name, params, folder, use_cache)
+    chapter.results.clear(name)
+    return chapter

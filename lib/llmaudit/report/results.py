@@ -109,6 +109,11 @@ class Results:
         self._rows[(chapter, name)] = row
         self._write()
 
+    def clear(self, chapter: str) -> None:
+        """Remove a chapter's rows, so a re-run of the chapter leaves no row that its current code no longer records."""
+        self._rows = {key: row for key, row in self._load().items() if key[0] != chapter}
+        self._write()
+
     def table(self, chapter: str | None = None) -> pd.DataFrame:
         """All rows (or one chapter's); values parsed back to numbers where they are numbers, bounds as floats."""
         rows = [
