@@ -25,8 +25,8 @@ def main(tokenizer_dir: str) -> None:
     )
     with torch.device("cuda"):
         hf = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-    model = AuditModel("random-llama-8b", TransformersModel(hf, task="text-generation", tokenizer=tokenizer),
-                       tokenizer, device="cuda")
+    lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
+    model = AuditModel("random-llama-8b", lm, tokenizer, hf=hf, device="cuda")
     words = "the applicant asked for a loan to buy a car and has paid back every earlier credit on time".split()
     texts = [model.chat(" ".join(words[: 4 + (i * 7) % len(words)] * (1 + i % 9)), "Answer:") for i in range(64)]
     labels = model.single_token_ids(["good", "bad", "yes", "no"])

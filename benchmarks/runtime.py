@@ -53,7 +53,7 @@ def main() -> None:
     encoded = [model.tokenizer.encode(t, add_special_tokens=False) for t in texts]
     tokens = sum(len(e) for e in encoded)
     labels = model.single_token_ids(["good", "bad"])
-    hf = model.lm._model
+    hf = model.hf
 
     def plain() -> None:
         """What a straightforward caller does: one padded batch, logits at every position."""

@@ -53,9 +53,9 @@ def test_batched_equals_one_by_one(tiny_model, monkeypatch) -> None:
     batches: list[list[int]] = []
     original = model._forward_batch
 
-    def spy(encoded, *args, **kwargs):
-        batches.append([len(e) for e in encoded])
-        return original(encoded, *args, **kwargs)
+    def spy(ids, mask, *args, **kwargs):
+        batches.append(mask.sum(1).tolist())
+        return original(ids, mask, *args, **kwargs)
 
     monkeypatch.setattr(model, "_forward_batch", spy)
     out = model.forward(texts, labels, layers, batch_tokens=max(lengths) + 3)
@@ -245,3 +245,45 @@ def test_hidden_and_with_hidden() -> None:
     out = with_hidden((h, extra, None), new)
     assert isinstance(out, tuple) and len(out) == 3
     assert out[0] is new and out[1] is extra and out[2] is None
+
+
+@pytest.mark.parametrize("projection", [True, False])
+@pytest.mark.parametrize("lambda_batch", [1, 3])
+def test_sweep_engine_equals_traced_interventions(tiny_model, projection, lambda_batch) -> None:
+    """The split forward (lower blocks once, upper blocks per lambda) reproduces the traced forward with the edit."""
+    from llmaudit.models.sweep import sweep
+
+    model = tiny_model
+    texts = [model.chat(p, "answer :") for p in PROMPTS]
+    labels = label_ids(model)
+    plain = model.forward(texts, labels, layers=[1])
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(3)), dim=0)
+    vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=2.5)
+    lambdas = [-1.0, -0.2, 0.0, 0.6, 1.0]
+    engine = sweep(model, texts, labels, vector, lambdas, projection, batch_tokens=40, lambda_batch=lambda_batch)
+    reference = torch.stack(
+        [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in lambdas]
+    )
+    assert engine.shape == (len(lambdas), len(texts), len(labels))
+    torch.testing.assert_close(engine, reference, atol=1e-5, rtol=1e-4)
+    assert (engine[0] - engine[-1]).abs().max() > 1e-3  # steering moves the answers
+
+
+def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
+    """The forward-mode derivative at lambda = 0 equals a central finite difference of the steered metric."""
+    from llmaudit.models.sweep import sensitivity_at_zero, sweep
+
+    model = tiny_model
+    texts = [model.chat(p, "answer :") for p in PROMPTS[:5]]
+    labels = label_ids(model)[:2]
+    targets = [1] * len(texts)
+    plain = model.forward(texts, labels, layers=[1])
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(5)), dim=0)
+    vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=1.5)
+    exact = sensitivity_at_zero(model, texts, labels, targets, vector, batch_tokens=40)
+    eps = 1e-3
+    probs = sweep(model, texts, labels, vector, [-eps, eps])
+    metric = probs[..., 1] / probs.sum(-1)
+    finite = (metric[1] - metric[0]) / (2 * eps)
+    torch.testing.assert_close(exact, finite, atol=2e-4, rtol=2e-2)
+    assert exact.abs().max() > 1e-3

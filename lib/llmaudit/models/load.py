@@ -21,7 +21,7 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
 
     started = time.perf_counter()
     if spec.remote:
-        lm = _remote(spec)
+        lm, hf = _remote(spec), None
         tokenizer = lm.tokenizer
         weights = {"source": f"ndif:{spec.hf}", "sha256": None}
     else:
@@ -29,7 +29,10 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
         lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
     provenance = {**weights, "load_seconds": round(time.perf_counter() - started, 2)}
     device = "cpu" if spec.remote else spec.device
-    return AuditModel(name, lm, tokenizer, spec.remote, spec.system_prompt, provenance, device)
+    return AuditModel(
+        name, lm, tokenizer, hf=hf, remote=spec.remote, system_prompt=spec.system_prompt,
+        provenance=provenance, device=device,
+    )
 
 
 def _local(spec: ModelSpec):

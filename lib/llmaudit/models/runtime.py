@@ -31,12 +31,15 @@ class AuditModel:
         name: str,
         lm,
         tokenizer,
+        *,
+        hf=None,
         remote: bool = False,
         system_prompt: str | None = None,
         provenance: dict | None = None,
         device: str = "cpu",
     ):
         self.name = name
+        self.hf = hf  # the local transformers module (None when remote), for the plain-PyTorch sweep engine
         self.device = device
         self.provenance = provenance or {}
         self.lm = lm
@@ -84,32 +87,42 @@ class AuditModel:
     ) -> ForwardOutput:
         """Run `texts` (already chat-formatted) in length-sorted batches and return label probabilities and
         activations in input order. Only the last position's logits are computed."""
-        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
-        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            for batch in _batches(order, [len(e) for e in encoded], batch_tokens):
-                p, a = self._forward_batch([encoded[i] for i in batch], labels, layers, intervention)
-                for row, i in enumerate(batch):
-                    probs[i] = p[row]
-                    acts[i] = a[row] if a is not None else None
-                bar.update(len(batch))
+        for batch, tensors in self.padded_batches(texts, batch_tokens, desc):
+            p, a = self._forward_batch(*tensors, labels, layers, intervention)
+            for row, i in enumerate(batch):
+                probs[i] = p[row]
+                acts[i] = a[row] if a is not None else None
         return ForwardOutput(
             probs=torch.stack(probs),  # type: ignore[arg-type]
             acts=torch.stack(acts) if layers else None,  # type: ignore[arg-type]
         )
 
+    def padded_batches(
+        self, texts: Sequence[str], batch_tokens: int, desc: str | None = None
+    ) -> Iterator[tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+        """Length-sorted batches of chat-formatted texts, each as (input indices, (ids, mask, position ids)),
+        left-padded on the model's device; position ids follow the attention mask so padding changes nothing."""
+        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
+        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
+            for batch in _batches(order, [len(e) for e in encoded], batch_tokens):
+                ids, mask = _left_pad([encoded[i] for i in batch], self.tokenizer.pad_token_id)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                yield batch, (ids.to(self.device), mask.to(self.device), positions.to(self.device))
+                bar.update(len(batch))
+
     def _forward_batch(
         self,
-        encoded: list[list[int]],
+        input_ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
         labels: Sequence[int] | None,
         layers: Sequence[int],
         intervention: Intervention | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One left-padded forward pass; position ids follow the attention mask so padding changes nothing."""
-        input_ids, mask = (t.to(self.device) for t in _left_pad(encoded, self.tokenizer.pad_token_id))
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        """One traced forward pass of a padded batch; returns label probabilities and saved activations."""
         blocks = self.lm.model.layers
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
         saved: dict[int, torch.Tensor] = {}
@@ -141,7 +154,9 @@ class AuditModel:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         new: list[int] = []
         for _ in range(max_new_tokens):
-            log_probs, _ = self._forward_batch([ids + new], None, (), intervention)
+            sequence = torch.tensor([ids + new], device=self.device)
+            positions = torch.arange(sequence.shape[1], device=self.device).unsqueeze(0)
+            log_probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (), intervention)
             token = int(log_probs[0].argmax())
             if token == self.tokenizer.eos_token_id:
                 break

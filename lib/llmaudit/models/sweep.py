@@ -1,0 +1,142 @@
+"""The steering-sweep engine: answer probabilities of many prompts under a steering vector at many coefficients.
+
+A sweep's cost is forward passes, and most of a naive sweep is repeated work. Here
+
+* the blocks below the steering layer run once per prompt, not once per lambda: their output does not
+  depend on lambda (the edit happens above them);
+* the blocks above run once per lambda on the edited hidden states, several lambdas stacked in one batch;
+* only the last position goes through the final norm and the unembedding, and only the answer tokens'
+  probabilities are kept.
+
+The split forward reuses the model's own modules (embedding, rotary embedding, masks, decoder blocks), so it is
+exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same
+intervention is the reference it is tested against. Models traced remotely cannot be split and use that path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+
+from llmaudit.errors import AuditError
+from llmaudit.models.runtime import AuditModel
+from llmaudit.steering.vector import SteeringVector
+
+
+def sweep(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    vector: SteeringVector,
+    lambdas: Sequence[float],
+    projection: bool = True,
+    batch_tokens: int = 4096,
+    lambda_batch: int = 1,
+    desc: str | None = None,
+) -> torch.Tensor:
+    """Next-token probabilities of `labels` for chat-formatted `texts` steered by `vector` at each lambda:
+    a tensor (lambdas, texts, labels), texts in input order."""
+    if model.hf is None:
+        return torch.stack(
+            [model.forward(texts, labels, intervention=vector.intervention(lam, projection),
+                           batch_tokens=batch_tokens).probs for lam in lambdas]
+        )
+    out = torch.empty(len(lambdas), len(texts), len(labels))
+    for batch, tensors in model.padded_batches(texts, batch_tokens, desc):
+        out[:, batch] = _sweep_batch(model, *tensors, labels, vector, lambdas, projection, lambda_batch)
+    return out
+
+
+def _sweep_batch(
+    model: AuditModel,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    positions: torch.Tensor,
+    labels: Sequence[int],
+    vector: SteeringVector,
+    lambdas: Sequence[float],
+    projection: bool,
+    lambda_batch: int,
+) -> torch.Tensor:
+    """(lambdas, batch, labels) for one left-padded batch: lower blocks once, upper blocks per lambda group."""
+    hf, layer = model.hf, vector.layer
+    results = []
+    with torch.inference_mode():
+        with _blocks(hf, slice(0, layer + 1), final_norm=False):
+            hidden = hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+        for start in range(0, len(lambdas), lambda_batch):
+            group = lambdas[start : start + lambda_batch]
+            edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
+            repeat = len(group)
+            with _blocks(hf, slice(layer + 1, None), final_norm=True):
+                logits = hf(
+                    inputs_embeds=edited,
+                    attention_mask=mask.repeat(repeat, 1),
+                    position_ids=positions.repeat(repeat, 1),
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
+            probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
+            results.append(probs.reshape(repeat, len(ids), len(labels)))
+    return torch.cat(results).cpu()
+
+
+@contextmanager
+def _blocks(hf, which: slice, final_norm: bool) -> Iterator[None]:
+    """Temporarily run only the decoder blocks in `which` (and the final norm or not): the model's own forward
+    then computes a slice of the network with the same masks and positions as the full one."""
+    inner = hf.model
+    layers, norm = inner.layers, inner.norm
+    inner.layers = torch.nn.ModuleList(list(layers)[which])
+    if not final_norm:
+        inner.norm = torch.nn.Identity()
+    try:
+        yield
+    finally:
+        inner.layers, inner.norm = layers, norm
+
+
+def sensitivity_at_zero(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    targets: Sequence[int],
+    vector: SteeringVector,
+    projection: bool = True,
+    batch_tokens: int = 4096,
+) -> torch.Tensor:
+    """Exact d metric / d lambda at lambda = 0 for each text, by one forward-mode derivative (torch.func.jvp) of
+    the upper blocks along the edit's tangent k v; the metric is p[target] / sum(p) over `labels`."""
+    if model.hf is None:
+        raise AuditError("exact sensitivities need a local model (forward-mode derivatives do not run remotely)")
+    hf, layer = model.hf, vector.layer
+    out = torch.empty(len(texts))
+    for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens):
+        with torch.no_grad():
+            with _blocks(hf, slice(0, layer + 1), final_norm=False):
+                hidden = hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+            start = vector.intervention(0.0, projection)(hidden)
+        tangent = (vector.k * vector.direction).to(start.device, start.dtype).expand_as(start).contiguous()
+        chosen = torch.as_tensor([targets[i] for i in batch], device=start.device)
+
+        def metric(h: torch.Tensor) -> torch.Tensor:
+            logits = hf(inputs_embeds=h, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
+            probs = torch.softmax(logits[:, -1, list(labels)].float(), dim=-1)
+            return probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+
+        with _blocks(hf, slice(layer + 1, None), final_norm=True), _eager_attention(hf), torch.no_grad():
+            _, derivative = torch.func.jvp(metric, (start,), (tangent,))
+        out[batch] = derivative.cpu()
+    return out
+
+
+@contextmanager
+def _eager_attention(hf) -> Iterator[None]:
+    """Plain-PyTorch attention for the duration (fused attention kernels have no forward-mode derivative)."""
+    previous = hf.config._attn_implementation
+    hf.config._attn_implementation = "eager"
+    try:
+        yield
+    finally:
+        hf.config._attn_implementation = previous

@@ -1,0 +1,70 @@
+"""What every decision task provides (SPEC Chapter 2): prompts in three variants and a metric read from the
+next-token probabilities of a few answer words, so that results are deterministic.
+
+Variants: `explicit` states the protected attribute (female / male, Black / White ...), `implicit` signals it
+(names, dialect), `neutral` removes it or sets it to unknown (the white-box baseline that steering moves)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from llmaudit.errors import AuditError
+
+VARIANTS = ("explicit", "implicit", "neutral")
+
+
+@dataclass(frozen=True)
+class TaskItem:
+    """One prompt: the user message, the assistant's answer prefix, the protected group it shows ('' when
+    neutral), the id of the underlying case (shared by its group variants), and the index of the answer word
+    whose normalised probability is the metric."""
+
+    prompt: str
+    prefix: str
+    group: str
+    case: str
+    target: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """A decision task: answer words, prompt builders per variant, and the metric."""
+
+    name: str
+    concept: str
+    answers: tuple[str, ...]
+    metric_name: str
+    groups: tuple[str, str]  # (group A, group B): black-box bias = mean metric(A) - mean metric(B), + = female/Black
+
+    @abstractmethod
+    def items(
+        self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
+    ) -> list[TaskItem]:
+        """`n` cases (all when None; sampled without replacement with `seed`, never one whose source row id is in
+        `exclude`, e.g. rows that chose or scaled a steering vector) expanded into the variant's prompts."""
+
+    def check_variant(self, variant: str) -> None:
+        """One-line error for a variant this task does not have."""
+        if variant not in VARIANTS:
+            raise AuditError(f"{self.name}: unknown variant '{variant}' (use one of {', '.join(VARIANTS)})")
+
+
+def answer_ids(tokenizer, answers: Sequence[str]) -> list[int]:
+    """The first token of each answer word as it follows the answer prefix (leading space); the first tokens
+    must differ, or the answers cannot be told apart from one next-token distribution."""
+    ids = [tokenizer.encode(" " + word, add_special_tokens=False)[0] for word in answers]
+    if len(set(ids)) != len(ids):
+        raise AuditError(f"answers {list(answers)} share a first token for this tokenizer: choose other answer words")
+    return ids
+
+
+def metric(probs: torch.Tensor, targets: Sequence[int] | torch.Tensor) -> torch.Tensor:
+    """Normalised probability of each item's target answer among the answers: p[target] / sum(p)."""
+    targets = torch.as_tensor(targets, dtype=torch.long)
+    return probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1) / probs.sum(-1)

@@ -1,0 +1,50 @@
+"""Seeded draws the tasks share: which cases to audit, and which first names (from the admissions name lists)
+signal the groups, so that a (case, seed) pair always yields the same prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from llmaudit.data.store import read_json
+from llmaudit.errors import AuditError
+
+ADMISSIONS_KEY = "llm-steering-audit/eval_data/admissions.json"
+Names = dict[str, dict[str, list[str]]]  # race -> gender -> first names
+
+
+def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:
+    """`n` of `ids` drawn without replacement with `seed` (all when None), returned in their original order."""
+    if n is None:
+        return list(ids)
+    if not 0 <= n <= len(ids):
+        raise AuditError(f"cannot sample n={n} cases: {len(ids)} available (use 0 <= n <= {len(ids)} or None for all)")
+    picked = np.random.default_rng(seed).choice(len(ids), size=n, replace=False)
+    return [ids[i] for i in sorted(picked)]
+
+
+def first_names(mirror: Path | None = None) -> Names:
+    """The admissions name lists: race ('asian', 'black', 'hispanic', 'white') -> gender -> first names."""
+    return read_json(ADMISSIONS_KEY, mirror)["first_names"]
+
+
+def paired_names(
+    names: Names,
+    concept: str,
+    groups: Sequence[str],
+    seed: int,
+    case: int,
+    shared: Sequence[str] | None = None,
+) -> list[str]:
+    """One first name per group (races or genders, as `concept` says), all of one other attribute (gender or
+    race) drawn from `shared` (default: all in the lists) per (seed, case): the names differ only in `concept`."""
+    if concept not in ("gender", "race"):
+        raise AuditError(f"names: unknown concept '{concept}' (use gender or race)")
+    rng = np.random.default_rng([seed, case])
+    if shared is None:
+        shared = sorted(names) if concept == "gender" else sorted({g for pools in names.values() for g in pools})
+    other = shared[int(rng.integers(len(shared)))]
+    pools = [names[other][g] if concept == "gender" else names[g][other] for g in groups]
+    return [pool[int(rng.integers(len(pool)))] for pool in pools]
