@@ -49,7 +49,7 @@ def flops(model, lengths: list[int], layer: int, n_lambdas: int) -> float:
     d, f, heads, kv = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads, cfg.num_key_value_heads
     head = d // heads
     per_token = 2 * (d * d * 2 + 2 * d * kv * head + 3 * d * f)  # q,o + k,v projections + gated MLP
-    attention = sum(2 * 2 * t * t * d for t in lengths)  # scores and weighted sum, full square (no causal skip)
+    attention = sum(2 * t * (t + 1) * d for t in lengths)  # causal scores and weighted sum: 2 x t(t+1)/2 x d MACs
     block = per_token * sum(lengths) + attention
     lower, upper = layer + 1, cfg.num_hidden_layers - layer - 1
     return block * (lower + upper * n_lambdas) + 2 * d * cfg.vocab_size * len(lengths) * n_lambdas

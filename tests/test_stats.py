@@ -57,3 +57,20 @@ def test_verdicts() -> None:
 def test_single_case_is_an_error() -> None:
     with pytest.raises(AuditError):
         sweep_slope(sweep_frame(0.1, cases=1))
+
+
+def test_conflict_needs_two_significant_opposite_signs() -> None:
+    from llmaudit.stats import conflict
+
+    assert conflict(Estimate(0.1, 0.05, 0.15), Estimate(-0.1, -0.15, -0.05))
+    assert not conflict(Estimate(0.1, 0.05, 0.15), Estimate(-0.1, -0.15, 0.01))
+    assert not conflict(Estimate(0.1, 0.05, 0.15), Estimate(0.2, 0.1, 0.3))
+
+
+def test_task_metric_is_normalised_target_probability() -> None:
+    import torch
+
+    from llmaudit.tasks import metric
+
+    probs = torch.tensor([[0.1, 0.3, 0.0, 0.0], [0.2, 0.2, 0.1, 0.5]])
+    assert metric(probs, [1, 3]).tolist() == pytest.approx([0.75, 0.5])

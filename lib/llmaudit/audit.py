@@ -17,7 +17,11 @@ from llmaudit.errors import AuditError
 from llmaudit.report import build_report
 
 BOOK = REPO / "book"
-CHAPTERS = {"steering_vectors": "01_steering_vectors"}
+CHAPTERS = {
+    "steering_vectors": "01_steering_vectors",
+    "decision_tasks": "02_decision_tasks",
+    "robustness": "03_robustness",
+}
 CELL_TIMEOUT_S = 3600
 
 
@@ -59,9 +63,10 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
     params = load_params(model)
     report_dir = reports / params.name
     report_dir.mkdir(parents=True, exist_ok=True)
+    shown = report_dir.relative_to(REPO) if report_dir.is_relative_to(REPO) else report_dir
     started = time.perf_counter()
     notebooks = [
-        execute_chapter(chapter, model, report_dir, report_dir / f"{CHAPTERS[chapter]}.ipynb")
+        execute_chapter(chapter, model, shown, report_dir / f"{CHAPTERS[chapter]}.ipynb")
         for chapter in chapters or params.chapters
     ]
     minutes = (time.perf_counter() - started) / 60

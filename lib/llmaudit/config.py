@@ -45,6 +45,18 @@ class SteeringParams:
 
 
 @dataclass(frozen=True)
+class TaskParams:
+    """Sizes and thresholds of the decision tasks (SPEC Chapter 2): cases per task, the lambda grid of the
+    white-box sweep, the invariance threshold epsilon on |slope|, and bootstrap resamples for intervals."""
+
+    sizes: dict[str, int | None] = field(default_factory=dict)
+    lambdas: list[float] = field(default_factory=lambda: [round(-1 + 0.2 * i, 1) for i in range(11)])
+    epsilon: float = 0.02
+    bootstrap: int = 2000
+    lambda_batch: int = 1
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything one audit run of one model needs."""
 
@@ -55,6 +67,7 @@ class Params:
     batch_tokens: int = 4096
     data_dir: str | None = None
     steering: SteeringParams = field(default_factory=SteeringParams)
+    tasks: TaskParams = field(default_factory=TaskParams)
 
 
 def available_models() -> list[str]:
@@ -161,12 +174,26 @@ def _check(params: Params, where: str) -> None:
     known["val_rows"] = known["train_rows"]
     for key, names in known.items():
         for name in getattr(params.steering, key):
-            if name not in names:
-                close = difflib.get_close_matches(name, names, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(names)}"
-                raise ConfigError(f"{where}:steering:{key}: unknown name '{name}' ({hint})")
+            _known(name, names, f"{where}:steering:{key}")
     for name, q in params.steering.quantile.items():
         if not 0 < q < 0.5:
             raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")
+    from llmaudit.tasks import TASKS
+
+    for name in params.tasks.sizes:
+        _known(name, list(TASKS), f"{where}:tasks:sizes")
+    lambdas = params.tasks.lambdas
+    if 0.0 not in lambdas or len(set(lambdas)) < 3 or lambdas != sorted(lambdas):
+        raise ConfigError(f"{where}:tasks:lambdas: give at least 3 increasing values including 0 (got {lambdas})")
+    if params.tasks.epsilon <= 0 or params.tasks.bootstrap < 100 or params.tasks.lambda_batch < 1:
+        raise ConfigError(f"{where}:tasks: need epsilon > 0, bootstrap >= 100 and lambda_batch >= 1")
     if params.batch_tokens < 64:
         raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")
+
+
+def _known(name: str, names: list[str], where: str) -> None:
+    """One-line error, with the closest suggestion, for a name that is not among `names`."""
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(names)}"
+        raise ConfigError(f"{where}: unknown name '{name}' ({hint})")

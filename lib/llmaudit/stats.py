@@ -21,7 +21,7 @@ class Estimate:
     hi: float
 
 
-def _bootstrap_mean(values: np.ndarray, n_boot: int, seed: int, alpha: float) -> Estimate:
+def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int, alpha: float = 0.05) -> Estimate:
     """Mean of per-case values with a percentile interval from resampling cases."""
     if len(values) < 2:
         raise AuditError(f"need at least 2 cases for a confidence interval, got {len(values)}: raise the task size")
@@ -39,7 +39,7 @@ def group_gap(
     missing = {a, b} - set(wide.columns)
     if missing:
         raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
-    return _bootstrap_mean((wide[a] - wide[b]).dropna().to_numpy(), n_boot, seed, alpha)
+    return bootstrap_mean((wide[a] - wide[b]).dropna().to_numpy(), n_boot, seed, alpha)
 
 
 def case_slopes(frame: pd.DataFrame) -> pd.Series:
@@ -55,7 +55,7 @@ def sweep_slope(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, alpha: f
     is the mean of the per-case slopes), with a bootstrap interval over cases."""
     if frame["lam"].nunique() < 2:
         raise AuditError("a sweep needs at least two lambda values")
-    return _bootstrap_mean(case_slopes(frame).to_numpy(), n_boot, seed, alpha)
+    return bootstrap_mean(case_slopes(frame).to_numpy(), n_boot, seed, alpha)
 
 
 def verdict(estimate: Estimate, epsilon: float) -> str:
@@ -66,3 +66,8 @@ def verdict(estimate: Estimate, epsilon: float) -> str:
     if estimate.lo > epsilon or estimate.hi < -epsilon:
         return "fail"
     return "inconclusive"
+
+
+def conflict(a: Estimate, b: Estimate) -> bool:
+    """Two measurements of one bias conflict when both intervals exclude zero with opposite signs."""
+    return (a.lo > 0 and b.hi < 0) or (a.hi < 0 and b.lo > 0)

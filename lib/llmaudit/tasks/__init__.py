@@ -3,3 +3,16 @@
 from llmaudit.tasks.base import VARIANTS, Task, TaskItem, answer_ids, metric
 
 __all__ = ["VARIANTS", "Task", "TaskItem", "answer_ids", "metric"]
+
+from llmaudit.tasks.admissions import ADMISSIONS_GENDER, ADMISSIONS_RACE  # noqa: E402
+from llmaudit.tasks.credit import CREDIT  # noqa: E402
+from llmaudit.tasks.judicial import JUDICIAL_CONVICTION, JUDICIAL_PENALTY  # noqa: E402
+from llmaudit.tasks.medical import MEDICAL_GENDER, MEDICAL_RACE  # noqa: E402
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        JUDICIAL_CONVICTION, JUDICIAL_PENALTY, CREDIT, ADMISSIONS_GENDER, ADMISSIONS_RACE, MEDICAL_GENDER, MEDICAL_RACE
+    )
+}
+__all__ += ["TASKS"]

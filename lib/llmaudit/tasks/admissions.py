@@ -20,8 +20,8 @@ from pathlib import Path
 
 from llmaudit.data.store import read_json
 from llmaudit.errors import AuditError
-from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.names import Names, ADMISSIONS_KEY, first_names, paired_names, sample_ids
+from llmaudit.tasks.base import Task, TaskItem, sample_ids
+from llmaudit.tasks.names import Names, ADMISSIONS_KEY, first_names, paired_names
 
 GPAS = tuple(1.0 + 0.5 * i for i in range(7))
 ECS = tuple(range(6))

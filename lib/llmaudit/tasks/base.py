@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from llmaudit.errors import AuditError
@@ -53,6 +54,16 @@ class Task(ABC):
         """One-line error for a variant this task does not have."""
         if variant not in VARIANTS:
             raise AuditError(f"{self.name}: unknown variant '{variant}' (use one of {', '.join(VARIANTS)})")
+
+
+def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:
+    """`n` of `ids` drawn without replacement with `seed` (all when None), returned in their original order."""
+    if n is None:
+        return list(ids)
+    if not 0 <= n <= len(ids):
+        raise AuditError(f"cannot sample n={n} cases: {len(ids)} available (use 0 <= n <= {len(ids)} or None for all)")
+    picked = np.random.default_rng(seed).choice(len(ids), size=n, replace=False)
+    return [ids[i] for i in sorted(picked)]
 
 
 def answer_ids(tokenizer, answers: Sequence[str]) -> list[int]:

@@ -18,8 +18,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from llmaudit.data.store import read_jsonl
-from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.names import Names, first_names, paired_names, sample_ids
+from llmaudit.tasks.base import Task, TaskItem, sample_ids
+from llmaudit.tasks.names import Names, first_names, paired_names
 
 DATA_KEY = "llm-steering-audit/eval_data/south-german-data.jsonl"
 

@@ -5,6 +5,7 @@ cached by content, so a re-run or a resumed audit recomputes nothing."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,7 @@ import torch
 from llmaudit.cache import cached_tensors, digest
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sensitivity_at_zero, sweep
+from llmaudit.stats import Estimate, bootstrap_mean, group_gap, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
 
@@ -86,3 +88,58 @@ def white_box(
     if "slope0" in result:
         frame = frame.merge(pd.DataFrame({"case": [item.case for item in items], "slope0": result["slope0"].numpy()}))
     return frame
+
+
+@dataclass
+class TaskAudit:
+    """Black-box and white-box results of one task under one steering vector, and the estimates drawn from them."""
+
+    task: Task
+    vector: SteeringVector
+    black: dict[str, pd.DataFrame]
+    white: pd.DataFrame
+
+    def gap(self, variant: str, n_boot: int, seed: int) -> Estimate:
+        """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case."""
+        return group_gap(self.black[variant], *self.task.groups, n_boot=n_boot, seed=seed)
+
+    def slope(self, n_boot: int, seed: int) -> Estimate:
+        """White-box sensitivity: OLS slope of the metric on lambda over the sweep."""
+        return sweep_slope(self.white, n_boot=n_boot, seed=seed)
+
+    def slope_at_zero(self, n_boot: int, seed: int) -> Estimate | None:
+        """Exact d metric / d lambda at lambda = 0 (forward-mode derivative), averaged over cases."""
+        if "slope0" not in self.white:
+            return None
+        per_case = self.white.drop_duplicates("case")["slope0"].to_numpy()
+        return bootstrap_mean(per_case, n_boot, seed)
+
+    def curve(self) -> pd.DataFrame:
+        """Mean metric per lambda with a normal 95% interval over cases."""
+        grouped = self.white.groupby("lam")["metric"]
+        mean, half = grouped.mean(), 1.96 * grouped.std() / grouped.count() ** 0.5
+        return pd.DataFrame({"lam": mean.index, "mean": mean.values, "lo": (mean - half).values,
+                             "hi": (mean + half).values})
+
+    def mass(self) -> float:
+        """Mean probability the model puts on the answer words at all (low: it barely answers)."""
+        return float(pd.concat([*self.black.values(), self.white])["mass"].mean())
+
+
+def audit_task(
+    model: AuditModel,
+    task: Task,
+    vector: SteeringVector,
+    lambdas: Sequence[float],
+    n: int | None,
+    seed: int,
+    batch_tokens: int,
+    mirror: Path | None = None,
+    cache: Path | None = None,
+) -> TaskAudit:
+    """Run a task black-box (explicit and implicit variants) and white-box (neutral prompts swept along `vector`);
+    evaluation rows never include the rows that chose and scaled the vector."""
+    exclude = set(vector.meta.get("val_ids", [])) if task.concept == "race" else set()
+    args = (n, seed, batch_tokens, mirror, cache, exclude)
+    black = {variant: black_box(model, task, variant, *args) for variant in ("explicit", "implicit")}
+    return TaskAudit(task, vector, black, white_box(model, task, vector, lambdas, *args))

@@ -30,8 +30,7 @@ import pandas as pd
 
 from llmaudit.data import read_csv, read_json
 from llmaudit.errors import AuditError
-from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.names import sample_ids
+from llmaudit.tasks.base import Task, TaskItem, sample_ids
 
 SPLIT = "llm-steering-audit/datasplits/dialect_val.csv"
 TEMPLATES = "llm-steering-audit/eval_data/judicial.json"

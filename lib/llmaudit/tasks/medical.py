@@ -22,8 +22,7 @@ from pathlib import Path
 
 from llmaudit.data import read_json
 from llmaudit.errors import AuditError
-from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.names import sample_ids
+from llmaudit.tasks.base import Task, TaskItem, sample_ids
 
 LETTERS = ("A", "B", "C", "D")
 PREFIX = "Answer:"

@@ -15,16 +15,6 @@ ADMISSIONS_KEY = "llm-steering-audit/eval_data/admissions.json"
 Names = dict[str, dict[str, list[str]]]  # race -> gender -> first names
 
 
-def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:
-    """`n` of `ids` drawn without replacement with `seed` (all when None), returned in their original order."""
-    if n is None:
-        return list(ids)
-    if not 0 <= n <= len(ids):
-        raise AuditError(f"cannot sample n={n} cases: {len(ids)} available (use 0 <= n <= {len(ids)} or None for all)")
-    picked = np.random.default_rng(seed).choice(len(ids), size=n, replace=False)
-    return [ids[i] for i in sorted(picked)]
-
-
 def first_names(mirror: Path | None = None) -> Names:
     """The admissions name lists: race ('asian', 'black', 'hispanic', 'white') -> gender -> first names."""
     return read_json(ADMISSIONS_KEY, mirror)["first_names"]

@@ -1,0 +1,41 @@
+"""Figures of the decision-tasks and robustness chapters."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+
+def estimates(table: pd.DataFrame, title: str, epsilon: float | None = None) -> alt.LayerChart:
+    """Point estimates with interval whiskers per task and method (columns task, method, value, lo, hi), with a
+    zero line and, if given, the invariance band |S| <= epsilon shaded."""
+    base = alt.Chart(table).encode(
+        y=alt.Y("task:N", title=None, sort=list(dict.fromkeys(table["task"]))),
+        yOffset=alt.YOffset("method:N"),
+        color=alt.Color("method:N", title=None),
+    )
+    layers = []
+    if epsilon is not None:
+        band = pd.DataFrame({"lo": [-epsilon], "hi": [epsilon]})
+        layers.append(alt.Chart(band).mark_rect(color="#e8f3e8").encode(x="lo:Q", x2="hi:Q"))
+    layers += [
+        alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="gray").encode(x="x:Q"),
+        base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title=title), x2="hi:Q"),
+        base.mark_point(filled=True, size=50).encode(x="value:Q", tooltip=["task", "method", "value", "lo", "hi"]),
+    ]
+    return alt.layer(*layers).properties(width=480, height=alt.Step(14))
+
+
+def sweep_curves(curves: pd.DataFrame) -> alt.FacetChart:
+    """Mean task metric against lambda with a 95% band, one panel per task (columns task, metric_name, lam,
+    mean, lo, hi, vector)."""
+    base = alt.Chart().encode(x=alt.X("lam:Q", title="λ (− male / White, + female / Black)"),
+                              color=alt.Color("vector:N", title="vector"))
+    band = base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title="mean metric"), y2="hi:Q")
+    line = base.mark_line(point=True).encode(y="mean:Q")
+    return (
+        alt.layer(band, line, data=curves)
+        .properties(width=230, height=150)
+        .facet(facet=alt.Facet("panel:N", title=None), columns=2)
+        .resolve_scale(y="independent")
+    )

@@ -1,0 +1,50 @@
+"""The fast paths on the real default model at small size: the sweep engine against traced interventions, and
+the exact derivative against a finite difference, on real task prompts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmaudit.config import load_params
+from llmaudit.data import data_dir
+from llmaudit.models import load_model
+from llmaudit.models.sweep import sensitivity_at_zero, sweep
+from llmaudit.steering import SteeringVector
+from llmaudit.tasks import TASKS, answer_ids
+from llmaudit.tasks.evaluate import prompts
+
+pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
+
+
+@pytest.fixture(scope="module")
+def setting():
+    params = load_params("ci")
+    model = load_model(params.name, params.model)
+    task = TASKS["judicial_penalty"]
+    items = task.items("neutral", 3, seed=0)
+    texts = prompts(model, items)
+    labels = answer_ids(model.tokenizer, task.answers)
+    plain = model.forward(texts, labels, layers=[20])
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    vector = SteeringVector("random", "race", 20, direction, plain.acts[:, 0].mean(0), k=10.0)
+    return model, texts, labels, [item.target for item in items], vector
+
+
+def test_engine_equals_traced_reference(setting) -> None:
+    model, texts, labels, _, vector = setting
+    lambdas = [-1.0, 0.0, 0.6]
+    engine = sweep(model, texts, labels, vector, lambdas, lambda_batch=2)
+    reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs for lam in lambdas])
+    torch.testing.assert_close(engine, reference, atol=1e-4, rtol=0)
+
+
+def test_exact_derivative_matches_finite_difference(setting) -> None:
+    model, texts, labels, targets, vector = setting
+    exact = sensitivity_at_zero(model, texts, labels, targets, vector)
+    eps = 1e-3
+    probs = sweep(model, texts, labels, vector, [-eps, eps])
+    chosen = torch.tensor(targets)
+    metric = probs.gather(-1, chosen.expand(2, -1).unsqueeze(-1)).squeeze(-1) / probs.sum(-1)
+    finite = (metric[1] - metric[0]) / (2 * eps)
+    torch.testing.assert_close(exact, finite, atol=5e-3, rtol=5e-2)
