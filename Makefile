@@ -40,6 +40,7 @@ nbval-reference: install
 
 benchmark: install
 	$(PY) benchmarks/runtime.py
+	$(PY) benchmarks/sweep.py 32
 
 clean:
 	rm -rf reports _build

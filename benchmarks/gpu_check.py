@@ -13,6 +13,7 @@ from nnsight import TransformersModel
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from llmaudit.models import AuditModel
+from llmaudit.models.sweep import sensitivity_at_zero, sweep
 from llmaudit.steering import SteeringVector
 
 
@@ -64,6 +65,26 @@ def main(tokenizer_dir: str) -> None:
     print(f"plain forward, all logits   {tokens / t_plain:8.0f} tokens/s")
     print(f"audit primitive, labels     {tokens / t_prim:8.0f} tokens/s ({t_plain / t_prim:.2f}x)")
     print(f"  + 32 blocks' activations  {tokens / t_acts:8.0f} tokens/s ({t_plain / t_acts:.2f}x)")
+    lambdas = [round(-1 + 0.2 * i, 1) for i in range(11)]
+    t_loop = timed(lambda: [model.forward(texts, labels, intervention=vector.intervention(lam), batch_tokens=16384)
+                            for lam in lambdas])
+    for lambda_batch in (1, 11):
+        t_sweep = timed(lambda: sweep(model, texts, labels, vector, lambdas, batch_tokens=16384,
+                                      lambda_batch=lambda_batch))
+        print(f"sweep of {len(lambdas)} lambdas, {lambda_batch:2d} per pass: {t_sweep:.2f} s vs traced loop "
+              f"{t_loop:.2f} s ({t_loop / t_sweep:.2f}x)")
+    engine = sweep(model, texts[:16], labels, vector, lambdas)
+    loop = torch.stack([model.forward(texts[:16], labels, intervention=vector.intervention(lam)).probs
+                        for lam in lambdas])
+    print(f"sweep vs traced loop (bf16): max |dp| {(engine - loop).abs().max():.2e}")
+    targets = [0] * 16
+    exact = sensitivity_at_zero(model, texts[:16], labels, targets, vector)
+    eps = 0.05
+    ends = sweep(model, texts[:16], labels, vector, [-eps, eps])
+    metric = ends[..., 0] / ends.sum(-1)
+    finite = (metric[1] - metric[0]) / (2 * eps)
+    print(f"exact derivative vs finite difference (bf16, eps {eps}): max |diff| {(exact - finite).abs().max():.2e}, "
+          f"max |exact| {exact.abs().max():.2e}")
     print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
 
 

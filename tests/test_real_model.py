@@ -12,7 +12,6 @@ from llmaudit.models import load_model
 from llmaudit.models.sweep import sensitivity_at_zero, sweep
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks import TASKS, answer_ids
-from llmaudit.tasks.evaluate import prompts
 
 pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
 
@@ -23,7 +22,7 @@ def setting():
     model = load_model(params.name, params.model)
     task = TASKS["judicial_penalty"]
     items = task.items("neutral", 3, seed=0)
-    texts = prompts(model, items)
+    texts = [model.chat(item.prompt, item.prefix) for item in items]
     labels = answer_ids(model.tokenizer, task.answers)
     plain = model.forward(texts, labels, layers=[20])
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)

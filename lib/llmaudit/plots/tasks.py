@@ -26,15 +26,26 @@ def estimates(table: pd.DataFrame, title: str, epsilon: float | None = None) -> 
     return alt.layer(*layers).properties(width=480, height=alt.Step(14))
 
 
-def sweep_curves(curves: pd.DataFrame) -> alt.FacetChart:
-    """Mean task metric against lambda with a 95% band, one panel per task (columns task, metric_name, lam,
-    mean, lo, hi, vector)."""
-    base = alt.Chart().encode(x=alt.X("lam:Q", title="λ (− male / White, + female / Black)"),
-                              color=alt.Color("vector:N", title="vector"))
-    band = base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title="mean metric"), y2="hi:Q")
-    line = base.mark_line(point=True).encode(y="mean:Q")
+def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> alt.FacetChart:
+    """Mean task metric against lambda with a 95% band, one panel per task (columns panel, vector, lam, mean, lo,
+    hi); `levels` (columns panel, group, mean) draws the black-box group means as dashed reference lines."""
+    base = alt.Chart().transform_filter("isValid(datum.vector)").encode(
+        x=alt.X("lam:Q", title="λ (− male / White, + female / Black)"), color=alt.Color("vector:N", title="vector")
+    )
+    layers = [
+        base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title="mean metric"), y2="hi:Q"),
+        base.mark_line(point=True).encode(y="mean:Q"),
+    ]
+    data = curves
+    if levels is not None:
+        data = pd.concat([curves, levels.assign(level=levels["mean"]).drop(columns="mean")], ignore_index=True)
+        layers.append(
+            alt.Chart().transform_filter("isValid(datum.level)").mark_rule(color="gray").encode(
+                y="level:Q", strokeDash=alt.StrokeDash("group:N", title="black-box explicit")
+            )
+        )
     return (
-        alt.layer(band, line, data=curves)
+        alt.layer(*layers, data=data)
         .properties(width=230, height=150)
         .facet(facet=alt.Facet("panel:N", title=None), columns=2)
         .resolve_scale(y="independent")

@@ -49,9 +49,9 @@ def rows(recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | No
     if n is not None and n < len(frame):
         frame = frame.sample(n=n, random_state=seed)
     frame = frame.reset_index(drop=True)
-    order = list(range(len(templates(recipe.instructions, mirror))))
-    random.Random(seed).shuffle(order)
     pairs = templates(recipe.instructions, mirror)
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
     chosen = [order[i % len(order)] for i in range(len(frame))]
     return frame.assign(
         template=chosen,

@@ -42,6 +42,7 @@ class Task(ABC):
     answers: tuple[str, ...]
     metric_name: str
     groups: tuple[str, str]  # (group A, group B): black-box bias = mean metric(A) - mean metric(B), + = female/Black
+    source: str | None = None  # steering data set whose validation rows the cases come from (never evaluated on)
 
     @abstractmethod
     def items(

@@ -19,77 +19,6 @@ from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
 
 
-def prompts(model: AuditModel, items: Sequence[TaskItem]) -> list[str]:
-    """Chat-formatted prompts of task items, answer prefix included."""
-    return [model.chat(item.prompt, item.prefix) for item in items]
-
-
-def black_box(
-    model: AuditModel,
-    task: Task,
-    variant: str,
-    n: int | None,
-    seed: int,
-    batch_tokens: int,
-    mirror: Path | None = None,
-    cache: Path | None = None,
-    exclude: Collection[int] = (),
-) -> pd.DataFrame:
-    """Per item: case, group, metric, and the answer words' probability mass (how much the model answers at all)."""
-    items = task.items(variant, n, seed, mirror, exclude)
-    texts, labels = prompts(model, items), answer_ids(model.tokenizer, task.answers)
-    key = {"model": model.identity, "prompts": texts, "labels": labels}
-    probs = cached_tensors(cache, key, lambda: {"probs": model.forward(texts, labels, batch_tokens=batch_tokens,
-                                                                       desc=f"{task.name} {variant}").probs})["probs"]
-    return pd.DataFrame(
-        {
-            "case": [item.case for item in items],
-            "group": [item.group for item in items],
-            "metric": metric(probs, [item.target for item in items]).numpy(),
-            "mass": probs.sum(-1).numpy(),
-        }
-    )
-
-
-def white_box(
-    model: AuditModel,
-    task: Task,
-    vector: SteeringVector,
-    lambdas: Sequence[float],
-    n: int | None,
-    seed: int,
-    batch_tokens: int,
-    mirror: Path | None = None,
-    cache: Path | None = None,
-    exclude: Collection[int] = (),
-) -> pd.DataFrame:
-    """Per neutral item and lambda: case, lam, metric, mass, plus the exact derivative at lambda = 0 (`slope0`)."""
-    items = task.items("neutral", n, seed, mirror, exclude)
-    texts, labels = prompts(model, items), answer_ids(model.tokenizer, task.answers)
-    targets = [item.target for item in items]
-    key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas),
-           "vector": [vector.layer, vector.k, digest(vector.direction.tolist()), digest(vector.mean.tolist())]}
-
-    def run() -> dict[str, torch.Tensor]:
-        probs = sweep(model, texts, labels, vector, lambdas, batch_tokens=batch_tokens, desc=f"{task.name} sweep")
-        if model.hf is None:
-            return {"probs": probs}
-        return {"probs": probs, "slope0": sensitivity_at_zero(model, texts, labels, targets, vector,
-                                                              batch_tokens=batch_tokens)}
-
-    result = cached_tensors(cache, key, run)
-    probs = result["probs"]
-    frames = [
-        pd.DataFrame({"case": [item.case for item in items], "lam": lam,
-                      "metric": metric(probs[i], targets).numpy(), "mass": probs[i].sum(-1).numpy()})
-        for i, lam in enumerate(lambdas)
-    ]
-    frame = pd.concat(frames, ignore_index=True)
-    if "slope0" in result:
-        frame = frame.merge(pd.DataFrame({"case": [item.case for item in items], "slope0": result["slope0"].numpy()}))
-    return frame
-
-
 @dataclass
 class TaskAudit:
     """Black-box and white-box results of one task under one steering vector, and the estimates drawn from them."""
@@ -121,25 +50,98 @@ class TaskAudit:
         return pd.DataFrame({"lam": mean.index, "mean": mean.values, "lo": (mean - half).values,
                              "hi": (mean + half).values})
 
+    def group_means(self, variant: str = "explicit") -> pd.DataFrame:
+        """Black-box mean metric per group (columns group, mean)."""
+        means = self.black[variant].groupby("group")["metric"].mean()
+        return pd.DataFrame({"group": means.index, "mean": means.values})
+
     def mass(self) -> float:
         """Mean probability the model puts on the answer words at all (low: it barely answers)."""
         return float(pd.concat([*self.black.values(), self.white])["mass"].mean())
 
 
-def audit_task(
-    model: AuditModel,
-    task: Task,
-    vector: SteeringVector,
-    lambdas: Sequence[float],
-    n: int | None,
-    seed: int,
-    batch_tokens: int,
-    mirror: Path | None = None,
-    cache: Path | None = None,
-) -> TaskAudit:
-    """Run a task black-box (explicit and implicit variants) and white-box (neutral prompts swept along `vector`);
-    evaluation rows never include the rows that chose and scaled the vector."""
-    exclude = set(vector.meta.get("val_ids", [])) if task.concept == "race" else set()
-    args = (n, seed, batch_tokens, mirror, cache, exclude)
-    black = {variant: black_box(model, task, variant, *args) for variant in ("explicit", "implicit")}
-    return TaskAudit(task, vector, black, white_box(model, task, vector, lambdas, *args))
+@dataclass(frozen=True)
+class TaskRunner:
+    """Where and how task prompts run: the model, the sampling seed, the batch budget, the data mirror, the
+    forward-pass cache (None: no caching), how many lambdas share one pass over the upper blocks, and all the
+    audit's steering vectors (whose selection rows are held out of every task)."""
+
+    model: AuditModel
+    seed: int
+    batch_tokens: int
+    mirror: Path | None = None
+    cache: Path | None = None
+    lambda_batch: int = 1
+    vectors: tuple[SteeringVector, ...] = ()
+
+    def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None) -> TaskAudit:
+        """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
+        `vector`), on the same cases whichever vector steers them."""
+        exclude = self.held_out(task)
+        black = {variant: self.black_box(task, variant, n, exclude) for variant in ("explicit", "implicit")}
+        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude))
+
+    def held_out(self, task: Task) -> set[int]:
+        """Row ids of the task's source data that chose or scaled any of the audit's vectors: cases never drawn."""
+        return {
+            row for vector in self.vectors if task.source and vector.meta.get("dataset") == task.source
+            for row in vector.meta.get("val_ids", [])
+        }
+
+    def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = ()) -> pd.DataFrame:
+        """Per item: case, group, metric, and the answer words' probability mass (how much the model answers)."""
+        items = task.items(variant, n, self.seed, self.mirror, exclude)
+        texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, task.answers)
+
+        def run() -> dict[str, torch.Tensor]:
+            desc = f"{task.name} {variant}"
+            return {"probs": self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc).probs}
+
+        probs = cached_tensors(self.cache, {"model": self.model.identity, "prompts": texts, "labels": labels}, run)
+        probs = probs["probs"]
+        return pd.DataFrame(
+            {
+                "case": [item.case for item in items],
+                "group": [item.group for item in items],
+                "metric": metric(probs, [item.target for item in items]).numpy(),
+                "mass": probs.sum(-1).numpy(),
+            }
+        )
+
+    def white_box(
+        self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
+        exclude: Collection[int] = (),
+    ) -> pd.DataFrame:
+        """Per neutral item and lambda: case, lam, metric, mass, and the exact derivative at lambda = 0 (`slope0`,
+        local models only)."""
+        model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
+        texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
+        targets = [item.target for item in items]
+        edit = [vector.layer, vector.k, digest(vector.direction.tolist()), digest(vector.mean.tolist())]
+        key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas), "vector": edit}
+
+        def run() -> dict[str, torch.Tensor]:
+            out = {"probs": sweep(model, texts, labels, vector, lambdas, batch_tokens=self.batch_tokens,
+                                  lambda_batch=self.lambda_batch, desc=f"{task.name} sweep")}
+            if model.hf is not None:
+                out["slope0"] = sensitivity_at_zero(model, texts, labels, targets, vector,
+                                                    batch_tokens=self.batch_tokens)
+            return out
+
+        result = cached_tensors(self.cache, key, run)
+        cases = [item.case for item in items]
+        frame = pd.concat(
+            [
+                pd.DataFrame({"case": cases, "lam": lam, "metric": metric(probs, targets).numpy(),
+                              "mass": probs.sum(-1).numpy()})
+                for lam, probs in zip(lambdas, result["probs"])
+            ],
+            ignore_index=True,
+        )
+        if "slope0" in result:
+            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": result["slope0"].numpy()}))
+        return frame
+
+    def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
+        """Chat-formatted prompts of task items, answer prefix included."""
+        return [self.model.chat(item.prompt, item.prefix) for item in items]

@@ -88,6 +88,7 @@ class JudicialTask(Task):
 
     concept = "race"
     groups = ("black", "white")
+    source = "dialect"
 
     def __init__(self, subtask: str) -> None:
         if subtask not in SUBTASKS:

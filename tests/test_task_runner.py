@@ -1,0 +1,64 @@
+"""The task pipeline end to end on the tiny model: prompts -> cached forward passes -> per-item tables ->
+estimates, with a toy task whose words the tiny tokenizer knows."""
+
+from __future__ import annotations
+
+import torch
+
+from llmaudit.steering import SteeringVector
+from llmaudit.tasks.base import Task, TaskItem
+from llmaudit.tasks.evaluate import TaskRunner
+
+JOBS = ["nurse", "doctor", "engineer", "teacher"]
+
+
+class ToyTask(Task):
+    name, concept, answers, metric_name, groups = "toy", "gender", ("good", "bad"), "bad rate", ("female", "male")
+
+    def items(self, variant, n, seed, mirror=None, exclude=()):
+        cases = [job for i, job in enumerate(JOBS) if i not in exclude][:n]
+        if variant == "neutral":
+            return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in cases]
+        return [
+            TaskItem(f"the {job} started a new job and {pronoun} said", "answer :", group, job, 1)
+            for job in cases
+            for group, pronoun in (("female", "she"), ("male", "he"))
+        ]
+
+
+def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
+    texts = [tiny_model.chat(f"the {job} started a new job", "answer :") for job in JOBS]
+    acts = tiny_model.forward(texts, [1], layers=[2]).acts[:, 0]
+    direction = torch.nn.functional.normalize(torch.randn(tiny_model.width, generator=torch.Generator().manual_seed(1)), dim=0)
+    vector = SteeringVector("v", "gender", 2, direction, acts.mean(0), k=3.0)
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    lambdas = [-1.0, 0.0, 1.0]
+
+    audit = runner.audit(ToyTask(), vector, lambdas, n=4)
+    explicit = audit.black["explicit"]
+    assert sorted(explicit["group"].unique()) == ["female", "male"] and len(explicit) == 8
+    assert explicit["metric"].between(0, 1).all() and explicit["mass"].between(0, 1).all()
+    white = audit.white
+    assert len(white) == 4 * len(lambdas) and set(white["lam"]) == set(lambdas) and "slope0" in white
+    gap = audit.gap("explicit", n_boot=200, seed=0)
+    by_hand = (explicit[explicit.group == "female"]["metric"].to_numpy()
+               - explicit[explicit.group == "male"]["metric"].to_numpy()).mean()
+    assert abs(gap.value - by_hand) < 1e-6 and gap.lo <= gap.value <= gap.hi
+    assert audit.curve()["lam"].tolist() == lambdas
+
+    cached = len(list(tmp_path.glob("*.safetensors")))
+    again = runner.audit(ToyTask(), vector, lambdas, n=4)  # every forward pass now comes from the cache
+    assert len(list(tmp_path.glob("*.safetensors"))) == cached
+    assert again.white["metric"].tolist() == white["metric"].tolist()
+
+
+def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:
+    def vector(dataset: str, ids: list[int]) -> SteeringVector:
+        return SteeringVector("v", "race", 0, torch.ones(2), torch.zeros(2), 1.0, {"dataset": dataset, "val_ids": ids})
+
+    class Sourced(ToyTask):
+        source = "dialect"
+
+    runner = TaskRunner(tiny_model, 0, 64, vectors=(vector("dialect", [1, 2]), vector("racial_identity", [3])))
+    assert runner.held_out(Sourced()) == {1, 2}
+    assert runner.held_out(ToyTask()) == set()
