@@ -43,15 +43,60 @@ def sweep(
             [model.forward(texts, labels, intervention=vector.intervention(lam, projection),
                            batch_tokens=batch_tokens).probs for lam in lambdas]
         )
-    out = torch.empty(len(lambdas), len(texts), len(labels))
-    for batch, tensors in model.padded_batches(texts, batch_tokens, desc):
-        out[:, batch] = _sweep_batch(model, *tensors, labels, vector, lambdas, projection, lambda_batch)
-    return out
+    return sweep_with_sensitivity(model, texts, labels, vector, lambdas, None, projection, batch_tokens,
+                                  lambda_batch, desc)[0]
 
 
-def _sweep_batch(
+def sensitivity_at_zero(
     model: AuditModel,
-    ids: torch.Tensor,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    targets: Sequence[int],
+    vector: SteeringVector,
+    projection: bool = True,
+    batch_tokens: int = 4096,
+) -> torch.Tensor:
+    """Exact d metric / d lambda at lambda = 0 for each text (see `sweep_with_sensitivity`)."""
+    return sweep_with_sensitivity(model, texts, labels, vector, (), targets, projection, batch_tokens)[1]
+
+
+def sweep_with_sensitivity(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    vector: SteeringVector,
+    lambdas: Sequence[float],
+    targets: Sequence[int] | None,
+    projection: bool = True,
+    batch_tokens: int = 4096,
+    lambda_batch: int = 1,
+    desc: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The sweep's probabilities (lambdas, texts, labels) and, given each text's target answer, the exact
+    d metric / d lambda at lambda = 0 (metric = p[target] / sum(p) over `labels`), by one forward-mode
+    derivative (torch.func.jvp) of the upper blocks along the edit's tangent k v. The blocks below the
+    steering layer run once per batch for both."""
+    if model.hf is None:
+        raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
+    probs = torch.empty(len(lambdas), len(texts), len(labels))
+    derivative = torch.empty(len(texts)) if targets is not None else None
+    for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens, desc):
+        with torch.inference_mode():
+            with _blocks(model.hf, slice(0, vector.layer + 1), final_norm=False):
+                hidden = model.hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+            if lambdas:
+                probs[:, batch] = _upper_sweep(model, hidden, mask, positions, labels, vector, lambdas, projection,
+                                               lambda_batch)
+        if derivative is not None:
+            chosen = torch.as_tensor([targets[i] for i in batch], device=hidden.device)
+            derivative[batch] = _upper_derivative(model, hidden.clone(), mask, positions, labels, chosen, vector,
+                                                  projection)
+    return probs, derivative
+
+
+def _upper_sweep(
+    model: AuditModel,
+    hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
     labels: Sequence[int],
@@ -60,26 +105,47 @@ def _sweep_batch(
     projection: bool,
     lambda_batch: int,
 ) -> torch.Tensor:
-    """(lambdas, batch, labels) for one left-padded batch: lower blocks once, upper blocks per lambda group."""
-    hf, layer = model.hf, vector.layer
+    """(lambdas, batch, labels): the upper blocks on the edited hidden states, `lambda_batch` lambdas per pass."""
     results = []
-    with torch.inference_mode():
-        with _blocks(hf, slice(0, layer + 1), final_norm=False):
-            hidden = hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
-        for start in range(0, len(lambdas), lambda_batch):
-            group = lambdas[start : start + lambda_batch]
-            edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
-            repeat = len(group)
-            with _blocks(hf, slice(layer + 1, None), final_norm=True):
-                logits = hf(
-                    inputs_embeds=edited,
-                    attention_mask=mask.repeat(repeat, 1),
-                    position_ids=positions.repeat(repeat, 1),
-                    logits_to_keep=1,
-                ).logits[:, -1, :]
-            probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
-            results.append(probs.reshape(repeat, len(ids), len(labels)))
+    for start in range(0, len(lambdas), lambda_batch):
+        group = lambdas[start : start + lambda_batch]
+        edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
+        repeat = len(group)
+        with _blocks(model.hf, slice(vector.layer + 1, None), final_norm=True):
+            logits = model.hf(
+                inputs_embeds=edited,
+                attention_mask=mask.repeat(repeat, 1),
+                position_ids=positions.repeat(repeat, 1),
+                logits_to_keep=1,
+            ).logits[:, -1, :]
+        probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
+        results.append(probs.reshape(repeat, len(hidden), len(labels)))
     return torch.cat(results).cpu()
+
+
+def _upper_derivative(
+    model: AuditModel,
+    hidden: torch.Tensor,
+    mask: torch.Tensor,
+    positions: torch.Tensor,
+    labels: Sequence[int],
+    chosen: torch.Tensor,
+    vector: SteeringVector,
+    projection: bool,
+) -> torch.Tensor:
+    """d metric / d lambda at lambda = 0 of one batch, from the lower blocks' output `hidden`."""
+    hf = model.hf
+    start = vector.intervention(0.0, projection)(hidden)
+    tangent = (vector.k * vector.direction).to(start.device, start.dtype).expand_as(start).contiguous()
+
+    def metric(h: torch.Tensor) -> torch.Tensor:
+        logits = hf(inputs_embeds=h, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
+        probs = torch.softmax(logits[:, -1, list(labels)].float(), dim=-1)
+        return probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+
+    with _blocks(hf, slice(vector.layer + 1, None), final_norm=True), _eager_attention(hf), torch.no_grad():
+        _, derivative = torch.func.jvp(metric, (start,), (tangent,))
+    return derivative.cpu()
 
 
 @contextmanager
@@ -95,40 +161,6 @@ def _blocks(hf, which: slice, final_norm: bool) -> Iterator[None]:
         yield
     finally:
         inner.layers, inner.norm = layers, norm
-
-
-def sensitivity_at_zero(
-    model: AuditModel,
-    texts: Sequence[str],
-    labels: Sequence[int],
-    targets: Sequence[int],
-    vector: SteeringVector,
-    projection: bool = True,
-    batch_tokens: int = 4096,
-) -> torch.Tensor:
-    """Exact d metric / d lambda at lambda = 0 for each text, by one forward-mode derivative (torch.func.jvp) of
-    the upper blocks along the edit's tangent k v; the metric is p[target] / sum(p) over `labels`."""
-    if model.hf is None:
-        raise AuditError("exact sensitivities need a local model (forward-mode derivatives do not run remotely)")
-    hf, layer = model.hf, vector.layer
-    out = torch.empty(len(texts))
-    for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens):
-        with torch.no_grad():
-            with _blocks(hf, slice(0, layer + 1), final_norm=False):
-                hidden = hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
-            start = vector.intervention(0.0, projection)(hidden)
-        tangent = (vector.k * vector.direction).to(start.device, start.dtype).expand_as(start).contiguous()
-        chosen = torch.as_tensor([targets[i] for i in batch], device=start.device)
-
-        def metric(h: torch.Tensor) -> torch.Tensor:
-            logits = hf(inputs_embeds=h, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
-            probs = torch.softmax(logits[:, -1, list(labels)].float(), dim=-1)
-            return probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-
-        with _blocks(hf, slice(layer + 1, None), final_norm=True), _eager_attention(hf), torch.no_grad():
-            _, derivative = torch.func.jvp(metric, (start,), (tangent,))
-        out[batch] = derivative.cpu()
-    return out
 
 
 @contextmanager

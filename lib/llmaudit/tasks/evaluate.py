@@ -13,7 +13,7 @@ import torch
 
 from llmaudit.cache import cached_tensors, digest
 from llmaudit.models import AuditModel
-from llmaudit.models.sweep import sensitivity_at_zero, sweep
+from llmaudit.models.sweep import sweep, sweep_with_sensitivity
 from llmaudit.stats import Estimate, bootstrap_mean, group_gap, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
@@ -121,12 +121,13 @@ class TaskRunner:
         key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas), "vector": edit}
 
         def run() -> dict[str, torch.Tensor]:
-            out = {"probs": sweep(model, texts, labels, vector, lambdas, batch_tokens=self.batch_tokens,
-                                  lambda_batch=self.lambda_batch, desc=f"{task.name} sweep")}
-            if model.hf is not None:
-                out["slope0"] = sensitivity_at_zero(model, texts, labels, targets, vector,
-                                                    batch_tokens=self.batch_tokens)
-            return out
+            desc = f"{task.name} sweep"
+            if model.hf is None:
+                return {"probs": sweep(model, texts, labels, vector, lambdas, batch_tokens=self.batch_tokens)}
+            probs, slope0 = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets,
+                                                   batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch,
+                                                   desc=desc)
+            return {"probs": probs, "slope0": slope0}
 
         result = cached_tensors(self.cache, key, run)
         cases = [item.case for item in items]
