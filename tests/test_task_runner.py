@@ -26,11 +26,16 @@ class ToyTask(Task):
         ]
 
 
+def toy_vector(model) -> SteeringVector:
+    """A seeded random direction at block 2, centred on the toy prompts' mean activation."""
+    texts = [model.chat(f"the {job} started a new job", "answer :") for job in JOBS]
+    acts = model.forward(texts, [1], layers=[2]).acts[:, 0]
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(1)), dim=0)
+    return SteeringVector("v", "gender", 2, direction, acts.mean(0), k=3.0)
+
+
 def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
-    texts = [tiny_model.chat(f"the {job} started a new job", "answer :") for job in JOBS]
-    acts = tiny_model.forward(texts, [1], layers=[2]).acts[:, 0]
-    direction = torch.nn.functional.normalize(torch.randn(tiny_model.width, generator=torch.Generator().manual_seed(1)), dim=0)
-    vector = SteeringVector("v", "gender", 2, direction, acts.mean(0), k=3.0)
+    vector = toy_vector(tiny_model)
     runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
     lambdas = [-1.0, 0.0, 1.0]
 

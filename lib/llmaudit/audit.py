@@ -3,7 +3,6 @@ self-contained HTML report. Chapters cache their forward passes there, so a kill
 
 from __future__ import annotations
 
-import datetime as dt
 import tempfile
 import time
 from pathlib import Path
@@ -12,9 +11,11 @@ import jupytext
 import papermill
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit.config import REPO, load_params
+from llmaudit.config import REPO, load_params, params_path
 from llmaudit.errors import AuditError
 from llmaudit.report import build_report
+from llmaudit.report.card import write_card
+from llmaudit.report.index import build_index
 
 BOOK = REPO / "book"
 CHAPTERS = {
@@ -59,21 +60,19 @@ def execute_chapter(
 
 
 def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
-    """Run the listed (default: all the params' ) chapters for `model`; returns the HTML report path."""
+    """Run the listed (default: all the params') chapters for `model`, write its model card, rebuild its HTML
+    report and the cross-model index; returns the report path."""
     params = load_params(model)
     report_dir = reports / params.name
     report_dir.mkdir(parents=True, exist_ok=True)
     shown = report_dir.relative_to(REPO) if report_dir.is_relative_to(REPO) else report_dir
-    started = time.perf_counter()
-    notebooks = [
+    timings = {}
+    for chapter in chapters or params.chapters:
+        started = time.perf_counter()
         execute_chapter(chapter, model, shown, report_dir / f"{CHAPTERS[chapter]}.ipynb")
-        for chapter in chapters or params.chapters
-    ]
-    minutes = (time.perf_counter() - started) / 60
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return build_report(
-        report_dir,
-        f"Bias audit of {params.name}",
-        notebooks,
-        generated=f"{stamp}, chapters executed in {minutes:.1f} min",
-    )
+        timings[chapter] = time.perf_counter() - started
+    write_card(report_dir, params, params_path(model), timings)
+    notebooks = [report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS]
+    report = build_report(report_dir, f"Bias audit of {params.name}", [p for p in notebooks if p.exists()])
+    build_index(reports)
+    return report

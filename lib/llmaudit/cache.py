@@ -3,6 +3,7 @@ so an interrupted audit resumes without recomputing any forward pass it already 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -19,6 +20,22 @@ def cache_root() -> Path:
     return Path(os.environ.get("LLMAUDIT_CACHE") or Path.home() / ".cache" / "llmaudit").expanduser()
 
 
+# Modules whose code decides what a forward pass computes: prompts, data, models, steering. A change to any of them
+# invalidates every cached forward pass; reporting and statistics run on the cached tensors and are left out.
+COMPUTING = ("data", "models", "steering", "tasks", "validity")
+
+
+@functools.cache
+def code_version() -> str:
+    """Hash of the package's computing modules, part of every cache key so that changed code never reuses results."""
+    package = Path(__file__).parent
+    h = hashlib.sha256()
+    for folder in COMPUTING:
+        for path in sorted((package / folder).rglob("*.py")) + sorted((package / folder).rglob("*.json")):
+            h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def digest(key: Any) -> str:
     """Stable short hash of a JSON-serialisable key (texts, token ids, layers, weights sha...)."""
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
@@ -27,11 +44,11 @@ def digest(key: Any) -> str:
 def cached_tensors(
     folder: Path | None, key: Any, compute: Callable[[], dict[str, torch.Tensor]]
 ) -> dict[str, torch.Tensor]:
-    """Return `compute()`, stored under `folder` by the digest of `key`; a later call with the same key reads
-    the file instead. No folder: no caching. Files are written whole (temp + rename), never half."""
+    """Return `compute()`, stored under `folder` by the digest of `key` and the code version; a later call with the
+    same key and code reads the file instead. No folder: no caching. Files are written whole (temp + rename)."""
     if folder is None:
         return compute()
-    path = Path(folder) / f"{digest(key)}.safetensors"
+    path = Path(folder) / f"{digest({'code': code_version(), 'key': key})}.safetensors"
     if path.exists():
         return load_file(path)
     tensors = compute()

@@ -12,6 +12,7 @@ from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, load_model
 from llmaudit.report import Results
+from llmaudit.report.card import write_model
 from llmaudit.steering import SteeringVector
 
 
@@ -26,8 +27,11 @@ class Chapter:
 
     @cached_property
     def model(self) -> AuditModel:
-        """The audited model, loaded on first use."""
-        return load_model(self.params.name, self.params.model)
+        """The audited model, loaded on first use; its description goes to the report folder for the model card."""
+        model = load_model(self.params.name, self.params.model)
+        write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,
+                                      "width": model.width})
+        return model
 
     @property
     def mirror(self) -> Path | None:

@@ -180,8 +180,10 @@ def _check(params: Params, where: str) -> None:
             raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")
     from llmaudit.tasks import TASKS
 
-    for name in params.tasks.sizes:
+    for name, size in params.tasks.sizes.items():
         _known(name, list(TASKS), f"{where}:tasks:sizes")
+        if size is not None and size < 2:
+            raise ConfigError(f"{where}:tasks:sizes:{name}: need at least 2 cases for an interval (got {size})")
     lambdas = params.tasks.lambdas
     if 0.0 not in lambdas or len(set(lambdas)) < 3 or lambdas != sorted(lambdas):
         raise ConfigError(f"{where}:tasks:lambdas: give at least 3 increasing values including 0 (got {lambdas})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -47,16 +48,24 @@ def _local(spec: ModelSpec):
         folder = spec.path or spec.hf
         if spec.path and not (Path(spec.path) / "config.json").is_file():
             raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
-        source = {"source": folder, "sha256": None}
+        source = {"source": folder, "sha256": _weights_sha256(Path(spec.path)) if spec.path else None}
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
         hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as err:
         raise _unreachable(folder, err, "check the id, log in for gated models, or set model.path to a local copy") from None
+    if spec.hf:  # a hub snapshot is pinned by its commit, which pins every weight file's sha256
+        source["revision"] = getattr(hf.config, "_commit_hash", None)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of torch")
     hf.to(spec.device).eval()
     return hf, tokenizer, source
+
+
+def _weights_sha256(folder: Path) -> str:
+    """One sha256 over the sha256 of every weights file in a local model folder, in name order."""
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
+    return hashlib.sha256("".join(f"{p.name}:{file_sha256(p)}\n" for p in files).encode()).hexdigest()
 
 
 def _embedded_folder(embedded: str) -> tuple[str, str]:

@@ -5,11 +5,13 @@ steering intervention. Interventions run through nnsight, so the same code trace
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from llmaudit.errors import AuditError
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.steering.intervention import Intervention
 
@@ -21,6 +23,20 @@ class ForwardOutput:
 
     probs: torch.Tensor
     acts: torch.Tensor | None
+
+
+@contextmanager
+def memory_guard(batch_tokens: int) -> Iterator[None]:
+    """Turn running out of GPU or CPU memory mid-batch into a one-line error naming the setting to lower."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError, and so is the CPU allocator's failure
+        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+            raise
+        raise AuditError(
+            f"out of memory with batch_tokens={batch_tokens}: lower batch_tokens in the params file"
+            " (or tasks.lambda_batch, which multiplies it in sweeps)"
+        ) from None
 
 
 class AuditModel:
@@ -55,8 +71,9 @@ class AuditModel:
     @property
     def identity(self) -> dict:
         """What determines this model's outputs (weights, dtype), as the key of every cached forward pass."""
-        weights = self.provenance.get("sha256") or self.provenance.get("source")
-        return {"weights": weights, "dtype": "remote" if self.remote else str(self.lm.dtype)}
+        p = self.provenance
+        weights = p.get("sha256") or (f"{p.get('source')}@{p['revision']}" if p.get("revision") else p.get("source"))
+        return {"weights": weights, "dtype": "remote" if self.remote else str(self.lm.dtype), "device": self.device}
 
     def chat(self, prompt: str, prefix: str = "") -> str:
         """The prompt as one user turn in the model's chat template, with the assistant's answer begun by `prefix`."""
@@ -89,11 +106,12 @@ class AuditModel:
         activations in input order. Only the last position's logits are computed."""
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
-        for batch, tensors in self.padded_batches(texts, batch_tokens, desc):
-            p, a = self._forward_batch(*tensors, labels, layers, intervention)
-            for row, i in enumerate(batch):
-                probs[i] = p[row]
-                acts[i] = a[row] if a is not None else None
+        with memory_guard(batch_tokens):
+            for batch, tensors in self.padded_batches(texts, batch_tokens, desc):
+                p, a = self._forward_batch(*tensors, labels, layers, intervention)
+                for row, i in enumerate(batch):
+                    probs[i] = p[row]
+                    acts[i] = a[row] if a is not None else None
         return ForwardOutput(
             probs=torch.stack(probs),  # type: ignore[arg-type]
             acts=torch.stack(acts) if layers else None,  # type: ignore[arg-type]

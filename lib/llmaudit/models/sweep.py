@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models.runtime import AuditModel
+from llmaudit.models.runtime import AuditModel, memory_guard
 from llmaudit.steering.vector import SteeringVector
 
 
@@ -80,17 +80,19 @@ def sweep_with_sensitivity(
         raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     derivative = torch.empty(len(texts)) if targets is not None else None
-    for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens, desc):
-        with torch.inference_mode():
-            with _blocks(model.hf, slice(0, vector.layer + 1), final_norm=False):
-                hidden = model.hf.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
-            if lambdas:
-                probs[:, batch] = _upper_sweep(model, hidden, mask, positions, labels, vector, lambdas, projection,
-                                               lambda_batch)
-        if derivative is not None:
-            chosen = torch.as_tensor([targets[i] for i in batch], device=hidden.device)
-            derivative[batch] = _upper_derivative(model, hidden.clone(), mask, positions, labels, chosen, vector,
-                                                  projection)
+    with memory_guard(batch_tokens):
+        for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens, desc):
+            with torch.inference_mode():
+                with _blocks(model.hf, slice(0, vector.layer + 1), final_norm=False):
+                    hidden = model.hf.model(input_ids=ids, attention_mask=mask,
+                                            position_ids=positions).last_hidden_state
+                if lambdas:
+                    probs[:, batch] = _upper_sweep(model, hidden, mask, positions, labels, vector, lambdas,
+                                                   projection, lambda_batch)
+            if derivative is not None:
+                chosen = torch.as_tensor([targets[i] for i in batch], device=hidden.device)
+                derivative[batch] = _upper_derivative(model, hidden.clone(), mask, positions, labels, chosen,
+                                                      vector, projection)
     return probs, derivative
 
 

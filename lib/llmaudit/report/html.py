@@ -14,8 +14,12 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 
 import llmaudit
+from llmaudit.report.card import CARD, read_json
 from llmaudit.report.charts import spec_to_svg
+from llmaudit.report.front import CSS as FRONT_CSS
+from llmaudit.report.front import card_section, verdict_section
 from llmaudit.report.results import Results
+from llmaudit.report.verdicts import verdicts
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -252,9 +256,19 @@ def build_report(
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in map(_cell, nb.cells) if html]
         chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
-    summary = _summary(report_dir / "results.csv")
+    results = report_dir / "results.csv"
+    summary = _summary(results)
     if summary:
         toc.insert(0, '<li><a href="#summary">Headline numbers</a></li>')
+    card = read_json(report_dir / CARD)
+    front = card_section(card)
+    if front:
+        toc.insert(0, '<li><a href="#model-card">Model card</a></li>')
+    if card and results.exists():
+        verdict_page = verdict_section(verdicts(Results(results).table(), card["params"]["epsilon"]))
+        if verdict_page:
+            toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
+            front = verdict_page + "\n" + front
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
@@ -266,11 +280,12 @@ def build_report(
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
-            f"<style>\n{CSS}\n</style>",
+            f"<style>\n{CSS}\n{FRONT_CSS}\n</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',
             '<nav class="toc"><h2>Contents</h2><ol>\n' + "\n".join(toc) + "\n</ol></nav>",
+            front,
             summary,
             *chapters,
             "</body>",

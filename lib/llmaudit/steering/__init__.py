@@ -2,7 +2,7 @@
 
 from llmaudit.steering.extract import Extraction, extract, tokens_for
 from llmaudit.steering.intervention import Intervention
-from llmaudit.steering.recipes import RECIPES, Recipe
+from llmaudit.steering.recipes import CONCEPT_VECTORS, RECIPES, Recipe
 from llmaudit.steering.vector import SteeringVector
 
-__all__ = ["RECIPES", "Extraction", "Intervention", "Recipe", "SteeringVector", "extract", "tokens_for"]
+__all__ = ["CONCEPT_VECTORS", "RECIPES", "Extraction", "Intervention", "Recipe", "SteeringVector", "extract", "tokens_for"]

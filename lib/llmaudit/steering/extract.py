@@ -108,7 +108,7 @@ def extract(
         k=k,
         meta={
             "model": model.name,
-            "weights": model.provenance.get("sha256") or model.provenance.get("source"),
+            "weights": model.identity["weights"],
             "dataset": recipe.dataset,
             "instructions": recipe.instructions,
             "normalised_scores": params.normalised,

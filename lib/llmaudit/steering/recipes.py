@@ -34,6 +34,10 @@ RECIPES = {
     )
 }
 
+# The audit's two vectors per concept: the first steers the decision tasks, the second checks that the finding does
+# not depend on which data made the direction (robustness chapter).
+CONCEPT_VECTORS = {"gender": ("gender_lang", "gender_id"), "race": ("race_dial", "race_id")}
+
 
 def templates(name: str, mirror: Path | None = None) -> list[tuple[str, str]]:
     """(instruction with '{}', output prefix) pairs from instructions/<name>.txt."""

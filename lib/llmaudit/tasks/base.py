@@ -59,6 +59,8 @@ class Task(ABC):
 
 def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:
     """`n` of `ids` drawn without replacement with `seed` (all when None), returned in their original order."""
+    if not ids:
+        raise AuditError("no cases left to sample after filtering (held-out and invalid rows): check the data file")
     if n is None:
         return list(ids)
     if not 0 <= n <= len(ids):

@@ -1,0 +1,86 @@
+"""The model card of an audit: what was audited (weights and their hash), with what (params, code, library
+versions, data hashes) and how long it took, so that someone else can reproduce the report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import llmaudit
+from llmaudit.cache import code_version
+from llmaudit.config import REPO, Params
+from llmaudit.data.store import MANIFEST_PATH, load_manifest
+
+CARD = "model_card.json"
+MODEL = "model.json"
+LIBRARIES = ("torch", "transformers", "nnsight", "numpy", "pandas", "scipy", "safetensors", "papermill",
+             "altair", "vl-convert-python")
+
+
+def _version(package: str) -> str:
+    """Installed version of a distribution, or 'absent'."""
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit, with '+dirty' when tracked files differ from it; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def environment() -> dict[str, Any]:
+    """Code and library versions the numbers depend on."""
+    return {
+        "llmaudit": llmaudit.__version__,
+        "code_version": code_version(),
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "libraries": {name: _version(name) for name in LIBRARIES},
+    }
+
+
+def write_model(report_dir: Path, description: dict[str, Any]) -> None:
+    """Save the loaded model's description (source, weights sha256, dtype, device), written when a chapter loads it."""
+    (Path(report_dir) / MODEL).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON file of the report folder, or {} where it does not exist yet."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def write_card(report_dir: Path, params: Params, params_file: Path, timings: dict[str, float]) -> Path:
+    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time."""
+    report_dir = Path(report_dir)
+    previous = read_json(report_dir / CARD)
+    text = params_file.read_text(encoding="utf-8")
+    card = {
+        "model": read_json(report_dir / MODEL),
+        "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                   "text": text, "epsilon": params.tasks.epsilon, "seed": params.seed},
+        "environment": environment(),
+        "data": {
+            "manifest_sha256": hashlib.sha256(MANIFEST_PATH.read_bytes()).hexdigest(),
+            "files": {key: entry["sha256"] for key, entry in load_manifest().items()},
+        },
+        "wall_seconds": {**previous.get("wall_seconds", {}), **{k: round(v, 1) for k, v in timings.items()}},
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    path = report_dir / CARD
+    path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,85 @@
+"""The cross-model index: every audited model under reports/ with its verdicts side by side, as a page of the
+book (index.md) and as a self-contained HTML page (index.html). Built from the report folders' files alone."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from llmaudit.report.card import CARD, read_json
+from llmaudit.report.front import CSS as FRONT_CSS
+from llmaudit.report.front import badge
+from llmaudit.report.html import CSS
+from llmaudit.report.results import Results
+from llmaudit.report.verdicts import verdicts
+
+INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
+         "A cell gives the verdict against that model's epsilon and the score with its 95% interval.")
+
+
+def audited(reports: Path) -> dict[str, pd.DataFrame]:
+    """Verdict tables of every report folder that has a model card and a results file, by model name."""
+    found = {}
+    for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
+        card, results = read_json(folder / CARD), folder / "results.csv"
+        if card and results.exists():
+            found[folder.name] = verdicts(Results(results).table(), card["params"]["epsilon"])
+    return found
+
+
+def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """(requirement, test) rows by model columns; a cell is (verdict, score, lo, hi) or missing."""
+    cells = {
+        model: {(r.requirement, r.test): (r.verdict, r.score, r.lo, r.hi) for r in table.itertuples(index=False)}
+        for model, table in tables.items()
+    }
+    keys = list(dict.fromkeys(key for table in cells.values() for key in table))
+    return pd.DataFrame({model: [found.get(key) for key in keys] for model, found in cells.items()},
+                        index=pd.MultiIndex.from_tuples(keys, names=["requirement", "test"]) if keys else None)
+
+
+def _score(cell: tuple) -> str:
+    return f"{cell[1]:+.3f} [{cell[2]:+.3f}, {cell[3]:+.3f}]"
+
+
+def _cell_text(cell: tuple | None) -> str:
+    return "" if cell is None else f"{cell[0]} {_score(cell)}"
+
+
+def _markdown(grid: pd.DataFrame) -> str:
+    """The index as a MyST page of the book."""
+    lines = ["# Audited models", "", INTRO, ""]
+    if grid.empty:
+        return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
+    lines += ["| Requirement | Test | " + " | ".join(grid.columns) + " |", "|---|---|" + "---|" * len(grid.columns)]
+    for (requirement, test), row in grid.iterrows():
+        lines.append(f"| {requirement} | {test} | " + " | ".join(_cell_text(c) for c in row) + " |")
+    return "\n".join([*lines, ""])
+
+
+def _html(grid: pd.DataFrame) -> str:
+    """The index as one self-contained HTML page (same styles as the reports)."""
+    head = "".join(f'<th><a href="{escape(m)}/report.html">{escape(m)}</a></th>' for m in grid.columns)
+    rows = []
+    for (requirement, test), row in grid.iterrows():
+        cells = "".join(
+            "<td></td>" if c is None else f"<td>{badge(c[0])}<br>{_score(c)}</td>" for c in row
+        )
+        rows.append(f"<tr><td>{escape(requirement)}</td><td>{escape(test)}</td>{cells}</tr>")
+    body = (f'<table class="verdicts"><thead><tr><th>Requirement</th><th>Test</th>{head}</tr></thead><tbody>'
+            + "\n".join(rows) + "</tbody></table>") if rows else "<p>No model has been audited yet.</p>"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Audited models</title>\n'
+            f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
+            f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{body}\n</body>\n</html>\n")
+
+
+def build_index(reports: Path) -> Path:
+    """Write reports/index.md and reports/index.html; returns the HTML path."""
+    reports = Path(reports)
+    grid = side_by_side(audited(reports))
+    (reports / "index.md").write_text(_markdown(grid), encoding="utf-8")
+    out = reports / "index.html"
+    out.write_text(_html(grid), encoding="utf-8")
+    return out

@@ -1,0 +1,94 @@
+"""First-order Sobol' indices on synthetic data whose indices are known analytically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmaudit.errors import AuditError
+from llmaudit.validity.sobol import discretise, first_order, first_order_ci
+
+
+def additive(a: float, b: float, noise: float, n: int, seed: int = 0) -> pd.DataFrame:
+    """y = a*x1 + b*x2 + N(0, noise) with x1 (string labels) and x2 independent uniform on 0..4 (variance 2)."""
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.integers(0, 5, n), rng.integers(0, 5, n)
+    y = a * x1 + b * x2 + rng.normal(0, noise, n)
+    return pd.DataFrame({"x1": [f"level {v}" for v in x1], "x2": x2, "y": y})
+
+
+def test_additive_model_recovers_analytic_shares_that_sum_to_one() -> None:
+    s = first_order(additive(2.0, 1.0, noise=0.0, n=20_000), ["x1", "x2"], "y")
+    assert s.index.tolist() == ["x1", "x2"]
+    assert s["x1"] == pytest.approx(4 / 5, abs=0.01) and s["x2"] == pytest.approx(1 / 5, abs=0.01)
+    assert s.sum() == pytest.approx(1.0, abs=0.01)
+
+
+def test_binned_uniform_input_matches_analytic_between_bin_variance() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, 50_000)
+    frame = pd.DataFrame({"x": x, "y": 3 * x + rng.normal(0, 3 / np.sqrt(12), len(x))})
+    for bins in (3, 5):
+        # Var(E[y | bin]) = 9 Var(x) (1 - 1/B^2) and Var(y) = 9 Var(x) + 9 Var(x).
+        expected = (1 - 1 / bins**2) / 2
+        assert first_order(frame, ["x"], "y", bins=bins)["x"] == pytest.approx(expected, abs=0.01)
+
+
+def test_pure_noise_input_scores_about_zero_unlike_raw_eta_squared() -> None:
+    n, levels, means = 200, 5, []
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        frame = pd.DataFrame({"x": rng.integers(0, levels, n), "y": rng.normal(size=n)})
+        means.append(first_order(frame, ["x"], "y")["x"])
+    # Raw eta^2 would average (levels - 1) / (n - 1) = 0.02; clipping at 0 leaves a small positive mean.
+    assert np.mean(means) < 0.3 * (levels - 1) / (n - 1)
+    assert np.median(means) < 0.002
+
+
+def test_interaction_only_function_has_zero_first_order_indices() -> None:
+    rng = np.random.default_rng(2)
+    x1, x2 = rng.choice([-1, 1], 20_000), rng.choice([-1, 1], 20_000)
+    s = first_order(pd.DataFrame({"x1": x1, "x2": x2, "y": x1 * x2}), ["x1", "x2"], "y")
+    assert s.max() < 0.002
+
+
+def test_constant_output_gives_zero_for_every_input() -> None:
+    frame = pd.DataFrame({"x": ["a", "b", "a", "b"], "z": [1.0, 2.0, 2.0, 9.0], "y": 0.3})
+    assert first_order(frame, ["x", "z"], "y").tolist() == [0.0, 0.0]
+
+
+def test_interval_covers_analytic_value_and_is_reproducible() -> None:
+    frame = additive(2.0, 1.0, noise=1.0, n=500, seed=3)  # Var(y) = 4*2 + 1*2 + 1
+    ci = first_order_ci(frame, ["x1", "x2"], "y", n_boot=500, seed=7)
+    pd.testing.assert_series_equal(ci["value"], first_order(frame, ["x1", "x2"], "y"), check_names=False)
+    assert ((ci["lo"] <= ci["value"]) & (ci["value"] <= ci["hi"])).all()
+    for name, truth in {"x1": 8 / 11, "x2": 2 / 11}.items():
+        assert ci.loc[name, "lo"] < truth < ci.loc[name, "hi"]
+        assert ci.loc[name, "hi"] - ci.loc[name, "lo"] < 0.15
+    pd.testing.assert_frame_equal(ci, first_order_ci(frame, ["x1", "x2"], "y", n_boot=500, seed=7))
+    assert not ci.equals(first_order_ci(frame, ["x1", "x2"], "y", n_boot=500, seed=8))
+
+
+def test_discretise_keeps_categories_and_few_valued_numbers_and_cuts_the_rest_into_equal_bins() -> None:
+    labels = pd.Series(["savings: < 100 DM", "savings: >= 1000 DM", "unknown"] * 4)
+    assert discretise(labels, bins=2).astype(str).tolist() == labels.tolist()
+    few = pd.Series([1, 2, 3, 2, 1])
+    assert discretise(few, bins=3).astype(int).tolist() == few.tolist()
+    gpa = pd.Series(np.random.default_rng(4).uniform(2.1, 4.0, 1000))
+    assert discretise(gpa, bins=4).value_counts().tolist() == [250] * 4
+
+
+@pytest.mark.parametrize(
+    ("inputs", "output", "rows", "named"),
+    [
+        (["x", "age"], "y", 5, "age"),
+        (["x"], "p_bad", 5, "p_bad"),
+        (["x"], "y", 2, "at least 3"),
+        (["id"], "y", 6, "every case"),
+    ],
+)
+def test_bad_requests_raise_an_audit_error_naming_the_problem(inputs, output, rows, named) -> None:
+    frame = pd.DataFrame({"x": ["a", "b"] * 3, "id": list("abcdef"), "y": np.arange(6.0)}).head(rows)
+    with pytest.raises(AuditError, match=named):
+        first_order(frame, inputs, output)

@@ -1,0 +1,92 @@
+"""The report as a product: verdicts read from a results file, the model card, and the cross-model index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmaudit.config import load_params, params_path
+from llmaudit.report import Results, build_report
+from llmaudit.report.card import CARD, write_card, write_model
+from llmaudit.report.index import build_index, side_by_side
+from llmaudit.report.verdicts import overall, verdicts
+
+
+def results_file(folder: Path, slope: tuple[float, float, float]) -> Results:
+    """Credit results as the decision-tasks and robustness chapters write them (plus rows the verdicts ignore)."""
+    results = Results(folder / "results.csv")
+    results.record("decision_tasks", "credit.blackbox_explicit", 0.001, 0.0005, 0.0015, note="bad credit rate")
+    results.record("decision_tasks", "credit.blackbox_implicit", 0.015, 0.004, 0.03, note="bad credit rate")
+    results.record("decision_tasks", "credit.whitebox_slope", *slope, note="bad credit rate")
+    results.record("decision_tasks", "credit.answer_mass", 0.5)
+    results.record("robustness", "credit.gender_id.slope", 0.1, 0.09, 0.11)
+    results.record("decision_tasks", "judicial_penalty.whitebox_slope", 0.0)  # no interval: not a test
+    return results
+
+
+def test_verdicts_apply_epsilon_to_each_interval(tmp_path) -> None:
+    table = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), epsilon=0.02)
+    assert table["test"].tolist() == [
+        "black-box gap, gender stated", "black-box gap, gender implied (names or dialect)",
+        "white-box slope, steering gender_lang", "white-box slope, steering gender_id",
+    ]
+    assert table["verdict"].tolist() == ["pass", "inconclusive", "fail", "fail"]
+    assert (table["epsilon"] == 0.02).all() and table["requirement"].nunique() == 1
+    assert overall(table).tolist() == ["fail"]
+    loose = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), epsilon=0.2)
+    assert loose["verdict"].tolist() == ["pass"] * 4 and overall(loose).tolist() == ["pass"]
+
+
+def test_overall_is_the_worst_test(tmp_path) -> None:
+    table = verdicts(results_file(tmp_path, (0.0, -0.01, 0.01)).table(), epsilon=0.02)
+    assert overall(table[table["verdict"] != "fail"]).tolist() == ["inconclusive"]
+
+
+def audited_folder(reports: Path, name: str, slope: tuple[float, float, float]) -> Path:
+    folder = reports / name
+    folder.mkdir(parents=True)
+    results_file(folder, slope)
+    write_model(folder, {"source": "embedded:x.gguf", "sha256": "ab" * 32, "dtype": "torch.float32",
+                         "device": "cpu", "blocks": 4, "width": 32})
+    params = load_params("ci")
+    write_card(folder, params, params_path("ci"), {"steering_vectors": 60.0})
+    return folder
+
+
+def test_model_card_pins_weights_params_data_and_keeps_earlier_timings(tmp_path) -> None:
+    folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
+    write_card(folder, load_params("ci"), params_path("ci"), {"decision_tasks": 120.0})
+    card = json.loads((folder / CARD).read_text())
+    assert card["model"]["sha256"] == "ab" * 32
+    text = params_path("ci").read_text()
+    assert card["params"]["text"] == text and card["params"]["epsilon"] == load_params("ci").tasks.epsilon
+    assert card["wall_seconds"] == {"steering_vectors": 60.0, "decision_tasks": 120.0}
+    assert len(card["data"]["files"]) >= 40 and all(len(sha) == 64 for sha in card["data"]["files"].values())
+    assert card["environment"]["libraries"]["torch"] != "absent"
+
+
+def test_report_opens_with_verdicts_and_card(tmp_path) -> None:
+    folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
+    html = build_report(folder, "Audit of m", [], generated="2025-01-01 00:00 UTC").read_text()
+    assert html.index('id="verdicts"') < html.index('id="model-card"') < html.index('id="summary"')
+    assert "1 requirements: 1 fail." in html and "&epsilon; = 0.02" in html
+    assert '<span class="verdict fail">fail</span>' in html and "[-0.0600, -0.0400]" in html
+    assert "ab" * 32 in html and "params file" in html
+
+
+def test_index_puts_models_side_by_side(tmp_path) -> None:
+    audited_folder(tmp_path, "a", (-0.05, -0.06, -0.04))
+    audited_folder(tmp_path, "b", (0.0, -0.01, 0.01))
+    (tmp_path / "no-card").mkdir()  # a folder without an audit is skipped
+    path = build_index(tmp_path)
+    page = (tmp_path / "index.md").read_text()
+    assert "| a | b |" in page and "fail -0.050 [-0.060, -0.040] | pass +0.000 [-0.010, +0.010] |" in page
+    assert '<a href="a/report.html">a</a>' in path.read_text()
+    assert side_by_side({}).empty
+
+
+@pytest.mark.parametrize("name", ["ci", "smollm2-135m-instruct", "llama-3.1-8b-instruct"])
+def test_trust_remote_code_is_off_unless_a_params_file_turns_it_on(name) -> None:
+    assert load_params(name).model.trust_remote_code is False
