@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from llmaudit.errors import AuditError
-from llmaudit.validity.sobol import discretise, first_order, first_order_ci
+from llmaudit.validity.sobol import associations, cramers_v, discretise, first_order, first_order_ci
 
 
 def additive(a: float, b: float, noise: float, n: int, seed: int = 0) -> pd.DataFrame:
@@ -85,10 +85,38 @@ def test_discretise_keeps_categories_and_few_valued_numbers_and_cuts_the_rest_in
         (["x", "age"], "y", 5, "age"),
         (["x"], "p_bad", 5, "p_bad"),
         (["x"], "y", 2, "at least 3"),
-        (["id"], "y", 6, "every case"),
     ],
 )
 def test_bad_requests_raise_an_audit_error_naming_the_problem(inputs, output, rows, named) -> None:
     frame = pd.DataFrame({"x": ["a", "b"] * 3, "id": list("abcdef"), "y": np.arange(6.0)}).head(rows)
     with pytest.raises(AuditError, match=named):
         first_order(frame, inputs, output)
+
+
+def test_an_input_with_a_level_per_case_has_no_index() -> None:
+    frame = pd.DataFrame({"x": ["a", "b"] * 3, "id": list("abcdef"), "y": [0.0, 1.0, 0.1, 0.9, 0.0, 1.0]})
+    table = first_order_ci(frame, ["x", "id"], "y", n_boot=50)
+    assert np.isnan(table.loc["id"]).all() and table.loc["x", "value"] > 0.9
+
+
+def test_average_over_groups_is_the_mean_of_per_group_indices() -> None:
+    rng = np.random.default_rng(7)
+    base = pd.DataFrame({"x1": rng.integers(0, 4, 400), "x2": rng.integers(0, 4, 400)})
+    frames = [base.assign(lam=lam, y=(1 + lam) * base["x1"] + base["x2"] + rng.normal(0, 0.1, 400))
+              for lam in (0.0, 1.0)]
+    averaged = first_order(pd.concat(frames), ["x1", "x2"], "y", average_over="lam")
+    separate = (first_order(frames[0], ["x1", "x2"], "y") + first_order(frames[1], ["x1", "x2"], "y")) / 2
+    assert np.allclose(averaged, separate) and averaged["x1"] > averaged["x2"]
+    table = first_order_ci(pd.concat(frames), ["x1", "x2"], "y", average_over="lam", n_boot=100)
+    assert (table["lo"] <= table["value"]).all() and (table["value"] <= table["hi"]).all()
+    with pytest.raises(AuditError, match="same cases"):
+        first_order(pd.concat([frames[0], frames[1].head(10)]), ["x1"], "y", average_over="lam")
+
+
+def test_cramers_v_is_one_for_a_function_and_small_for_independent_variables() -> None:
+    rng = np.random.default_rng(3)
+    a = pd.Series(rng.integers(0, 4, 2000))
+    assert cramers_v(a, a.map({0: "x", 1: "y", 2: "z", 3: "w"})) == pytest.approx(1.0)
+    assert cramers_v(a, pd.Series(rng.integers(0, 3, 2000))) < 0.06
+    pairs = associations(pd.DataFrame({"a": a, "b": a % 2, "c": rng.integers(0, 3, 2000)}), ["a", "b", "c"], bins=4)
+    assert pairs.iloc[0][["variable", "with"]].tolist() == ["a", "b"] and pairs.iloc[0]["cramers_v"] == pytest.approx(1)

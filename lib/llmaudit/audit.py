@@ -22,6 +22,7 @@ CHAPTERS = {
     "steering_vectors": "01_steering_vectors",
     "decision_tasks": "02_decision_tasks",
     "robustness": "03_robustness",
+    "validity": "04_validity",
 }
 CELL_TIMEOUT_S = 3600
 

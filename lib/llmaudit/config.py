@@ -57,6 +57,18 @@ class TaskParams:
 
 
 @dataclass(frozen=True)
+class ValidityParams:
+    """Sizes of the validity chapter (SPEC Chapter 4): SSA names kept (at least `min_births` births), names per
+    p_f bin for the projections (None: all), credit profiles given one name per bin (None: the credit task's
+    size), and equal-count bins for numeric variables in the Sobol' indices."""
+
+    min_births: int = 2500
+    names_per_bin: int | None = None
+    name_profiles: int | None = None
+    sobol_bins: int = 4
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything one audit run of one model needs."""
 
@@ -68,6 +80,7 @@ class Params:
     data_dir: str | None = None
     steering: SteeringParams = field(default_factory=SteeringParams)
     tasks: TaskParams = field(default_factory=TaskParams)
+    validity: ValidityParams = field(default_factory=ValidityParams)
 
 
 def available_models() -> list[str]:
@@ -189,6 +202,12 @@ def _check(params: Params, where: str) -> None:
         raise ConfigError(f"{where}:tasks:lambdas: give at least 3 increasing values including 0 (got {lambdas})")
     if params.tasks.epsilon <= 0 or params.tasks.bootstrap < 100 or params.tasks.lambda_batch < 1:
         raise ConfigError(f"{where}:tasks: need epsilon > 0, bootstrap >= 100 and lambda_batch >= 1")
+    validity = params.validity
+    if validity.min_births < 1 or validity.sobol_bins < 2 or any(
+        n is not None and n < 2 for n in (validity.names_per_bin, validity.name_profiles)
+    ):
+        raise ConfigError(f"{where}:validity: need min_births >= 1, sobol_bins >= 2, names_per_bin and "
+                          "name_profiles >= 2 (or omitted)")
     if params.batch_tokens < 64:
         raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 
 from llmaudit.errors import AuditError
 
@@ -56,6 +57,16 @@ def sweep_slope(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, alpha: f
     if frame["lam"].nunique() < 2:
         raise AuditError("a sweep needs at least two lambda values")
     return bootstrap_mean(case_slopes(frame).to_numpy(), n_boot, seed, alpha)
+
+
+def pearson(x: np.ndarray, y: np.ndarray, alpha: float = 0.05) -> Estimate:
+    """Pearson correlation with the Fisher-z interval tanh(atanh(r) -+ z / sqrt(n - 3))."""
+    if len(x) < 4:
+        raise AuditError(f"need at least 4 pairs for a correlation interval, got {len(x)}")
+    r = float(np.corrcoef(x, y)[0, 1])
+    half = float(scipy.stats.norm.ppf(1 - alpha / 2)) / np.sqrt(len(x) - 3)
+    z = np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
+    return Estimate(r, float(np.tanh(z - half)), float(np.tanh(z + half)))
 
 
 def verdict(estimate: Estimate, epsilon: float) -> str:

@@ -21,6 +21,7 @@ def _tests(task: str, concept: str) -> dict[str, str]:
         f"{task}.blackbox_implicit": f"black-box gap, {concept} implied (names or dialect)",
         f"{task}.whitebox_slope": f"white-box slope, steering {main}",
         f"{task}.{alternative}.slope": f"white-box slope, steering {alternative}",
+        f"{task}.names_implicit": "black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)",
     }
 
 

@@ -91,10 +91,13 @@ class TaskRunner:
     def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = ()) -> pd.DataFrame:
         """Per item: case, group, metric, and the answer words' probability mass (how much the model answers)."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
-        texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, task.answers)
+        return self.score(items, task.answers, f"{task.name} {variant}")
+
+    def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str) -> pd.DataFrame:
+        """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`."""
+        texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
 
         def run() -> dict[str, torch.Tensor]:
-            desc = f"{task.name} {variant}"
             return {"probs": self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc).probs}
 
         probs = cached_tensors(self.cache, {"model": self.model.identity, "prompts": texts, "labels": labels}, run)

@@ -1,0 +1,93 @@
+"""The validity chapter's pieces: SSA name bins, name-perturbed credit prompts, the filtered implicit gap, the
+name projection (against a planted direction) and the correlation interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+import torch
+
+from llmaudit.data import read_csv
+from llmaudit.errors import AuditError
+from llmaudit.stats import pearson
+from llmaudit.steering import SteeringVector
+from llmaudit.tasks import CREDIT
+from llmaudit.validity.names import (
+    BINS, SSA_KEY, credit_items, female_bin, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
+)
+from llmaudit.validity.projection import SENTENCE, name_projections
+from test_tasks_credit_admissions import mirror  # noqa: F401  (the data-mirror fixture)
+
+
+def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:
+    p_f = [0.0, 0.05, 0.1, 0.3, 0.7, 0.2999, 0.95, 0.999, 1.0]
+    assert female_bin(p_f).tolist() == [0.0, 0.0, 0.1, 0.3, 0.7, 0.2, 0.9, 0.9, 1.0]
+
+
+def test_ssa_names_keep_frequent_names_with_their_female_share(mirror) -> None:  # noqa: F811
+    names = ssa_names(mirror, min_births=2500)
+    raw = read_csv(SSA_KEY, mirror)
+    assert (names["births"] >= 2500).all() and len(names) == int((raw["F"] + raw["M"] >= 2500).sum())
+    assert np.allclose(names.set_index("name")["p_f"], raw.set_index("name").loc[names["name"], "F_pct"])
+    assert sorted(names["bin"].unique()) == list(BINS)
+    assert len(ssa_names(mirror, min_births=50000)) < len(names)
+    with pytest.raises(AuditError, match="min_births"):
+        ssa_names(mirror, min_births=10**9)
+
+
+def test_sample_per_bin_is_seeded_and_capped(mirror) -> None:  # noqa: F811
+    names = ssa_names(mirror)
+    sample = sample_per_bin(names, 5, seed=1)
+    assert sample["bin"].value_counts().max() == 5 and sample["bin"].nunique() == 11
+    assert sample.equals(sample_per_bin(names, 5, seed=1)) and not sample.equals(sample_per_bin(names, 5, seed=2))
+
+
+def test_credit_items_give_one_name_per_bin_and_no_gender(mirror) -> None:  # noqa: F811
+    profiles = CREDIT.items("neutral", 3, seed=0, mirror=mirror)
+    items = credit_items(profiles, ssa_names(mirror), seed=0)
+    assert len(items) == 3 * 11 and [i.group for i in items[:11]] == [f"{b:.1f}" for b in BINS]
+    for item in items:
+        assert female_bin([item.meta["p_f"]])[0] == float(item.group)
+        assert f"- Name: {item.meta['name']}\n" in item.prompt and "Gender:" not in item.prompt
+        assert item.target == CREDIT.answers.index("Bad")
+    assert [i.prompt for i in items] == [i.prompt for i in credit_items(profiles, ssa_names(mirror), seed=0)]
+    assert [i.prompt for i in items] != [i.prompt for i in credit_items(profiles, ssa_names(mirror), seed=1)]
+    for item in unnamed_items(profiles):
+        assert "Gender:" not in item.prompt and "Name:" not in item.prompt and "Credit history:" in item.prompt
+
+
+def test_filtered_gap_compares_female_and_male_names_per_profile() -> None:
+    rows = []
+    for case in range(20):
+        for p_f in (0.0, 0.05, 0.45, 0.55, 0.95, 1.0):
+            rows.append({"case": str(case), "p_f": p_f, "metric": 0.2 + 0.1 * p_f + 0.001 * case})
+    frame = pd.DataFrame(rows)
+    wide, used = filtered_gap(frame, 0.4, 0.6, n_boot=200, seed=0)
+    assert used == 20 and wide.value == pytest.approx(0.1 * ((0.95 + 1.0) / 2 - (0.0 + 0.05) / 2))
+    narrow, _ = filtered_gap(frame, 0.5, 0.5, n_boot=200, seed=0)
+    assert narrow.value == pytest.approx(0.1 * ((0.55 + 0.95 + 1) / 3 - (0 + 0.05 + 0.45) / 3))
+    none, used = filtered_gap(frame[frame["p_f"] < 0.5], 0.4, 0.6, n_boot=200, seed=0)
+    assert none is None and used == 0
+
+
+def test_name_projection_on_a_planted_direction(tiny_model) -> None:
+    texts = [SENTENCE.format(name=name) for name in ("nurse", "doctor", "teacher")]
+    acts = tiny_model.forward(texts, (), layers=[2]).acts[:, 0]
+    planted = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(acts[0] - acts[1], dim=0), acts[1], 1.0)
+    proj = name_projections(tiny_model, planted, ["nurse", "doctor", "teacher"], batch_tokens=64)
+    assert proj[0] == pytest.approx(float((acts[0] - acts[1]).norm()), rel=1e-4) and abs(proj[1]) < 1e-4
+    assert proj[2] == pytest.approx(float((acts[2] - acts[1]) @ planted.direction), abs=1e-4)
+
+
+def test_pearson_matches_scipy_and_fisher_interval() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    y = 0.6 * x + rng.normal(size=200)
+    est = pearson(x, y)
+    assert est.value == pytest.approx(scipy.stats.pearsonr(x, y)[0])
+    z, half = np.arctanh(est.value), 1.959963984540054 / np.sqrt(197)
+    assert (est.lo, est.hi) == pytest.approx((np.tanh(z - half), np.tanh(z + half)))
+    with pytest.raises(AuditError, match="at least 4"):
+        pearson(x[:3], y[:3])
