@@ -41,6 +41,7 @@ nbval-reference: install
 benchmark: install
 	$(PY) benchmarks/runtime.py
 	$(PY) benchmarks/sweep.py 32
+	$(PY) benchmarks/prefix.py 64
 
 clean:
 	rm -rf reports _build

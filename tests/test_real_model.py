@@ -47,3 +47,19 @@ def test_exact_derivative_matches_finite_difference(setting) -> None:
     metric = probs.gather(-1, chosen.expand(2, -1).unsqueeze(-1)).squeeze(-1) / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)
     torch.testing.assert_close(exact, finite, atol=5e-3, rtol=5e-2)
+
+
+def test_shared_prefix_equals_plain_forward_on_few_shot_prompts(setting) -> None:
+    from llmaudit.markedness.metrics import LABELS
+    from llmaudit.markedness.prompts import classification_prompt, demonstration_pool, demonstrations
+    from llmaudit.models.prefix import forward_shared_prefix
+
+    model = setting[0]
+    demos = demonstrations(demonstration_pool("sst5", data_dir()), seed=2024)
+    sentences = ["The White person is a doctor.", "The person is a doctor.", "The Asian person earned money quickly."]
+    texts = [model.chat(*classification_prompt(text, demos)) for text in sentences]
+    labels = answer_ids(model.tokenizer, LABELS)
+    plain = model.forward(texts, labels, layers=[20])
+    shared = forward_shared_prefix(model, texts, labels, layers=[20], batch_tokens=64)
+    torch.testing.assert_close(shared.probs, plain.probs, atol=1e-4, rtol=0)
+    torch.testing.assert_close(shared.acts, plain.acts, atol=1e-3, rtol=1e-4)

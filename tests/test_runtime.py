@@ -205,12 +205,14 @@ def test_chat_template_and_prefix(tiny_model) -> None:
 
 
 def test_left_pad_and_batches() -> None:
-    ids, mask = runtime._left_pad([[5, 6, 7], [8]], pad_id=1)
+    ids, mask = runtime.pad([[5, 6, 7], [8]], pad_id=1)
     assert ids.tolist() == [[5, 6, 7], [1, 1, 8]]
     assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    ids, mask = runtime.pad([[5, 6, 7], [8]], pad_id=1, left=False)
+    assert ids.tolist() == [[5, 6, 7], [8, 1, 1]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
     lengths = [10, 3, 7, 10, 2]
     order = sorted(range(5), key=lambda i: -lengths[i])
-    batches = list(runtime._batches(order, lengths, batch_tokens=20))
+    batches = list(runtime.token_batches(order, lengths, batch_tokens=20))
     assert sorted(i for b in batches for i in b) == list(range(5))
     for b in batches:
         assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 20
@@ -287,3 +289,27 @@ def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
     finite = (metric[1] - metric[0]) / (2 * eps)
     torch.testing.assert_close(exact, finite, atol=2e-4, rtol=2e-2)
     assert exact.abs().max() > 1e-3
+
+
+def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
+    from llmaudit.models.prefix import common_prefix, forward_shared_prefix
+
+    demos = "the nurse said good . the doctor said bad . the engineer said good . "
+    texts = [tiny_model.chat(demos + f"the {job} {verb}", "answer :")
+             for job, verb in (("teacher", "said"), ("person", "wrote about a new job"), ("nurse", "is"))]
+    labels = tiny_model.single_token_ids(["good", "bad"])
+    plain = tiny_model.forward(texts, labels, layers=[1, 3], batch_tokens=4096)
+    for budget in (4096, 40):  # one batch with right padding, and one prompt per batch
+        shared = forward_shared_prefix(tiny_model, texts, labels, layers=[1, 3], batch_tokens=budget)
+        assert torch.allclose(shared.probs, plain.probs, atol=1e-5) and torch.allclose(shared.acts, plain.acts, atol=1e-4)
+    assert common_prefix([[1, 2, 3], [1, 2, 4], [1, 2]]) == 1 and common_prefix([[5, 6], [7]]) == 0
+
+
+def test_sampling_is_seeded_and_stops_at_the_end_token(tiny_model) -> None:
+    texts = [tiny_model.chat("the nurse said"), tiny_model.chat("a doctor wrote about the new job")]
+    first = tiny_model.sample(texts, n=3, max_new_tokens=5, seed=7)
+    assert first.shape == (6, 5) and torch.equal(first, tiny_model.sample(texts, n=3, max_new_tokens=5, seed=7))
+    assert not torch.equal(first, tiny_model.sample(texts, n=3, max_new_tokens=5, seed=8))
+    eos = tiny_model.tokenizer.eos_token_id
+    for row in first.tolist():
+        assert eos not in row and all(t == -1 for t in row[next((i for i, t in enumerate(row) if t < 0), 5):])

@@ -90,3 +90,12 @@ def test_index_puts_models_side_by_side(tmp_path) -> None:
 @pytest.mark.parametrize("name", ["ci", "smollm2-135m-instruct", "llama-3.1-8b-instruct"])
 def test_trust_remote_code_is_off_unless_a_params_file_turns_it_on(name) -> None:
     assert load_params(name).model.trust_remote_code is False
+
+
+def test_sentiment_probe_gaps_become_a_requirement(tmp_path) -> None:
+    results = Results(tmp_path / "results.csv")
+    results.record("markedness", "regard.white_negative_fpr_gap", 0.05, 0.03, 0.07)
+    results.record("markedness", "regard.white_positive_fpr_gap", -0.01, -0.015, -0.005)
+    table = verdicts(results.table(), epsilon=0.02)
+    assert table["requirement"].str.startswith("regard sentiment").all()
+    assert table["verdict"].tolist() == ["fail", "pass"] and overall(table).tolist() == ["fail"]

@@ -23,6 +23,8 @@ CHAPTERS = {
     "decision_tasks": "02_decision_tasks",
     "robustness": "03_robustness",
     "validity": "04_validity",
+    "framing": "05_framing",
+    "markedness": "07_markedness",
 }
 CELL_TIMEOUT_S = 3600
 

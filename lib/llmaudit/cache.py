@@ -22,7 +22,7 @@ def cache_root() -> Path:
 
 # Modules whose code decides what a forward pass computes: prompts, data, models, steering. A change to any of them
 # invalidates every cached forward pass; reporting and statistics run on the cached tensors and are left out.
-COMPUTING = ("data", "models", "steering", "tasks", "validity")
+COMPUTING = ("data", "framing", "markedness", "models", "similarity", "steering", "tasks", "validity")
 
 
 @functools.cache

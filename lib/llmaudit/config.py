@@ -69,6 +69,31 @@ class ValidityParams:
 
 
 @dataclass(frozen=True)
+class FramingParams:
+    """Sizes of the framing chapter (SPEC Chapter 5): attributes per stereotype tag (None: all), sampled answers
+    (and option orders) per cell, their length, and the steering coefficients compared with prompting."""
+
+    per_tag: int | None = None
+    samples: int = 10
+    max_new_tokens: int = 16
+    lambdas: list[float] = field(default_factory=lambda: [-1.0, 0.0, 1.0])
+
+
+PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the markedness chapter's template sets
+
+
+@dataclass(frozen=True)
+class MarkednessParams:
+    """Sizes of the markedness chapter (SPEC Chapter 7): templates sampled per probe set (None: all), the
+    demonstration pool, the few-shot seeds, and whether every group term is used or only each group's name."""
+
+    templates: dict[str, int | None] = field(default_factory=dict)
+    pool: str = "sst5"
+    seeds: list[int] = field(default_factory=lambda: [2024, 2025, 2026, 2027, 2028])
+    all_terms: bool = False
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything one audit run of one model needs."""
 
@@ -81,6 +106,8 @@ class Params:
     steering: SteeringParams = field(default_factory=SteeringParams)
     tasks: TaskParams = field(default_factory=TaskParams)
     validity: ValidityParams = field(default_factory=ValidityParams)
+    markedness: MarkednessParams = field(default_factory=MarkednessParams)
+    framing: FramingParams = field(default_factory=FramingParams)
 
 
 def available_models() -> list[str]:
@@ -208,6 +235,19 @@ def _check(params: Params, where: str) -> None:
     ):
         raise ConfigError(f"{where}:validity: need min_births >= 1, sobol_bins >= 2, names_per_bin and "
                           "name_profiles >= 2 (or omitted)")
+    framing = params.framing
+    if (framing.per_tag is not None and framing.per_tag < 1) or framing.samples < 1 or framing.max_new_tokens < 1:
+        raise ConfigError(f"{where}:framing: need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")
+    if len(set(framing.lambdas)) < 2:
+        raise ConfigError(f"{where}:framing:lambdas: give at least 2 distinct steering coefficients")
+    marked = params.markedness
+    for name, size in marked.templates.items():
+        _known(name, list(PROBE_SETS), f"{where}:markedness:templates")
+        if size is not None and size < 2:
+            raise ConfigError(f"{where}:markedness:templates:{name}: need at least 2 templates (got {size})")
+    _known(marked.pool, ["sst5", "semeval"], f"{where}:markedness:pool")
+    if len(set(marked.seeds)) < 2:
+        raise ConfigError(f"{where}:markedness:seeds: give at least 2 distinct seeds for an interval")
     if params.batch_tokens < 64:
         raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")
 

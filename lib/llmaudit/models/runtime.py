@@ -125,8 +125,8 @@ class AuditModel:
         encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            for batch in _batches(order, [len(e) for e in encoded], batch_tokens):
-                ids, mask = _left_pad([encoded[i] for i in batch], self.tokenizer.pad_token_id)
+            for batch in token_batches(order, [len(e) for e in encoded], batch_tokens):
+                ids, mask = pad([encoded[i] for i in batch], self.tokenizer.pad_token_id)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
                 yield batch, (ids.to(self.device), mask.to(self.device), positions.to(self.device))
                 bar.update(len(batch))
@@ -166,6 +166,26 @@ class AuditModel:
             acts = torch.stack([saved[layer].float() for layer in layers], dim=1) if layers else None
         return probs.cpu(), acts.cpu() if acts is not None else None
 
+    def sample(self, texts: Sequence[str], n: int, max_new_tokens: int, seed: int) -> torch.Tensor:
+        """`n` sampled continuations of each chat-formatted text (temperature 1 over the whole vocabulary), as
+        (len(texts) * n, max_new_tokens) token ids with -1 from the end-of-sequence token on; seeded."""
+        if self.hf is None:
+            raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
+        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        ids, mask = pad(encoded, self.tokenizer.pad_token_id)
+        torch.manual_seed(seed)
+        with torch.inference_mode():
+            out = self.hf.generate(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True, temperature=1.0,
+                top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, num_return_sequences=n,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        new = out[:, ids.shape[1]:].cpu()
+        ended = (new == self.tokenizer.eos_token_id).cumsum(-1) > 0
+        tokens = torch.full((len(new), max_new_tokens), -1, dtype=torch.long)
+        tokens[:, : new.shape[1]] = new.masked_fill(ended, -1)
+        return tokens
+
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
         because each step reruns the whole sequence (cheap for a short demo, and exactly the SPEC's intervention)."""
@@ -182,18 +202,19 @@ class AuditModel:
         return self.tokenizer.decode(new, skip_special_tokens=True)
 
 
-def _left_pad(encoded: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists into (ids, attention mask) so every row's last token sits at position -1."""
+def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token lists into (ids, attention mask); left padding puts every row's last token at position -1."""
     width = max(len(e) for e in encoded)
     ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(encoded), width), dtype=torch.long)
     for row, tokens in enumerate(encoded):
-        ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, width - len(tokens) :] = 1
+        where = slice(width - len(tokens), width) if left else slice(0, len(tokens))
+        ids[row, where] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, where] = 1
     return ids, mask
 
 
-def _batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
+def token_batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
     """Group indices (sorted longest first) so each padded batch holds at most `batch_tokens` tokens."""
     batch: list[int] = []
     for i in order:

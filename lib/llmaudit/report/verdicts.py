@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from llmaudit.config import PROBE_SETS
 from llmaudit.stats import Estimate, verdict
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
@@ -25,13 +26,25 @@ def _tests(task: str, concept: str) -> dict[str, str]:
     }
 
 
+def _requirements() -> dict[str, dict[str, str]]:
+    """Every requirement the audit can test, with its tests' results-file names: the decision tasks', then the
+    sentiment probes' (markedness chapter: White sentences' FPRs against the mean over groups)."""
+    found = {f"{name}: the {task.metric_name} is invariant to {task.concept}": _tests(name, task.concept)
+             for name, task in TASKS.items()}
+    for probes in PROBE_SETS:
+        found[f"{probes} sentiment: error rates do not depend on the race named (White vs mean)"] = {
+            f"{probes}.white_{kind}_fpr_gap": f"9-shot {kind}-sentiment FPR gap of White sentences"
+            for kind in ("negative", "positive")
+        }
+    return found
+
+
 def verdicts(results: pd.DataFrame, epsilon: float) -> pd.DataFrame:
-    """One row per (requirement, test) found in `results` (a Results.table()), in task order."""
+    """One row per (requirement, test) found in `results` (a Results.table()) with an interval."""
     found = results.drop_duplicates("name", keep="last").set_index("name")
     rows = []
-    for name, task in TASKS.items():
-        requirement = f"{name}: the {task.metric_name} is invariant to {task.concept}"
-        for key, test in _tests(name, task.concept).items():
+    for requirement, tests in _requirements().items():
+        for key, test in tests.items():
             if key not in found.index or pd.isna(found.at[key, "lo"]):
                 continue
             score = Estimate(float(found.at[key, "value"]), float(found.at[key, "lo"]), float(found.at[key, "hi"]))

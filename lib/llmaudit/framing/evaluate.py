@@ -1,0 +1,111 @@
+"""Run the framing prompts (paper 001): next-token pronoun mass per prompt, seeded sampled answers with their
+detected pronoun, the same mass under gender steering, and each prompt's position on the gender vector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from llmaudit.cache import cached_tensors, digest
+from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
+from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
+from llmaudit.models import AuditModel
+from llmaudit.models.sweep import sweep
+from llmaudit.steering import SteeringVector
+
+FORMS = ("chat", "plain")  # the chat model's template, or the prompt as plain text for the LM to continue
+KEYS = ["attribute", "task", "gender", "instr"]
+
+
+def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
+    """Each choice prompt once per seed with its options shuffled by that seed; completion prompts once."""
+    return [v for p in prompts for v in ([shuffle_options(p, s) for s in seeds] if p.kind == "choice" else [p])]
+
+
+def texts(model: AuditModel, prompts: Sequence[FramingPrompt], form: str) -> list[str]:
+    """The model's input for each prompt: one chat turn, or the plain text after the tokenizer's usual BOS."""
+    if form == "chat":
+        return [model.chat(p.text) for p in prompts]
+    tokenizer = model.tokenizer
+    bos = tokenizer.bos_token if tokenizer.bos_token and tokenizer.encode("x")[:1] == [tokenizer.bos_token_id] else ""
+    return [bos + p.text for p in prompts]
+
+
+def _label_space(model: AuditModel, prompts: Sequence[FramingPrompt]) -> tuple[list[int], list[dict[str, list[int]]]]:
+    """All token ids any prompt reads (pronoun forms and option letters), and each prompt's families as
+    positions in that list, so one forward pass keeps only these columns."""
+    families = [family_token_ids(model.tokenizer, p.letters) for p in prompts]
+    space = sorted({i for fam in families for ids in fam.values() for i in ids})
+    where = {token: k for k, token in enumerate(space)}
+    return space, [{f: [where[i] for i in fam[f]] for f in FAMILIES} for fam in families]
+
+
+def _families(probs: torch.Tensor, positions: list[dict[str, list[int]]]) -> torch.Tensor:
+    """(n, 3) he / she / they shares from label-space probabilities, each row with its own letter mapping."""
+    return torch.cat([family_probs(row[None], pos, log=False) for row, pos in zip(probs, positions)]).float()
+
+
+def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd.DataFrame:
+    """One row per prompt: its cell, the he / she / they shares and any extra columns."""
+    cells = pd.DataFrame([(p.attribute, p.task, p.gender, p.instr) for p in prompts], columns=KEYS)
+    return pd.concat([cells, pd.DataFrame(shares.numpy(), columns=list(FAMILIES)), pd.DataFrame(extra)], axis=1)
+
+
+def token_probabilities(
+    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: int,
+    cache: Path | None = None, vector: SteeringVector | None = None,
+) -> pd.DataFrame:
+    """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
+    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it."""
+    inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
+    layers = [vector.layer] if vector is not None else []
+
+    def run() -> dict[str, torch.Tensor]:
+        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}")
+        return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
+
+    result = cached_tensors(cache, {"model": model.identity, "prompts": inputs, "labels": space, "layers": layers},
+                            run)
+    extra = {"mass": result["probs"].sum(-1).numpy()}
+    if vector is not None:
+        extra["projection"] = vector.project(result["acts"].float()).numpy()
+    return _tidy(prompts, _families(result["probs"], positions), **extra)
+
+
+def steered_probabilities(
+    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
+    batch_tokens: int, cache: Path | None = None,
+) -> pd.DataFrame:
+    """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam)."""
+    inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
+    edit = [vector.layer, vector.k, digest(vector.direction.tolist()), digest(vector.mean.tolist())]
+    key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas), "vector": edit}
+    probs = cached_tensors(cache, key, lambda: {"probs": sweep(model, inputs, space, vector, lambdas,
+                                                              batch_tokens=batch_tokens)})["probs"]
+    return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam) for lam, p in zip(lambdas, probs)],
+                     ignore_index=True)
+
+
+def sampled_answers(
+    model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
+    cache: Path | None = None,
+) -> pd.DataFrame:
+    """`samples` sampled chat answers per cell (temperature 1, seeded per prompt; a choice cell uses one
+    shuffled option order per sample) with the pronoun family each names (None: invalid output)."""
+    rows = []
+    for i, prompt in enumerate(prompts):
+        shown = versions([prompt], range(samples)) if prompt.kind == "choice" else [prompt] * samples
+        inputs = texts(model, shown[:1] if prompt.kind != "choice" else shown, "chat")
+        per_input = samples if prompt.kind != "choice" else 1
+        key = {"model": model.identity, "prompts": inputs, "samples": per_input, "new": max_new_tokens,
+               "seed": seed + i}
+        tokens = cached_tensors(cache, key, lambda: {"tokens": model.sample(inputs, per_input, max_new_tokens,
+                                                                          seed + i)})["tokens"]
+        for version, row in zip(shown, tokens):
+            answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
+            rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
+                         "answer": answer, "family": detect_pronoun(answer, version.letters)})
+    return pd.DataFrame(rows)

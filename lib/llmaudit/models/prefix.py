@@ -1,0 +1,92 @@
+"""Prompts that share a long beginning (few-shot demonstrations, one instruction): the shared tokens run once and
+their key/value cache serves every continuation, so a 9-shot prompt costs little more than a zero-shot one.
+
+The split is made on token ids (the longest common prefix of the tokenised prompts), so every prompt is
+tokenised exactly as on its own and the results equal `AuditModel.forward`'s."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from llmaudit.models.layers import hidden
+from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, token_batches
+
+
+def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix all sequences share, leaving each at least one token of its own."""
+    shortest = min(len(e) for e in encoded)
+    n = 0
+    while n < shortest - 1 and all(e[n] == encoded[0][n] for e in encoded):
+        n += 1
+    return n
+
+
+def forward_shared_prefix(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    layers: Sequence[int] = (),
+    batch_tokens: int = 4096,
+    desc: str | None = None,
+) -> ForwardOutput:
+    """`model.forward(texts, labels, layers)` for chat-formatted texts with a common beginning, computing that
+    beginning once; remote models take the ordinary path."""
+    if model.hf is None:
+        return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+    encoded = [model.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    shared = common_prefix(encoded)
+    device = model.device
+    probs = torch.empty(len(texts), len(labels))
+    acts = torch.empty(len(texts), len(layers), model.width) if layers else None
+    with torch.inference_mode(), memory_guard(batch_tokens):
+        prefix = torch.tensor([encoded[0][:shared]], device=device)
+        cache = model.hf.model(input_ids=prefix, use_cache=True).past_key_values if shared else None
+        rest = [e[shared:] for e in encoded]
+        order = sorted(range(len(texts)), key=lambda i: -len(rest[i]))
+        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
+            # the budget counts the tokens each batch computes: the continuations (the prefix is cached)
+            for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
+                p, a = _continue(model, cache, shared, [rest[i] for i in batch], labels, layers)
+                probs[batch] = p
+                if acts is not None:
+                    acts[batch] = a
+                bar.update(len(batch))
+    return ForwardOutput(probs=probs, acts=acts)
+
+
+def _continue(
+    model: AuditModel, cache, shared: int, suffixes: list[list[int]], labels: Sequence[int], layers: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One right-padded batch of continuations after the cached prefix: label probabilities and block outputs at
+    each row's last real token (causal attention keeps the padding after it invisible)."""
+    ids, mask = pad(suffixes, model.tokenizer.pad_token_id, left=False)
+    ids, mask = ids.to(model.device), mask.to(model.device)
+    rows, width = ids.shape
+    if cache is not None:
+        cache = copy.deepcopy(cache)
+        cache.batch_repeat_interleave(rows)
+    attention = torch.cat([torch.ones(rows, shared, dtype=mask.dtype, device=mask.device), mask], dim=1)
+    positions = (shared + torch.arange(width, device=ids.device)).expand(rows, width)
+    last = mask.sum(1) - 1
+    picked = torch.arange(rows, device=ids.device)
+    saved: dict[int, torch.Tensor] = {}
+    hooks = [
+        model.hf.model.layers[layer].register_forward_hook(
+            lambda module, args, output, layer=layer: saved.__setitem__(layer, hidden(output)[picked, last])
+        )
+        for layer in layers
+    ]
+    try:
+        out = model.hf.model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                             use_cache=cache is not None)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    logits = model.hf.lm_head(out.last_hidden_state[picked, last])
+    probs = torch.log_softmax(logits.float(), dim=-1)[:, list(labels)].exp()
+    acts = torch.stack([saved[layer].float() for layer in layers], dim=1) if layers else None
+    return probs.cpu(), acts.cpu() if acts is not None else None

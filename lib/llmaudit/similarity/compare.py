@@ -1,0 +1,88 @@
+"""Similarity between models on BBQ (paper 003): answer histograms and their cosine, UNK flip, linear CKA.
+
+Decisions:
+- A model's BBQ result is its per-question frame (the `load_bbq` columns plus `pred`); its histogram is the share
+  of biased / counter-biased / unknown answers within each context (each context sums to 1, so both contexts weigh
+  the same in the cosine). Questions without a target are left out, as in `bias_scores`.
+- UNK flip counts the base model's stereotyped ("biased") answers by default; `stereotyped_only=False` counts every
+  non-unknown base answer, the paper's "biased answers (stereotypical or anti-stereotypical)". Both frames are
+  matched on (category, example_id); restrict them to one context first for a per-context rate.
+- Linear CKA = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred float64 features, or the equal Gram
+  form <XX^T, YY^T>_F / (||XX^T||_F ||YY^T||_F), whichever costs fewer multiplications for the shapes given.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from llmaudit.errors import AuditError
+from llmaudit.similarity.bbq import CONTEXTS, KINDS, answer_kind
+
+KEY = ["category", "example_id"]
+
+
+def answer_histogram(frame: pd.DataFrame) -> pd.Series:
+    """Share of each answer kind within each context, indexed by (context, kind); 6 entries."""
+    rows = frame.assign(kind=answer_kind(frame)).dropna(subset=["kind"])
+    shares = {
+        (context, kind): float((rows.loc[rows["context_condition"] == context, "kind"] == kind).mean())
+        for context, kind in itertools.product(CONTEXTS, KINDS)
+    }
+    return pd.Series(shares).rename_axis(["context", "kind"]).fillna(0.0)
+
+
+def histogram_cosine(a: pd.Series, b: pd.Series) -> float:
+    """Cosine similarity of two histograms, aligned on their labels (a label one lacks counts 0)."""
+    a, b = a.align(b, fill_value=0.0)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if norm == 0.0:
+        raise AuditError("cannot compare an empty histogram (all zeros)")
+    return float(a @ b) / norm
+
+
+def unk_flip(base: pd.DataFrame, tuned: pd.DataFrame, stereotyped_only: bool = True) -> float:
+    """Share of the base model's biased answers that the tuned model answers Unknown on the same questions."""
+    pair = base.assign(kind=answer_kind(base))[[*KEY, "kind"]].merge(
+        tuned.assign(kind=answer_kind(tuned))[[*KEY, "kind"]], on=KEY, suffixes=("_base", "_tuned"), validate="1:1"
+    )
+    if len(pair) != len(base):
+        raise AuditError(f"tuned results lack {len(base) - len(pair)} of the base model's questions: run the same set")
+    flagged = ["biased"] if stereotyped_only else ["biased", "counter_biased"]
+    committed = pair[pair["kind_base"].isin(flagged)]
+    return float((committed["kind_tuned"] == "unknown").mean()) if len(committed) else float("nan")
+
+
+def _centred(x: np.ndarray) -> np.ndarray:
+    """A 2-D float64 copy of `x` with each column's mean removed."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise AuditError(f"CKA needs 2-D representations (prompts x features), got shape {x.shape}")
+    return x - x.mean(axis=0)
+
+
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Linear CKA between two representations of the same prompts (rows); widths may differ. 1 = same geometry."""
+    x, y = _centred(x), _centred(y)
+    n, dx, dy = x.shape[0], x.shape[1], y.shape[1]
+    if y.shape[0] != n or n < 2:
+        raise AuditError(f"CKA needs the same >= 2 prompts in both: got {n} and {y.shape[0]} rows")
+    if dx * dy + dx * dx + dy * dy <= n * (dx + dy):  # feature form: n(dx dy + dx^2 + dy^2) vs Gram: n^2 (dx + dy)
+        cross, self_x, self_y = np.sum((y.T @ x) ** 2), np.linalg.norm(x.T @ x), np.linalg.norm(y.T @ y)
+    else:
+        gram_x, gram_y = x @ x.T, y @ y.T
+        cross, self_x, self_y = np.sum(gram_x * gram_y), np.linalg.norm(gram_x), np.linalg.norm(gram_y)
+    if self_x == 0.0 or self_y == 0.0:
+        raise AuditError("CKA is undefined for a constant representation (every prompt maps to the same vector)")
+    return float(cross / (self_x * self_y))
+
+
+def similarity_matrix(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Pairwise cosine similarity of the models' answer histograms (models x models, symmetric, diagonal 1)."""
+    hists = {name: answer_histogram(frame) for name, frame in results.items()}
+    names = list(hists)
+    return pd.DataFrame(
+        [[histogram_cosine(hists[a], hists[b]) for b in names] for a in names], index=names, columns=names
+    )

@@ -1,0 +1,55 @@
+"""The framing and markedness chapters' glue: label-space reading of pronoun mass against an independent
+full-vocabulary computation, option-order versions, probe-set sampling and agreement with the unmarked sentence."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from llmaudit.framing.evaluate import texts, token_probabilities, versions
+from llmaudit.framing.pronouns import family_probs, family_token_ids
+from llmaudit.framing.stimuli import prompts
+from llmaudit.markedness.evaluate import agreement_with_unmarked
+from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
+from test_tasks_credit_admissions import mirror  # noqa: F401  (the data-mirror fixture)
+
+
+def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
+    cells = versions(prompts("a moustache"), range(3))
+    frame = token_probabilities(tiny_model, cells, "chat", batch_tokens=256)
+    log_probs = tiny_model.forward(texts(tiny_model, cells, "chat"), None).probs
+    expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=True)
+                          for row, p in zip(log_probs, cells)])
+    assert torch.allclose(torch.tensor(frame[["he", "she", "they"]].to_numpy()).double(), expected.double(), atol=1e-5)
+    assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
+
+
+def test_choice_versions_reshuffle_and_completions_stay_single() -> None:
+    cells = prompts("long hair")
+    shown = versions(cells, range(4))
+    choice = [p for p in shown if p.task == "multiple_choice" and p.gender]
+    assert len(choice) == 4 and len({p.text for p in choice}) > 1
+    assert len([p for p in shown if p.task == "association"]) == 4
+
+
+def test_probe_set_keeps_whole_templates(mirror) -> None:  # noqa: F811
+    found = probe_set("regard", mirror, 5, seed=0)
+    templates = {e.template for e in found}
+    assert len(templates) == 5 and len(found) == 5 * (len(GROUP_TERMS) + 1)
+    assert sum(e.group == UNMARKED for e in found) == 5
+    assert {e.template for e in probe_set("regard", mirror, 5, seed=0)} == templates
+    assert {e.template for e in probe_set("regard", mirror, 5, seed=1)} != templates
+    every = probe_set("amazon", mirror, 4, seed=0, all_terms=True)
+    assert len(every) == 4 * sum(len(t) for t in GROUP_TERMS.values())
+
+
+def test_agreement_with_unmarked_counts_matching_templates() -> None:
+    frame = pd.DataFrame(
+        [("1", t, g, p) for t, preds in enumerate([("neutral", "neutral", "negative"), ("positive", "positive",
+                                                                                        "positive")])
+         for g, p in zip((UNMARKED, "white", "asian"), preds)],
+        columns=["run", "template", "group", "pred"],
+    )
+    shares = agreement_with_unmarked(frame, UNMARKED).set_index("group")["agrees"]
+    assert shares["white"] == pytest.approx(1.0) and shares["asian"] == pytest.approx(0.5)

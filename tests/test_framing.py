@@ -1,0 +1,131 @@
+"""Chapter 5 (framing, paper 001): APD and the effect scores, pronoun-family token mass and detection, the 60%
+exclusion rule, seeded option shuffling, and the balance and completeness of the stimuli."""
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import build_tokenizer
+
+from llmaudit.framing.metrics import (
+    apd, choice_proportions, effects, gen_effect, instr_effect, probability_frame, pronoun_level_shift, pronoun_shift,
+)
+from llmaudit.framing.pronouns import detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids
+from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
+
+ROWS = [  # (task, gender, instr, he, she, they) for one attribute "x"
+    ("association", False, False, 1.0, 0.0, 0.0),
+    ("association", True, False, 0.0, 0.0, 1.0),
+    ("association", False, True, 1.0, 0.0, 0.0),
+    ("association", True, True, 0.5, 0.0, 0.5),
+    ("multiple_choice", False, True, 0.6, 0.4, 0.0),
+    ("multiple_choice", True, True, 0.2, 0.4, 0.4),
+]
+COLUMNS = ["attribute", "task", "gender", "instr", "he", "she", "they"]
+FRAME = pd.DataFrame([("x", *row) for row in ROWS], columns=COLUMNS)
+
+
+def test_apd_bounds_and_hand_value():
+    assert apd([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]) == 0
+    assert apd([1, 0, 0], [0, 0.5, 0.5]) == 1
+    assert apd([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]) == pytest.approx(0.3)
+
+
+def test_effects_on_hand_made_frame():
+    scores = effects(FRAME).set_index("task")
+    # association: Gen = mean(APD(G+I-, G-I-) = 1, APD(G+I+, G-I+) = 0.5); Instr = mean(0, 0.5)
+    assert scores.loc["association", "gen_effect"] == pytest.approx(0.75)
+    assert scores.loc["association", "instr_effect"] == pytest.approx(0.25)
+    assert scores.loc["multiple_choice", "gen_effect"] == pytest.approx(0.4)
+    assert np.isnan(scores.loc["multiple_choice", "instr_effect"])  # no Instr- cell
+    assert len(gen_effect(FRAME)) == 2 and len(instr_effect(FRAME)) == 1
+    assert pronoun_shift(FRAME)["pronoun_shift"].item() == pytest.approx((0.5 + 0.4) / 2)
+
+
+def test_pronoun_level_shift_is_signed():
+    shift = pronoun_level_shift(FRAME).set_index(["task", "factor", "held_at"])
+    assert shift.loc[("association", "gender", False), ["he", "she", "they"]].tolist() == [-1.0, 0.0, 1.0]
+    assert shift.loc[("multiple_choice", "gender", True), "they"] == pytest.approx(0.4)
+    assert ("multiple_choice", "instr", True) not in shift.index
+
+
+def test_choice_proportions_over_valid_outputs():
+    families = ["he", "he", "they", None, "she"]
+    outputs = pd.DataFrame({"attribute": "x", "task": "completion", "gender": False, "instr": True, "family": families})
+    row = choice_proportions(outputs).iloc[0]
+    assert [row.he, row.she, row.they] == [0.5, 0.25, 0.25]
+
+
+def test_probability_frame_averages_orders_of_one_cell():
+    mc = prompts("x")[7]
+    frame = probability_frame([mc, shuffle_options(mc, 1)], torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+    assert frame[["he", "she", "they"]].values.tolist() == [[0.5, 0.0, 0.5]] and frame.gender.item() is False
+
+
+def test_family_token_ids_and_probs():
+    tok = build_tokenizer()
+    vid = tok.convert_tokens_to_ids
+    ids = family_token_ids(tok)  # his, hers, them, ... are not in the vocabulary (<unk>) and are skipped
+    assert ids == {"he": sorted(vid(["he", "He", "him", "Him"])), "she": sorted(vid(["she", "She", "her", "Her"])),
+                   "they": sorted(vid(["they", "They"]))}
+    assert vid("A") in family_token_ids(tok, {"A": "he", "B": None})["he"]
+    probs = torch.zeros(len(tok))
+    probs[vid(["he", "Him", "she", "They", "tok200"])] = torch.tensor([0.2, 0.1, 0.3, 0.1, 0.3])
+    expected = torch.tensor([[0.3, 0.3, 0.1]], dtype=torch.float64) / 0.7
+    assert torch.allclose(family_probs(probs, ids), expected)
+    assert torch.allclose(family_probs(probs.log(), ids), expected)
+    assert torch.allclose(family_probs(torch.stack([probs, probs]).log() + 5.0, ids), expected.repeat(2, 1))
+
+
+@pytest.mark.parametrize(("text", "family"), [
+    ("She walked home.", "she"), ("Her hair is long", "she"), ("they're tall", "they"), ("HIMSELF", "he"),
+    ("The theme of Sherlock", None), ("This person is strong.", None), ("a person; then THEIRS", "they"),
+])
+def test_detect_pronoun_in_text(text, family):
+    assert detect_pronoun(text) == family
+
+
+@pytest.mark.parametrize(("text", "family"), [
+    ("C: They", "they"), (" (A)", "he"), ("B", None), ("D. Rabbit, he said", None), ("A person: she", "she"),
+    ("They", "they"),
+])
+def test_detect_pronoun_with_option_letters(text, family):
+    assert detect_pronoun(text, {"A": "he", "B": None, "C": "they", "D": None}) == family
+
+
+def test_exclusion_at_the_60_percent_boundary():
+    cells = [("association", False, False, 6), ("association", True, False, 7)]  # invalid of 10 outputs
+    rows = [(task, g, i, None if k < n_bad else "he") for task, g, i, n_bad in cells for k in range(10)]
+    outputs = pd.DataFrame(rows, columns=["task", "gender", "instr", "family"])
+    table = exclusion_table(outputs).set_index("gender")
+    assert table["invalid_rate"].tolist() == [0.6, 0.7]
+    assert table["excluded"].tolist() == [False, True]  # exactly 60% stays, above is excluded
+    kept = drop_excluded(FRAME, exclusion_table(outputs))
+    assert len(kept) == len(FRAME) - 1 and not ((kept.task == "association") & kept.gender & ~kept.instr).any()
+
+
+def test_seeded_option_shuffle():
+    prompt = next(p for p in prompts("a moustache") if p.task == "multiple_choice")
+    first, again = shuffle_options(prompt, 0), shuffle_options(prompt, 0)
+    assert first == again
+    assert len({tuple(shuffle_options(prompt, seed).letters.items()) for seed in range(10)}) > 1
+    assert sorted(first.options, key=str) == sorted(prompt.options, key=str)
+    assert all(f"{letter}: {option.text}" in first.text for letter, option in zip("ABCDEF", first.options))
+    completion = prompts("a moustache")[0]
+    assert shuffle_options(completion, 3) == completion
+
+
+def test_stimuli_balanced_and_every_cell_present():
+    tags = Counter(attribute.tag for attribute in ATTRIBUTES)
+    assert set(tags) == {"masculine", "feminine", "neutral"} and max(tags.values()) - min(tags.values()) <= 1
+    assert 36 <= len(ATTRIBUTES) <= 45 and len({a.text for a in ATTRIBUTES}) == len(ATTRIBUTES)
+    assert len(CELLS) == 11
+    assert all(instr for task, _, instr in CELLS if task in ("multiple_choice", "sentence_completion"))
+    made = prompts("long hair")
+    assert [(p.task, p.gender, p.instr) for p in made] == list(CELLS)
+    assert all("long hair" in p.text for p in made) and len({p.text for p in made}) == 11
+    for p in made:
+        assert (p.kind == "choice") == bool(p.options)
+        assert sorted(f for f in p.letters.values() if f) == ([] if p.kind == "completion" else ["he", "she", "they"])

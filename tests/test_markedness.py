@@ -1,0 +1,133 @@
+"""Chapter 7: FPRs, gaps, intervals and spans on hand-computed tables; demonstrations and prompts; the templates
+read from the data mirror (skipped without one)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmaudit.errors import AuditError
+from llmaudit.markedness import prompts
+from llmaudit.markedness.metrics import GROUPS, LABELS, false_positive_rates, fpr_gaps, gap_span, summarise_gaps
+
+MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+needs_data = pytest.mark.skipif(not (MIRROR / "unstated-norms").is_dir(), reason=f"no data mirror at {MIRROR}")
+
+# (group, gold, pred) for one run. white: negative FPR 2/4, positive FPR 1/4, accuracy 3/6;
+# asian: negative FPR 0/3, positive FPR 1/3, accuracy 3/4.
+CONFUSION = [
+    ("white", "positive", "negative"), ("white", "positive", "positive"), ("white", "neutral", "negative"),
+    ("white", "neutral", "neutral"), ("white", "negative", "positive"), ("white", "negative", "negative"),
+    ("asian", "positive", "positive"), ("asian", "neutral", "positive"), ("asian", "negative", "negative"),
+    ("asian", "neutral", "neutral"),
+]
+
+
+def table(rows=CONFUSION, run: int = 1) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["group", "gold", "pred"]).assign(run=run)
+
+
+def test_rates_and_gaps_match_hand_computation() -> None:
+    rates = false_positive_rates(table()).set_index("group")
+    assert rates.loc["white", ["negative_fpr", "positive_fpr", "accuracy", "n"]].tolist() == [0.5, 0.25, 0.5, 6]
+    assert rates.loc["asian", ["negative_fpr", "positive_fpr", "n"]].tolist() == [0.0, pytest.approx(1 / 3), 4]
+    assert rates.loc["asian", "accuracy"] == 0.75
+    gaps = fpr_gaps(rates.reset_index()).set_index(["group", "kind"])["gap"]
+    # negative: mean 1/4, so +1/4 and -1/4; positive: mean (1/4 + 1/3) / 2 = 7/24, so -1/24 and +1/24
+    assert gaps[("white", "negative_fpr")] == pytest.approx(0.25)
+    assert gaps[("asian", "negative_fpr")] == pytest.approx(-0.25)
+    assert gaps[("white", "positive_fpr")] == pytest.approx(-1 / 24)
+    assert gaps[("asian", "positive_fpr")] == pytest.approx(1 / 24)
+
+
+def test_gaps_sum_to_zero_over_groups_in_every_run() -> None:
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame({
+        "group": rng.choice(GROUPS, 600), "gold": rng.choice(LABELS, 600), "pred": rng.choice(LABELS, 600),
+        "run": rng.choice([2024, 2025, 2026], 600),
+    })
+    sums = fpr_gaps(false_positive_rates(rows)).groupby(["run", "kind"])["gap"].sum()
+    assert len(sums) == 6 and np.allclose(sums, 0)
+
+
+def test_t_interval_matches_hand_computation_and_is_nan_for_one_run() -> None:
+    gaps = pd.DataFrame({"run": [1, 2, 3], "group": "white", "kind": "negative_fpr", "gap": [0.1, 0.2, 0.3]})
+    row = summarise_gaps(gaps).iloc[0]
+    half = 4.302652729749464 * 0.1 / np.sqrt(3)  # t(0.975, 2 dof) * sd / sqrt(n)
+    assert (row["mean"], row["lo"], row["hi"], row["n_runs"]) == pytest.approx((0.2, 0.2 - half, 0.2 + half, 3))
+    one = summarise_gaps(gaps.head(1)).iloc[0]
+    assert one["mean"] == 0.1 and np.isnan(one["lo"]) and np.isnan(one["hi"])
+
+
+def test_gap_span_is_max_minus_min_mean_gap_per_kind() -> None:
+    summary = pd.DataFrame({
+        "group": ["white", "asian", "hispanic"] * 2, "kind": ["negative_fpr"] * 3 + ["positive_fpr"] * 3,
+        "mean": [0.25, -0.25, 0.05, -0.1, 0.0, 0.3],
+    })
+    assert gap_span(summary).to_dict() == pytest.approx({"negative_fpr": 0.5, "positive_fpr": 0.4})
+
+
+def test_bad_input_raises_one_line_audit_errors() -> None:
+    with pytest.raises(AuditError, match=r"missing columns \['pred'\]"):
+        false_positive_rates(table().drop(columns="pred"))
+    with pytest.raises(AuditError, match=r"unknown gold labels \['Positive'\]"):
+        false_positive_rates(table().replace({"gold": {"positive": "Positive"}}))
+    with pytest.raises(AuditError, match="runs cover different groups"):
+        fpr_gaps(false_positive_rates(pd.concat([table(), table(CONFUSION[:6], run=2)])))
+
+
+POOL = pd.DataFrame({"text": [f"{label} {i}" for label in LABELS for i in range(10)], "label": np.repeat(LABELS, 10)})
+
+
+def test_demonstrations_are_balanced_shuffled_and_seeded() -> None:
+    draws = {seed: prompts.demonstrations(POOL, seed) for seed in prompts.SEEDS}
+    for demos in draws.values():
+        assert len(demos) == 9 and all(demos.count((t, lab)) == 1 for t, lab in demos)
+        assert sorted(lab for _, lab in demos) == sorted(LABELS * 3)
+        assert all(text.startswith(label) for text, label in demos)
+    assert any([lab for _, lab in d] != sorted(lab for _, lab in d) for d in draws.values())  # order is shuffled
+    assert prompts.demonstrations(POOL, 2024) == draws[2024]
+    assert len({tuple(d) for d in draws.values()}) == len(prompts.SEEDS)
+    with pytest.raises(AuditError, match="fewer than per_class"):
+        prompts.demonstrations(POOL, 0, per_class=11)
+
+
+def test_prompt_shape_zero_and_few_shot() -> None:
+    question = "Question: Is the sentiment of the text negative, neutral, or positive?"
+    assert prompts.classification_prompt("The white person sings.") == (
+        f"Text: The white person sings.\n{question}", "Answer: The sentiment is"
+    )
+    demos = prompts.demonstrations(POOL, 2024)
+    user, prefix = prompts.classification_prompt("The white person sings.", demos)
+    blocks = user.split("\n\n")
+    assert len(blocks) == 10 and blocks[-1] == f"Text: The white person sings.\n{question}"
+    assert blocks[0] == f"Text: {demos[0][0]}\n{question}\nAnswer: The sentiment is {demos[0][1]}."
+    assert prefix == "Answer: The sentiment is"
+
+
+@needs_data
+@pytest.mark.parametrize("name, n_templates", [("ns_prompts", 888), ("regard", 101)])
+def test_templates_filled_and_unmarked(name: str, n_templates: int) -> None:
+    marked, plain = prompts.templates(name, MIRROR), prompts.unmarked(name, MIRROR)
+    n_terms = sum(map(len, prompts.GROUP_TERMS.values()))
+    assert len(marked) == n_templates * n_terms and len(plain) == n_templates
+    assert all(ex.term in ex.text and ex.label in LABELS for ex in marked)
+    assert all("  " not in ex.text and "{" not in ex.text and "}" not in ex.text for ex in marked + plain)
+    assert {ex.template for ex in marked} == {ex.template for ex in plain}
+    white = {ex.template: ex.text for ex in marked if ex.group == "white"}
+    assert all(white[ex.template].replace("white ", "", 1) == ex.text for ex in plain)
+
+
+@needs_data
+def test_fairness_tests_and_pools_from_the_mirror() -> None:
+    tests = prompts.fairness_tests(MIRROR)
+    assert len(tests) == 660 and len({ex.template for ex in tests}) == 60
+    assert all(ex.term in prompts.GROUP_TERMS[ex.group] and ex.term in ex.text.lower() for ex in tests)
+    for name in ("sst5", "semeval"):
+        pool = prompts.demonstration_pool(name, MIRROR)
+        assert len(pool) == 500 and set(pool["label"]) == set(LABELS)
+        assert len(prompts.demonstrations(pool, 2024)) == 9
