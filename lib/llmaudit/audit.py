@@ -24,6 +24,7 @@ CHAPTERS = {
     "robustness": "03_robustness",
     "validity": "04_validity",
     "framing": "05_framing",
+    "similarity": "06_similarity",
     "markedness": "07_markedness",
 }
 CELL_TIMEOUT_S = 3600

@@ -18,9 +18,14 @@ PARAMS_DIR = REPO / "params"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where the weights come from: exactly one of `embedded` (a packaged GGUF), `hf` (hub id) or `path`."""
+    """Where the weights come from: exactly one of `embedded` (a packaged GGUF), `embedded_parts` (a GGUF split
+    over several packages, joined in order and checked against `sha256`), `hf` (hub id) or `path`. Base models
+    without a chat template set `chat_template: false` and read prompts as plain text."""
 
     embedded: str | None = None
+    embedded_parts: list[str] = field(default_factory=list)
+    sha256: str | None = None
+    chat_template: bool = True
     hf: str | None = None
     path: str | None = None
     dtype: str = "float32"
@@ -79,6 +84,19 @@ class FramingParams:
     lambdas: list[float] = field(default_factory=lambda: [-1.0, 0.0, 1.0])
 
 
+@dataclass(frozen=True)
+class SimilarityParams:
+    """Sizes of the similarity chapter (SPEC Chapter 6): BBQ questions per (category, context, polarity) cell,
+    the steering coefficients whose steered models join the comparison, the relative depths (0 = first block,
+    1 = last) whose representations are compared with CKA, and other audited models (report folder names) to
+    compare with."""
+
+    per_cell: int = 4
+    lambdas: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    depths: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0])
+    compare_with: list[str] = field(default_factory=list)
+
+
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the markedness chapter's template sets
 
 
@@ -108,6 +126,7 @@ class Params:
     validity: ValidityParams = field(default_factory=ValidityParams)
     markedness: MarkednessParams = field(default_factory=MarkednessParams)
     framing: FramingParams = field(default_factory=FramingParams)
+    similarity: SimilarityParams = field(default_factory=SimilarityParams)
 
 
 def available_models() -> list[str]:
@@ -197,9 +216,12 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
 def _check(params: Params, where: str) -> None:
     """Cross-field rules that types alone cannot express."""
     spec = params.model
-    sources = [s for s in ("embedded", "hf", "path") if getattr(spec, s)]
+    sources = [s for s in ("embedded", "embedded_parts", "hf", "path") if getattr(spec, s)]
     if len(sources) != 1:
-        raise ConfigError(f"{where}:model: set exactly one of embedded, hf or path (got {sources or 'none'})")
+        raise ConfigError(f"{where}:model: set exactly one of embedded, embedded_parts, hf or path "
+                          f"(got {sources or 'none'})")
+    if spec.embedded_parts and not spec.sha256:
+        raise ConfigError(f"{where}:model: embedded_parts needs the sha256 of the joined file")
     if spec.dtype not in {"float32", "bfloat16", "float16"}:
         raise ConfigError(f"{where}:model:dtype: use float32, bfloat16 or float16 (got '{spec.dtype}')")
     if spec.device not in {"cpu", "cuda"}:
@@ -240,6 +262,10 @@ def _check(params: Params, where: str) -> None:
         raise ConfigError(f"{where}:framing: need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")
     if len(set(framing.lambdas)) < 2:
         raise ConfigError(f"{where}:framing:lambdas: give at least 2 distinct steering coefficients")
+    similar = params.similarity
+    if similar.per_cell < 1 or not similar.depths or not all(0 <= d <= 1 for d in similar.depths) or 0 in similar.lambdas:
+        raise ConfigError(f"{where}:similarity: need per_cell >= 1, depths in [0, 1] and nonzero lambdas "
+                          "(lambda 0 is the model itself, always included)")
     marked = params.markedness
     for name, size in marked.templates.items():
         _known(name, list(PROBE_SETS), f"{where}:markedness:templates")

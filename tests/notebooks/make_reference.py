@@ -1,9 +1,11 @@
 """Regenerate the nbval reference notebooks: every chapter executed on params/ci.yaml without caches, with the
 outputs nbval does not compare (SVG charts, stderr progress, papermill timings) stripped to keep them small.
-Run `make nbval-reference` after changing a chapter or anything that changes its numbers."""
+Run `make nbval-reference` after changing a chapter or anything that changes its numbers; name chapters to
+regenerate only those (after the steering chapter's reference exists: later chapters read its vectors)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
@@ -30,8 +32,10 @@ def strip(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def main() -> None:
+def main(chapters: list[str]) -> None:
     for chapter, stem in CHAPTERS.items():
+        if chapters and chapter not in chapters:
+            continue
         output = HERE / f"{stem}.ipynb"
         execute_chapter(chapter, "ci", Path("reports/nbval"), output, use_cache=False)
         strip(output)
@@ -39,4 +43,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

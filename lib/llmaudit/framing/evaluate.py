@@ -27,11 +27,7 @@ def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[Fra
 
 def texts(model: AuditModel, prompts: Sequence[FramingPrompt], form: str) -> list[str]:
     """The model's input for each prompt: one chat turn, or the plain text after the tokenizer's usual BOS."""
-    if form == "chat":
-        return [model.chat(p.text) for p in prompts]
-    tokenizer = model.tokenizer
-    bos = tokenizer.bos_token if tokenizer.bos_token and tokenizer.encode("x")[:1] == [tokenizer.bos_token_id] else ""
-    return [bos + p.text for p in prompts]
+    return [model.chat(p.text) if form == "chat" else model.plain(p.text) for p in prompts]
 
 
 def _label_space(model: AuditModel, prompts: Sequence[FramingPrompt]) -> tuple[list[int], list[dict[str, list[int]]]]:

@@ -13,7 +13,7 @@ from llmaudit.errors import ConfigError
 
 
 def locate_gguf(spec: str) -> Path:
-    """Resolve 'package/file.gguf' to the file inside the installed package (the package is never imported)."""
+    """Resolve 'package/file' to the file inside the installed package (the package is never imported)."""
     package, _, filename = spec.partition("/")
     found = importlib.util.find_spec(package)
     if found is None or not found.submodule_search_locations:
@@ -24,6 +24,25 @@ def locate_gguf(spec: str) -> Path:
     if not path.exists():
         raise ConfigError(f"package '{package}' has no file '{filename}' (found: {sorted(os.listdir(path.parent))})")
     return path
+
+
+def join_parts(parts: list[str], sha256: str) -> Path:
+    """The GGUF file that packaged parts ('package/file', in order) make when joined, kept in the user cache and
+    checked against `sha256` (a one-line error names a mismatch)."""
+    first = locate_gguf(parts[0])
+    target = cache_root() / "models" / "joined" / f"{first.name.split('.gguf')[0]}-{sha256[:16]}.gguf"
+    if not target.exists():
+        partial = target.with_name(target.name + ".partial")
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        with partial.open("wb") as out:
+            for part in parts:
+                out.write(locate_gguf(part).read_bytes())
+        found = file_sha256(partial)
+        if found != sha256:
+            partial.unlink()
+            raise ConfigError(f"joined model parts have sha256 {found}, params expect {sha256}: reinstall the parts")
+        partial.rename(target)
+    return target
 
 
 def file_sha256(path: Path) -> str:

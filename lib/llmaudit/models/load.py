@@ -10,7 +10,7 @@ import torch
 
 from llmaudit.config import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
-from llmaudit.models.embedded import converted_dir, file_sha256, locate_gguf
+from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, locate_gguf
 from llmaudit.models.runtime import AuditModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -32,7 +32,7 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     device = "cpu" if spec.remote else spec.device
     return AuditModel(
         name, lm, tokenizer, hf=hf, remote=spec.remote, system_prompt=spec.system_prompt,
-        provenance=provenance, device=device,
+        provenance=provenance, device=device, chat_template=spec.chat_template,
     )
 
 
@@ -41,9 +41,10 @@ def _local(spec: ModelSpec):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = DTYPES[spec.dtype]
-    if spec.embedded:
-        folder, sha = _embedded_folder(spec.embedded)
-        source = {"source": f"embedded:{spec.embedded}", "sha256": sha}
+    if spec.embedded or spec.embedded_parts:
+        gguf = locate_gguf(spec.embedded) if spec.embedded else join_parts(spec.embedded_parts, spec.sha256)
+        folder, sha = _embedded_folder(gguf)
+        source = {"source": f"embedded:{spec.embedded or ' + '.join(spec.embedded_parts)}", "sha256": sha}
     else:
         folder = spec.path or spec.hf
         if spec.path and not (Path(spec.path) / "config.json").is_file():
@@ -68,11 +69,10 @@ def _weights_sha256(folder: Path) -> str:
     return hashlib.sha256("".join(f"{p.name}:{file_sha256(p)}\n" for p in files).encode()).hexdigest()
 
 
-def _embedded_folder(embedded: str) -> tuple[str, str]:
+def _embedded_folder(gguf: Path) -> tuple[str, str]:
     """Folder of the dequantised copy of a packaged GGUF, converting it on first use (~25 s, then ~2 s)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = locate_gguf(embedded)
     sha = file_sha256(gguf)
     target = converted_dir(gguf, sha)
     if not (target / "config.json").exists():

@@ -53,6 +53,7 @@ class AuditModel:
         system_prompt: str | None = None,
         provenance: dict | None = None,
         device: str = "cpu",
+        chat_template: bool = True,
     ):
         self.name = name
         self.hf = hf  # the local transformers module (None when remote), for the plain-PyTorch sweep engine
@@ -62,6 +63,7 @@ class AuditModel:
         self.tokenizer = tokenizer
         self.remote = remote
         self.system_prompt = system_prompt
+        self.chat_template = chat_template
         config = lm.config
         self.n_layers: int = config.num_hidden_layers
         self.width: int = config.hidden_size
@@ -75,8 +77,18 @@ class AuditModel:
         weights = p.get("sha256") or (f"{p.get('source')}@{p['revision']}" if p.get("revision") else p.get("source"))
         return {"weights": weights, "dtype": "remote" if self.remote else str(self.lm.dtype), "device": self.device}
 
+    def plain(self, text: str) -> str:
+        """Text for the model to continue as it is, after the beginning-of-sequence token its tokenizer adds."""
+        tokenizer = self.tokenizer
+        adds_bos = tokenizer.bos_token is not None and tokenizer.encode("x")[:1] == [tokenizer.bos_token_id]
+        return (tokenizer.bos_token if adds_bos else "") + text
+
     def chat(self, prompt: str, prefix: str = "") -> str:
-        """The prompt as one user turn in the model's chat template, with the assistant's answer begun by `prefix`."""
+        """The prompt as one user turn in the model's chat template, with the assistant's answer begun by `prefix`;
+        for a model without a chat template (a base model), the prompt as plain text with `prefix` on a new line."""
+        if not self.chat_template:
+            system = f"{self.system_prompt}\n\n" if self.system_prompt else ""
+            return self.plain(f"{system}{prompt}\n{prefix}")
         messages = [{"role": "user", "content": prompt}]
         if self.system_prompt is not None:
             messages.insert(0, {"role": "system", "content": self.system_prompt})

@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
+from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS
 from llmaudit.report.results import Results
 from llmaudit.report.verdicts import verdicts
+from llmaudit.similarity.compare import similarity_matrix
+from llmaudit.similarity.evaluate import FOLDER, load_systems
 
+SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter); "
+              "the cosine between their answer histograms says how alike their bias behaviour is.")
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and the score with its 95% interval.")
 
@@ -27,6 +33,19 @@ def audited(reports: Path) -> dict[str, pd.DataFrame]:
         if card and results.exists():
             found[folder.name] = verdicts(Results(results).table(), card["params"]["epsilon"])
     return found
+
+
+def similarity_figure(reports: Path, models: list[str]) -> str:
+    """SVG of the answer-histogram cosine between every system (model, or model steered) of the audited models
+    whose similarity chapter has run; '' when none has."""
+    ran = [m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()]
+    if not ran:
+        return ""
+    answers, _ = load_systems(reports, ran)
+    systems = list(dict.fromkeys(answers["system"]))
+    cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
+    chart = matrix(cosine.loc[systems, systems], "cosine")
+    return to_svg(chart.properties(title="BBQ answer histograms: cosine similarity between systems"))
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -48,18 +67,20 @@ def _cell_text(cell: tuple | None) -> str:
     return "" if cell is None else f"{cell[0]} {_score(cell)}"
 
 
-def _markdown(grid: pd.DataFrame) -> str:
-    """The index as a MyST page of the book."""
+def _markdown(grid: pd.DataFrame, figure: str) -> str:
+    """The index as a MyST page of the book (the similarity figure as inline SVG)."""
     lines = ["# Audited models", "", INTRO, ""]
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
     lines += ["| Requirement | Test | " + " | ".join(grid.columns) + " |", "|---|---|" + "---|" * len(grid.columns)]
     for (requirement, test), row in grid.iterrows():
         lines.append(f"| {requirement} | {test} | " + " | ".join(_cell_text(c) for c in row) + " |")
+    if figure:
+        lines += ["", "## Bias similarity", "", SIMILARITY, "", figure]
     return "\n".join([*lines, ""])
 
 
-def _html(grid: pd.DataFrame) -> str:
+def _html(grid: pd.DataFrame, figure: str) -> str:
     """The index as one self-contained HTML page (same styles as the reports)."""
     head = "".join(f'<th><a href="{escape(m)}/report.html">{escape(m)}</a></th>' for m in grid.columns)
     rows = []
@@ -70,6 +91,8 @@ def _html(grid: pd.DataFrame) -> str:
         rows.append(f"<tr><td>{escape(requirement)}</td><td>{escape(test)}</td>{cells}</tr>")
     body = (f'<table class="verdicts"><thead><tr><th>Requirement</th><th>Test</th>{head}</tr></thead><tbody>'
             + "\n".join(rows) + "</tbody></table>") if rows else "<p>No model has been audited yet.</p>"
+    if figure:
+        body += f"\n<h2>Bias similarity</h2>\n<p>{escape(SIMILARITY)}</p>\n<figure>{figure}</figure>"
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Audited models</title>\n'
             f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
             f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{body}\n</body>\n</html>\n")
@@ -78,8 +101,9 @@ def _html(grid: pd.DataFrame) -> str:
 def build_index(reports: Path) -> Path:
     """Write reports/index.md and reports/index.html; returns the HTML path."""
     reports = Path(reports)
-    grid = side_by_side(audited(reports))
-    (reports / "index.md").write_text(_markdown(grid), encoding="utf-8")
+    tables = audited(reports)
+    grid, figure = side_by_side(tables), similarity_figure(reports, list(tables))
+    (reports / "index.md").write_text(_markdown(grid, figure), encoding="utf-8")
     out = reports / "index.html"
-    out.write_text(_html(grid), encoding="utf-8")
+    out.write_text(_html(grid, figure), encoding="utf-8")
     return out

@@ -26,12 +26,12 @@ KEY = ["category", "example_id"]
 
 def answer_histogram(frame: pd.DataFrame) -> pd.Series:
     """Share of each answer kind within each context, indexed by (context, kind); 6 entries."""
-    rows = frame.assign(kind=answer_kind(frame)).dropna(subset=["kind"])
-    shares = {
-        (context, kind): float((rows.loc[rows["context_condition"] == context, "kind"] == kind).mean())
-        for context, kind in itertools.product(CONTEXTS, KINDS)
-    }
-    return pd.Series(shares).rename_axis(["context", "kind"]).fillna(0.0)
+    rows = frame.assign(kind=answer_kind(frame).astype(object)).dropna(subset=["kind"])
+    shares = {}
+    for context, kind in itertools.product(CONTEXTS, KINDS):
+        answered = rows.loc[rows["context_condition"] == context, "kind"]
+        shares[(context, kind)] = float((answered == kind).mean()) if len(answered) else 0.0  # absent context: 0
+    return pd.Series(shares).rename_axis(["context", "kind"])
 
 
 def histogram_cosine(a: pd.Series, b: pd.Series) -> float:
@@ -86,3 +86,29 @@ def similarity_matrix(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(
         [[histogram_cosine(hists[a], hists[b]) for b in names] for a in names], index=names, columns=names
     )
+
+
+def _shared(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two systems' answers restricted to the questions both answered, in one order."""
+    keys = a[KEY].merge(b[KEY], on=KEY)
+    return a.merge(keys, on=KEY), b.merge(keys, on=KEY)
+
+
+def unk_flip_matrix(answers: pd.DataFrame) -> pd.DataFrame:
+    """UNK flip for every ordered pair of systems (rows: base, columns: compared), on their shared questions."""
+    systems = {name: part for name, part in answers.groupby("system", sort=False)}
+    return pd.DataFrame(
+        {b: {a: unk_flip(*_shared(systems[a], systems[b])) for a in systems} for b in systems}
+    ).rename_axis(index="base", columns="compared")
+
+
+def cka_matrix(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], depth: float) -> pd.DataFrame:
+    """Linear CKA between every pair of systems' representations at one relative depth, on their shared
+    questions (`reps`: 'system|depth' -> (question order, matrix))."""
+    found = {key.rsplit("|", 1)[0]: value for key, value in reps.items() if float(key.rsplit("|", 1)[1]) == depth}
+    table = {}
+    for a, (order_a, x) in found.items():
+        for b, (order_b, y) in found.items():
+            rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b"))
+            table[(a, b)] = linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]])
+    return pd.Series(table).unstack().loc[list(found), list(found)]

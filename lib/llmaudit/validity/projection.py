@@ -21,9 +21,7 @@ def name_projections(
     model: AuditModel, vector: SteeringVector, names: Sequence[str], batch_tokens: int, cache: Path | None = None
 ) -> np.ndarray:
     """(h - mu0) . v for each name's sentence, read as plain text (a completion, no chat template)."""
-    tokenizer = model.tokenizer
-    starts_with_bos = tokenizer.bos_token is not None and tokenizer.encode("x")[:1] == [tokenizer.bos_token_id]
-    texts = [(tokenizer.bos_token if starts_with_bos else "") + SENTENCE.format(name=name) for name in names]
+    texts = [model.plain(SENTENCE.format(name=name)) for name in names]
 
     def run() -> dict[str, torch.Tensor]:
         acts = model.forward(texts, (), layers=[vector.layer], batch_tokens=batch_tokens, desc="name projections").acts

@@ -1,0 +1,58 @@
+"""The similarity chapter's systems: saved answers and representations read back in question order, pairwise
+UNK flips and CKA on the questions two systems share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from llmaudit.errors import AuditError
+from llmaudit.similarity.compare import cka_matrix, unk_flip_matrix
+from llmaudit.similarity.evaluate import QUESTION, blocks_at, load_systems, save_systems
+
+
+def answers(system: str, preds: list[int], ids: list[int]) -> pd.DataFrame:
+    """Negative ambiguous questions with the target at option 0 and Unknown at option 2."""
+    rows = [dict(zip(QUESTION, ("Age", i, 1, "neg", "ambig", 2, 2, 0))) for i in ids]
+    return pd.DataFrame(rows).assign(system=system, pred=preds)
+
+
+def test_saved_systems_come_back_with_their_question_order(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.normal(size=(4, 6)), dtype=torch.float32)
+    save_systems(tmp_path / "m", answers("m", [0, 0, 2, 1], [0, 4, 8, 12]), {"m|1": x})
+    y = torch.tensor(rng.normal(size=(3, 5)), dtype=torch.float32)
+    save_systems(tmp_path / "n", answers("n", [2, 2, 2], [12, 0, 4]), {"n|1": y})
+    loaded, reps = load_systems(tmp_path)
+    assert set(loaded["system"]) == {"m", "n"} and torch.equal(reps["m|1"][1], x)
+    assert reps["n|1"][0]["example_id"].tolist() == [12, 0, 4]
+    only, _ = load_systems(tmp_path, ["n"])
+    assert set(only["system"]) == {"n"}
+    with pytest.raises(AuditError, match="similarity chapter"):
+        load_systems(tmp_path, ["absent"])
+
+
+def test_unk_flip_matrix_on_shared_questions() -> None:
+    table = pd.concat([answers("base", [0, 0, 1, 0], [0, 4, 8, 12]), answers("tuned", [2, 0, 2], [0, 4, 8])])
+    flips = unk_flip_matrix(table)
+    assert flips.loc["base", "tuned"] == pytest.approx(1 / 2)  # base's biased answers on 0 and 4: one turns Unknown
+    assert flips.loc["base", "base"] == 0.0 and flips.loc["tuned", "base"] == 0.0  # tuned commits only on 4
+
+
+def test_cka_matrix_aligns_questions_across_orders() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(50, 8))
+    rotation = np.linalg.qr(rng.normal(size=(8, 8)))[0]
+    order = pd.DataFrame({"category": "Age", "example_id": range(50)})
+    shuffled = rng.permutation(50)
+    reps = {"a|1": (order, x), "b|1": (order.iloc[shuffled].reset_index(drop=True), (x @ rotation)[shuffled]),
+            "c|1": (order, rng.normal(size=(50, 3))), "a|0.5": (order, x)}
+    cka = cka_matrix(reps, 1.0)
+    assert list(cka.index) == ["a", "b", "c"] and cka.loc["a", "b"] == pytest.approx(1.0)
+    assert cka.loc["a", "c"] < 0.3 and cka.loc["c", "c"] == pytest.approx(1.0)
+
+
+def test_blocks_at_relative_depths() -> None:
+    assert blocks_at([0.0, 0.5, 1.0], 30) == [0, 14, 29]
