@@ -14,7 +14,10 @@ def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 
     )
     return alt.layer(
         base.mark_rect().encode(color=alt.Color("value:Q", title=title, scale=alt.Scale(domain=list(domain)))),
-        base.mark_text(fontSize=10).encode(text=alt.Text("value:Q", format=".2f")),
+        base.mark_text(fontSize=10).encode(
+            text=alt.Text("value:Q", format=".2f"),
+            color=alt.condition(f"datum.value > {(domain[0] + domain[1]) / 2}", alt.value("white"), alt.value("black")),
+        ),
     ).properties(width=alt.Step(70), height=alt.Step(24))
 
 
