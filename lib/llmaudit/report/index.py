@@ -16,11 +16,12 @@ from llmaudit.report.front import badge
 from llmaudit.report.html import CSS
 from llmaudit.report.results import Results
 from llmaudit.report.verdicts import verdicts
-from llmaudit.similarity.compare import similarity_matrix
+from llmaudit.similarity.compare import cka_matrix, similarity_matrix, unk_flip_matrix
 from llmaudit.similarity.evaluate import FOLDER, load_systems
 
-SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter); "
-              "the cosine between their answer histograms says how alike their bias behaviour is.")
+SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter): "
+              "how alike their answers are (histogram cosine), how often one abstains where the other follows the "
+              "stereotype (UNK flip) and how alike their representations are (linear CKA at one relative depth).")
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and the score with its 95% interval.")
 
@@ -36,16 +37,25 @@ def audited(reports: Path) -> dict[str, pd.DataFrame]:
 
 
 def similarity_figure(reports: Path, models: list[str]) -> str:
-    """SVG of the answer-histogram cosine between every system (model, or model steered) of the audited models
-    whose similarity chapter has run; '' when none has."""
+    """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
+    run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share; '' when none has run."""
     ran = [m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()]
     if not ran:
         return ""
-    answers, _ = load_systems(reports, ran)
+    answers, reps = load_systems(reports, ran)
     systems = list(dict.fromkeys(answers["system"]))
     cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
-    chart = matrix(cosine.loc[systems, systems], "cosine")
-    return to_svg(chart.properties(title="BBQ answer histograms: cosine similarity between systems"))
+    depths = {float(key.rsplit("|", 1)[1]) for key in reps}
+    shared = [d for d in depths if all(f"{name}|{d:g}" in reps for name in systems)]
+    charts = [
+        matrix(cosine.loc[systems, systems], "cosine").properties(title="Cosine similarity of answer histograms"),
+        matrix(unk_flip_matrix(answers).loc[systems, systems], "UNK flip").properties(
+            title="UNK flip: share of the row's biased answers the column answers Unknown"),
+    ]
+    if shared:
+        cka = cka_matrix(reps, max(shared)).loc[systems, systems]
+        charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
+    return "\n".join(to_svg(chart) for chart in charts)
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -110,5 +110,7 @@ def cka_matrix(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], depth: float) -
     for a, (order_a, x) in found.items():
         for b, (order_b, y) in found.items():
             rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b"))
-            table[(a, b)] = linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]])
+            shared = len(rows) >= 2  # systems that answered different question sets have nothing to compare
+            table[(a, b)] = linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]]) if shared \
+                else float("nan")
     return pd.Series(table).unstack().loc[list(found), list(found)]
