@@ -17,7 +17,7 @@ from llmaudit.tasks import CREDIT
 from llmaudit.validity.names import (
     BINS, SSA_KEY, credit_items, female_bin, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
 )
-from llmaudit.validity.projection import SENTENCE, name_projections
+from llmaudit.validity.projection import SENTENCE, name_projections, name_prompt
 from test_tasks_credit_admissions import mirror  # noqa: F401  (the data-mirror fixture)
 
 
@@ -73,7 +73,8 @@ def test_filtered_gap_compares_female_and_male_names_per_profile() -> None:
 
 
 def test_name_projection_on_a_planted_direction(tiny_model) -> None:
-    texts = [SENTENCE.format(name=name) for name in ("nurse", "doctor", "teacher")]
+    texts = [name_prompt(tiny_model, name) for name in ("nurse", "doctor", "teacher")]
+    assert texts[0].endswith(SENTENCE.format(name="nurse")) and "Complete the sentence" in texts[0]
     acts = tiny_model.forward(texts, (), layers=[2]).acts[:, 0]
     planted = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(acts[0] - acts[1], dim=0), acts[1], 1.0)
     proj = name_projections(tiny_model, planted, ["nurse", "doctor", "teacher"], batch_tokens=64)

@@ -1,6 +1,8 @@
-"""Name projection (SPEC Chapter 4): how far the model's own gender direction places a first name. The model
-reads "The gender of <name> is"; the residual stream at the last token, at the vector's block, is projected onto
-the vector (offset by its neutral mean mu0), and compared with the name's real-world female share p_f."""
+"""Name projection (SPEC Chapter 4): how far the model's own gender direction places a first name. The model is
+asked to complete "The gender of <name> is" and its answer begins with that sentence, so the prompt sits in the
+same chat context the vector was extracted from; the residual stream at the sentence's last token, at the
+vector's block, is projected onto the vector (offset by its neutral mean mu0) and compared with the name's
+real-world female share p_f."""
 
 from __future__ import annotations
 
@@ -17,11 +19,17 @@ from llmaudit.steering import SteeringVector
 SENTENCE = "The gender of {name} is"
 
 
+def name_prompt(model: AuditModel, name: str) -> str:
+    """The model's input for one name: a request to complete the sentence, answered by the sentence itself."""
+    sentence = SENTENCE.format(name=name)
+    return model.chat(f"Complete the sentence: {sentence}", sentence)
+
+
 def name_projections(
     model: AuditModel, vector: SteeringVector, names: Sequence[str], batch_tokens: int, cache: Path | None = None
 ) -> np.ndarray:
-    """(h - mu0) . v for each name's sentence, read as plain text (a completion, no chat template)."""
-    texts = [model.plain(SENTENCE.format(name=name)) for name in names]
+    """(h - mu0) . v at the last token of each name's sentence."""
+    texts = [name_prompt(model, name) for name in names]
 
     def run() -> dict[str, torch.Tensor]:
         acts = model.forward(texts, (), layers=[vector.layer], batch_tokens=batch_tokens, desc="name projections").acts
