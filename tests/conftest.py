@@ -3,6 +3,8 @@ through the real local-folder path of `llmaudit.models.load_model`."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -90,3 +92,15 @@ def pytest_collectstart(collector) -> None:
     duplicate what text/plain already holds."""
     if collector.fspath and collector.fspath.ext == ".ipynb":
         collector.skip_compare += ("image/svg+xml", "text/html", "stderr")
+
+
+@pytest.fixture(scope="session")
+def mirror():
+    """The shared data mirror ($LLMAUDIT_DATA or /work/shared/data), or skip the test."""
+    from pathlib import Path
+
+    root = Path(os.environ.get("LLMAUDIT_DATA") or "/work/shared/data")
+    for key in ("llm-steering-audit/eval_data/south-german-data.jsonl", "llm-steering-audit/eval_data/admissions.json"):
+        if not (root / key).is_file():
+            pytest.skip(f"data mirror {root} lacks {key}: set LLMAUDIT_DATA to a mirror of the upstream data")
+    return root

@@ -12,7 +12,6 @@ from llmaudit.framing.pronouns import family_probs, family_token_ids
 from llmaudit.framing.stimuli import prompts
 from llmaudit.markedness.evaluate import agreement_with_unmarked
 from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
-from test_tasks_credit_admissions import mirror  # noqa: F401  (the data-mirror fixture)
 
 
 def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
@@ -33,7 +32,7 @@ def test_choice_versions_reshuffle_and_completions_stay_single() -> None:
     assert len([p for p in shown if p.task == "association"]) == 4
 
 
-def test_probe_set_keeps_whole_templates(mirror) -> None:  # noqa: F811
+def test_probe_set_keeps_whole_templates(mirror) -> None:
     found = probe_set("regard", mirror, 5, seed=0)
     templates = {e.template for e in found}
     assert len(templates) == 5 and len(found) == 5 * (len(GROUP_TERMS) + 1)

@@ -3,9 +3,7 @@ variants' groups and signals, seeded sampling. No model runs."""
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -15,17 +13,6 @@ from llmaudit.tasks.admissions import ADMISSIONS_GENDER, ADMISSIONS_RACE, ECS, G
 from llmaudit.tasks.credit import CREDIT
 from llmaudit.tasks.names import first_names
 
-EVAL = "llm-steering-audit/eval_data"
-
-
-@pytest.fixture(scope="module")
-def mirror() -> Path:
-    """The shared data mirror ($LLMAUDIT_DATA or /work/shared/data), or skip."""
-    root = Path(os.environ.get("LLMAUDIT_DATA") or "/work/shared/data")
-    for name in ("south-german-data.jsonl", "admissions.json"):
-        if not (root / EVAL / name).is_file():
-            pytest.skip(f"data mirror {root} lacks {EVAL}/{name}: set LLMAUDIT_DATA to a mirror of the upstream data")
-    return root
 
 
 @pytest.fixture(scope="module")

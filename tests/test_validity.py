@@ -18,7 +18,6 @@ from llmaudit.validity.names import (
     BINS, SSA_KEY, credit_items, female_bin, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
 )
 from llmaudit.validity.projection import SENTENCE, name_projections, name_prompt
-from test_tasks_credit_admissions import mirror  # noqa: F401  (the data-mirror fixture)
 
 
 def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:
@@ -26,7 +25,7 @@ def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:
     assert female_bin(p_f).tolist() == [0.0, 0.0, 0.1, 0.3, 0.7, 0.2, 0.9, 0.9, 1.0]
 
 
-def test_ssa_names_keep_frequent_names_with_their_female_share(mirror) -> None:  # noqa: F811
+def test_ssa_names_keep_frequent_names_with_their_female_share(mirror) -> None:
     names = ssa_names(mirror, min_births=2500)
     raw = read_csv(SSA_KEY, mirror)
     assert (names["births"] >= 2500).all() and len(names) == int((raw["F"] + raw["M"] >= 2500).sum())
@@ -37,14 +36,14 @@ def test_ssa_names_keep_frequent_names_with_their_female_share(mirror) -> None: 
         ssa_names(mirror, min_births=10**9)
 
 
-def test_sample_per_bin_is_seeded_and_capped(mirror) -> None:  # noqa: F811
+def test_sample_per_bin_is_seeded_and_capped(mirror) -> None:
     names = ssa_names(mirror)
     sample = sample_per_bin(names, 5, seed=1)
     assert sample["bin"].value_counts().max() == 5 and sample["bin"].nunique() == 11
     assert sample.equals(sample_per_bin(names, 5, seed=1)) and not sample.equals(sample_per_bin(names, 5, seed=2))
 
 
-def test_credit_items_give_one_name_per_bin_and_no_gender(mirror) -> None:  # noqa: F811
+def test_credit_items_give_one_name_per_bin_and_no_gender(mirror) -> None:
     profiles = CREDIT.items("neutral", 3, seed=0, mirror=mirror)
     items = credit_items(profiles, ssa_names(mirror), seed=0)
     assert len(items) == 3 * 11 and [i.group for i in items[:11]] == [f"{b:.1f}" for b in BINS]

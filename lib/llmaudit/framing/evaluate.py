@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors, digest
+from llmaudit.cache import cached_tensors
+from llmaudit.framing.metrics import KEYS
 from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
@@ -17,7 +18,6 @@ from llmaudit.models.sweep import sweep
 from llmaudit.steering import SteeringVector
 
 FORMS = ("chat", "plain")  # the chat model's template, or the prompt as plain text for the LM to continue
-KEYS = ["attribute", "task", "gender", "instr"]
 
 
 def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
@@ -77,8 +77,8 @@ def steered_probabilities(
 ) -> pd.DataFrame:
     """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam)."""
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
-    edit = [vector.layer, vector.k, digest(vector.direction.tolist()), digest(vector.mean.tolist())]
-    key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas), "vector": edit}
+    key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
+           "vector": vector.fingerprint()}
     probs = cached_tensors(cache, key, lambda: {"probs": sweep(model, inputs, space, vector, lambdas,
                                                               batch_tokens=batch_tokens)})["probs"]
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam) for lam, p in zip(lambdas, probs)],

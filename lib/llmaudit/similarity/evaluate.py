@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from llmaudit.cache import cached_tensors, digest
+from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.similarity.bbq import LETTERS, prompt
@@ -48,8 +48,7 @@ def run_systems(
         edit = None if lam is None else vector.intervention(lam)
         name = system_name(model.name, None if lam is None else vector, lam or 0.0)
         key = {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers,
-               "edit": None if edit is None else [vector.layer, vector.k, lam, digest(vector.direction.tolist()),
-                                                  digest(vector.mean.tolist())]}
+               "edit": None if edit is None else [lam, *vector.fingerprint()]}
 
         def run() -> dict[str, torch.Tensor]:
             out = model.forward(texts, labels, layers, edit, batch_tokens=batch_tokens, desc=f"BBQ {name}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors, digest
+from llmaudit.cache import cached_tensors
 from llmaudit.steering.concept import ConceptTokens
 from llmaudit.steering.vector import SteeringVector
 
@@ -37,7 +37,7 @@ def steered_scores(
             "model": model.identity,
             "prompts": prompts,
             "labels": tokens.ids,
-            "edit": [edit.layer, edit.alpha, digest(vector.direction.tolist()), digest(vector.mean.tolist())],
+            "edit": [edit.alpha, *vector.fingerprint()],
         }
 
         def run(edit=edit) -> dict[str, torch.Tensor]:

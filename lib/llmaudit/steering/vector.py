@@ -12,6 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from llmaudit.cache import digest
 from llmaudit.steering.intervention import Intervention
 
 
@@ -34,6 +35,10 @@ class SteeringVector:
     def intervention(self, lam: float, projection: bool = True) -> Intervention:
         """The edit for coefficient lambda: projection form (sets the coordinate to lambda k) or additive."""
         return Intervention(self.layer, self.direction, lam * self.k, self.mean if projection else None)
+
+    def fingerprint(self) -> list:
+        """What determines this vector's edits (block, scale, direction, neutral mean), as part of cache keys."""
+        return [self.layer, self.k, digest(self.direction.tolist()), digest(self.mean.tolist())]
 
     def cosine(self, other: SteeringVector) -> float:
         """Cosine between two unit directions (meaningful only for vectors of the same model)."""

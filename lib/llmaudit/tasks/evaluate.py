@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors, digest
+from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
 from llmaudit.stats import Estimate, bootstrap_mean, group_gap, sweep_slope
@@ -120,8 +120,8 @@ class TaskRunner:
         model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
-        edit = [vector.layer, vector.k, digest(vector.direction.tolist()), digest(vector.mean.tolist())]
-        key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas), "vector": edit}
+        key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas),
+               "vector": vector.fingerprint()}
 
         def run() -> dict[str, torch.Tensor]:
             desc = f"{task.name} sweep"
