@@ -37,7 +37,7 @@ def test_saved_systems_come_back_with_their_question_order(tmp_path) -> None:
 def test_unk_flip_matrix_on_shared_questions() -> None:
     table = pd.concat([answers("base", [0, 0, 1, 0], [0, 4, 8, 12]), answers("tuned", [2, 0, 2], [0, 4, 8])])
     flips = unk_flip_matrix(table)
-    assert flips.loc["base", "tuned"] == pytest.approx(1 / 2)  # base's biased answers on 0 and 4: one turns Unknown
+    assert flips.loc["base", "tuned"] == pytest.approx(2 / 3)  # base commits on 0, 4, 8: two turn Unknown
     assert flips.loc["base", "base"] == 0.0 and flips.loc["tuned", "base"] == 0.0  # tuned commits only on 4
 
 

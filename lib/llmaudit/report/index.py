@@ -50,7 +50,7 @@ def similarity_figure(reports: Path, models: list[str]) -> str:
     charts = [
         matrix(cosine.loc[systems, systems], "cosine").properties(title="Cosine similarity of answer histograms"),
         matrix(unk_flip_matrix(answers).loc[systems, systems], "UNK flip").properties(
-            title="UNK flip: share of the row's biased answers the column answers Unknown"),
+            title="UNK flip: share of the row's committed answers the column answers Unknown"),
     ]
     if shared:
         cka = cka_matrix(reps, max(shared)).loc[systems, systems]

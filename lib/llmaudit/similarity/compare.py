@@ -4,9 +4,10 @@ Decisions:
 - A model's BBQ result is its per-question frame (the `load_bbq` columns plus `pred`); its histogram is the share
   of biased / counter-biased / unknown answers within each context (each context sums to 1, so both contexts weigh
   the same in the cosine). Questions without a target are left out, as in `bias_scores`.
-- UNK flip counts the base model's stereotyped ("biased") answers by default; `stereotyped_only=False` counts every
-  non-unknown base answer, the paper's "biased answers (stereotypical or anti-stereotypical)". Both frames are
-  matched on (category, example_id); restrict them to one context first for a per-context rate.
+- UNK flip counts every committed answer of the base model, paper 003's "biased answers (stereotypical or
+  anti-stereotypical)" (section 3, UNK Flip); `stereotyped_only=True` is the variant that counts only its
+  stereotyped (bias-consistent) answers. Both frames are matched on (category, example_id); restrict them to one
+  context first for a per-context rate.
 - Linear CKA = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred float64 features, or the equal Gram
   form <XX^T, YY^T>_F / (||XX^T||_F ||YY^T||_F), whichever costs fewer multiplications for the shapes given.
 """
@@ -43,8 +44,9 @@ def histogram_cosine(a: pd.Series, b: pd.Series) -> float:
     return float(a @ b) / norm
 
 
-def unk_flip(base: pd.DataFrame, tuned: pd.DataFrame, stereotyped_only: bool = True) -> float:
-    """Share of the base model's biased answers that the tuned model answers Unknown on the same questions."""
+def unk_flip(base: pd.DataFrame, tuned: pd.DataFrame, stereotyped_only: bool = False) -> float:
+    """Share of the base model's committed (stereotypical or anti-stereotypical) answers that the tuned model answers
+    Unknown on the same questions; `stereotyped_only` counts only the base model's stereotyped answers."""
     pair = base.assign(kind=answer_kind(base))[[*KEY, "kind"]].merge(
         tuned.assign(kind=answer_kind(tuned))[[*KEY, "kind"]], on=KEY, suffixes=("_base", "_tuned"), validate="1:1"
     )
