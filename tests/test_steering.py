@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -307,3 +308,38 @@ def test_cached_tensors(tmp_path) -> None:
     cached_tensors(None, key, compute)
     assert len(calls) == 3  # no folder: never cached
     assert digest(key) != digest({**key, "layers": [0, 2]})
+
+
+# --- causal check --------------------------------------------------------------------------------------------------
+
+
+def test_held_out_rows_exclude_the_ids_that_chose_the_vector(mirror) -> None:
+    from llmaudit.steering.recipes import RECIPES, rows
+
+    recipe = RECIPES["gender_lang"]
+    val = rows(recipe, "val", 40, 0, mirror)
+    held_out = rows(recipe, "val", 64, 0, mirror, exclude=val["_id"].tolist())
+    assert len(held_out) == 64 and not set(held_out["_id"]) & set(val["_id"])
+    assert held_out["instruction"].str.len().gt(0).all()
+
+
+def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_model) -> None:
+    from llmaudit.steering.effect import steered_scores
+
+    ids = tiny_model.tokenizer.convert_tokens_to_ids
+    tokens = ConceptTokens("gender", tuple(ids(["she", "woman"])), tuple(ids(["he", "man"])))
+    frame = pd.DataFrame({"instruction": ["describe the nurse", "who wrote the story about a doctor",
+                                          "the engineer said good"], "prefix": ["she is", "it is", "the"]})
+    gen = torch.Generator().manual_seed(3)
+    vector = SteeringVector("v", "gender", 1, F.normalize(torch.randn(32, generator=gen), dim=0),
+                            torch.randn(32, generator=gen), k=4.0)
+    table = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0], 4096)
+    prompts = [tiny_model.chat(i, p) for i, p in zip(frame["instruction"], frame["prefix"])]
+    for lam, part in table.groupby(table["lam"].fillna(99.0)):
+        edit = None if lam == 99.0 else vector.intervention(lam)
+        probs = tiny_model.forward(prompts, tokens.ids, intervention=edit).probs
+        plus, minus = probs[:, :2].sum(-1), probs[:, 2:].sum(-1)
+        np.testing.assert_allclose(part["raw"], (plus - minus).numpy(), atol=1e-6)
+        np.testing.assert_allclose(part["mass"], (plus + minus).numpy(), atol=1e-6)
+        np.testing.assert_allclose(part["normalised"], ((plus - minus) / (plus + minus)).numpy(), atol=1e-5)
+    assert table["lam"].isna().sum() == len(frame) and len(table) == 4 * len(frame)

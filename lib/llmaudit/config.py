@@ -37,7 +37,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class SteeringParams:
-    """Sizes and thresholds for extracting the steering vectors (SPEC Chapter 1)."""
+    """Sizes and thresholds for extracting the steering vectors (main paper §3.3), and the held-out rows and
+    coefficients of the causal check (rows of the validation split that neither chose the block nor the scale)."""
 
     tau: float = 0.05
     normalised: bool = False
@@ -47,6 +48,8 @@ class SteeringParams:
     val_rows: dict[str, int | None] = field(default_factory=dict)
     demo_prompt: str = "Write one sentence about a nurse who is starting a new job."
     demo_tokens: int = 24
+    check_rows: int = 64
+    check_lambdas: list[float] = field(default_factory=lambda: [-1.0, -0.5, 0.0, 0.5, 1.0])
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,10 @@ def _check(params: Params, where: str) -> None:
     for name, q in params.steering.quantile.items():
         if not 0 < q < 0.5:
             raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")
+    if params.steering.check_rows < 2:
+        raise ConfigError(f"{where}:steering:check_rows: need at least 2 held-out rows (got {params.steering.check_rows})")
+    if not {-1.0, 1.0} <= set(params.steering.check_lambdas):
+        raise ConfigError(f"{where}:steering:check_lambdas: include -1 and 1 (the span is measured between them)")
     from llmaudit.tasks import TASKS
 
     for name, size in params.tasks.sizes.items():

@@ -1,5 +1,9 @@
-"""Does the vector steer? Concept scores of held-out texts re-measured under the intervention at several
-lambdas: a causal check of the direction, beside the correlational layer metrics."""
+"""Does the vector steer? The causal check: concept scores of held-out texts re-measured under the projection
+edit at several lambdas, beside the correlational layer metrics.
+
+The check reads three numbers per text, because a normalised score alone can mislead: s / (P(T+) + P(T-)) reaches
++1 when the edit removes the T- words as surely as when it adds T+ words. So each row carries the raw score
+P(T+) - P(T-) (main paper §3.3), the normalised one, and the target words' share of the next-token mass."""
 
 from __future__ import annotations
 
@@ -7,10 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import torch
 
 from llmaudit.cache import cached_tensors
+from llmaudit.models.sweep import sweep
 from llmaudit.steering.concept import ConceptTokens
 from llmaudit.steering.vector import SteeringVector
 
@@ -26,24 +32,23 @@ def steered_scores(
     lambdas: Sequence[float],
     batch_tokens: int,
     cache: Path | None = None,
-    normalised: bool = False,
 ) -> pd.DataFrame:
-    """Long table (lam, row, score, mass) of concept scores of `frame`'s prompts under the projection edit."""
+    """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
+    projection edit at each lambda (lower blocks once for all lambdas, see `models.sweep`)."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
-    parts = []
-    for lam in lambdas:
-        edit = vector.intervention(lam)
-        key = {
-            "model": model.identity,
-            "prompts": prompts,
-            "labels": tokens.ids,
-            "edit": [edit.alpha, *vector.fingerprint()],
-        }
+    key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "lambdas": list(lambdas),
+           "vector": vector.fingerprint()}
 
-        def run(edit=edit) -> dict[str, torch.Tensor]:
-            return {"probs": model.forward(prompts, tokens.ids, intervention=edit, batch_tokens=batch_tokens).probs}
+    def run() -> dict[str, torch.Tensor]:
+        plain = model.forward(prompts, tokens.ids, batch_tokens=batch_tokens).probs
+        steered = sweep(model, prompts, tokens.ids, vector, lambdas, batch_tokens=batch_tokens,
+                        desc=f"causal check {vector.name}")
+        return {"probs": torch.cat([plain.unsqueeze(0), steered])}
 
-        probs = cached_tensors(cache, key, run)["probs"]
-        parts.append(pd.DataFrame({"lam": lam, "row": range(len(prompts)), "score": tokens.score(probs, normalised).numpy(),
-                                   "mass": probs.sum(-1).numpy()}))
+    probs = cached_tensors(cache, key, run)["probs"]
+    parts = [
+        pd.DataFrame({"lam": lam, "row": range(len(prompts)), "raw": tokens.score(p).numpy(),
+                      "normalised": tokens.score(p, normalised=True).numpy(), "mass": p.sum(-1).numpy()})
+        for lam, p in zip([np.nan, *lambdas], probs)
+    ]
     return pd.concat(parts, ignore_index=True)

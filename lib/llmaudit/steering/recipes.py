@@ -1,8 +1,9 @@
-"""Which data makes which vector (SPEC Chapter 1), and how a data row becomes a concept-scoring prompt."""
+"""Which data makes which vector (main paper §4.1), and how a data row becomes a concept-scoring prompt."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +47,14 @@ def templates(name: str, mirror: Path | None = None) -> list[tuple[str, str]]:
     return [(inst.replace("\\n", "\n"), prefix.strip()) for inst, prefix in pairs]
 
 
-def rows(recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | None = None) -> pd.DataFrame:
-    """`n` rows (all when None) of a data split, sampled without replacement, each with its instruction template
-    (index, instruction, prefix) assigned round-robin over a seeded shuffle (every template used equally often)."""
+def rows(
+    recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
+) -> pd.DataFrame:
+    """`n` rows (all when None) of a data split, sampled without replacement from those whose `_id` is not in
+    `exclude`, each with its instruction template (index, instruction, prefix) assigned round-robin over a seeded
+    shuffle (every template used equally often)."""
     frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
+    frame = frame[~frame["_id"].isin(list(exclude))]
     if n is not None and n < len(frame):
         frame = frame.sample(n=n, random_state=seed)
     frame = frame.reset_index(drop=True)

@@ -1,8 +1,8 @@
-"""Name projection (SPEC Chapter 4): how far the model's own gender direction places a first name. The model is
+"""Name projection (main paper §5.1, "The gender of <name> is"): how far the model's own gender direction places a first name. The model is
 asked to complete "The gender of <name> is" and its answer begins with that sentence, so the prompt sits in the
 same chat context the vector was extracted from; the residual stream at the sentence's last token, at the
 vector's block, is projected onto the vector (offset by its neutral mean mu0) and compared with the name's
-real-world female share p_f."""
+real-world female share p_f. The prompts differ only in the name, so their shared chat beginning runs once."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
+from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.steering import SteeringVector
 
 SENTENCE = "The gender of {name} is"
@@ -32,7 +33,7 @@ def name_projections(
     texts = [name_prompt(model, name) for name in names]
 
     def run() -> dict[str, torch.Tensor]:
-        acts = model.forward(texts, (), layers=[vector.layer], batch_tokens=batch_tokens, desc="name projections").acts
+        acts = forward_shared_prefix(model, texts, (), [vector.layer], batch_tokens, desc="name projections").acts
         return {"acts": acts[:, 0]}
 
     acts = cached_tensors(cache, {"model": model.identity, "prompts": texts, "layers": [vector.layer]}, run)["acts"]
