@@ -1,0 +1,197 @@
+"""The split sweep engine against the plain steered forward on tiny random models of every supported architecture,
+with sliding-window blocks mixed with global ones where the architecture has them (a window of 4 tokens, shorter
+than every prompt), steering layers below and above a sliding block, and left-padded batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import build_tokenizer
+
+from llmaudit.errors import AuditError
+from llmaudit.models import AuditModel
+from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.sweep import SUPPORTED, _blocks, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.steering import SteeringVector
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+# Not periodic, so that running the upper blocks with the loop position in place of the block index gives
+# some block the other kind of attention whichever steering layer is chosen.
+LAYER_TYPES = [SLIDING, FULL, SLIDING, SLIDING, FULL, SLIDING]
+WINDOW = 4
+
+# model_type -> (config class, architecture-specific config fields); llama is the shared conftest model.
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "qwen2": ("Qwen2Config", {"use_sliding_window": True, "sliding_window": WINDOW, "layer_types": LAYER_TYPES}),
+    "mistral": ("MistralConfig", {"sliding_window": WINDOW}),  # MistralModel has one window for every block
+    # MinistralConfig leaves head_dim None, which MinistralAttention cannot use: give it explicitly
+    "ministral": ("MinistralConfig", {"sliding_window": WINDOW, "layer_types": LAYER_TYPES, "head_dim": 8}),
+    "gemma3_text": ("Gemma3TextConfig", {"sliding_window": WINDOW, "layer_types": LAYER_TYPES, "head_dim": 8,
+                                         "query_pre_attn_scalar": 8}),
+    "qwen3": ("Qwen3Config", {}),  # not in the verified table: must be refused
+}
+ARCHITECTURES = ["llama", "qwen2", "mistral", "ministral", "gemma3_text"]
+# Steering layers: (below a sliding block, above one) for the six-block models; any two for the 4-block Llama.
+STEERING_LAYERS = {arch: (1, 3) for arch in ARCHITECTURES} | {"llama": (1, 2)}
+LAMBDAS = [-1.0, 0.0, 0.5, 1.0]
+
+PROMPTS = [
+    "she",
+    "the nurse started a new job and she said that it was good",
+    "write one sentence about a doctor who started a new job . the doctor said it was good and bad",
+    "a woman and a man",
+    "describe the engineer who wrote about the teacher",
+]
+
+
+def build_model(model_type: str) -> AuditModel:
+    """A seeded random six-block model of `model_type` (hidden 32, 4 heads, 2 KV heads) with the conftest tokenizer,
+    wrapped as `load_model` wraps a local model (a saved folder would not do: AutoTokenizer swaps the word-level
+    tokenizer for the architecture's own class, e.g. Qwen2Tokenizer)."""
+    import transformers
+    from nnsight import TransformersModel
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = build_tokenizer()
+    name, fields = CONFIGS[model_type]
+    config = getattr(transformers, name)(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False, bos_token_id=2,
+        eos_token_id=1, pad_token_id=1, **fields,
+    )
+    assert config.model_type == model_type
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        hf.lm_head.weight.mul_(20.0)  # visible differences between label probabilities, as in conftest
+    return AuditModel(model_type, TransformersModel(hf, task="text-generation", tokenizer=tokenizer), tokenizer, hf=hf)
+
+
+@pytest.fixture(scope="module")
+def models(request):
+    """model_type -> AuditModel, built on first use."""
+    built = {"llama": request.getfixturevalue("tiny_model")}
+
+    def get(model_type: str) -> AuditModel:
+        if model_type not in built:
+            built[model_type] = build_model(model_type)
+        return built[model_type]
+
+    return get
+
+
+def texts_of(model) -> list[str]:
+    return [model.chat(p, "answer :") for p in PROMPTS]
+
+
+def labels_of(model) -> list[int]:
+    return model.single_token_ids(["she", "he", "yes"])
+
+
+def random_vector(model, layer: int) -> SteeringVector:
+    """A seeded random unit direction at `layer`, centred on the mean activation of the test prompts."""
+    acts = model.forward(texts_of(model), labels_of(model), layers=[layer]).acts[:, 0]
+    generator = torch.Generator().manual_seed(7)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
+    return SteeringVector("v", "gender", layer, direction, acts.mean(0), k=2.5)
+
+
+def hooked_metric(model, text: str, labels: list[int], target: int, vector, lam: torch.Tensor, projection: bool):
+    """p[target] / sum(p) over `labels` of one text from the model's own forward, the edit made by a forward hook
+    on the steering block (differentiable in `lam`)."""
+    edit = vector.intervention(lam, projection)
+    block = model.hf.model.layers[vector.layer]
+    handle = block.register_forward_hook(lambda module, args, output: with_hidden(output, edit(hidden(output))))
+    try:
+        ids = torch.tensor([model.tokenizer.encode(text, add_special_tokens=False)])
+        probs = torch.softmax(model.hf(input_ids=ids).logits[0, -1].float(), dim=-1)[labels]
+    finally:
+        handle.remove()
+    return probs[target] / probs.sum()
+
+
+@pytest.mark.parametrize("projection", [True, False])
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_sweep_equals_plain_steered_forward(models, arch, which, projection) -> None:
+    model = models(arch)
+    texts, labels = texts_of(model), labels_of(model)
+    vector = random_vector(model, STEERING_LAYERS[arch][which])
+    engine = sweep(model, texts, labels, vector, LAMBDAS, projection, batch_tokens=60, lambda_batch=2)
+    reference = torch.stack(
+        [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in LAMBDAS]
+    )
+    assert engine.shape == (len(LAMBDAS), len(texts), len(labels))
+    torch.testing.assert_close(engine, reference, atol=1e-5, rtol=0)
+    assert (engine[0] - engine[-1]).abs().max() > 1e-3  # steering moves the answers
+
+
+@pytest.mark.parametrize("projection", [True, False])
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projection) -> None:
+    model = models(arch)
+    texts, labels = texts_of(model), labels_of(model)
+    targets = [i % len(labels) for i in range(len(texts))]
+    vector = random_vector(model, STEERING_LAYERS[arch][which])
+    probs, exact = sweep_with_sensitivity(model, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
+    alone = sensitivity_at_zero(model, texts, labels, targets, vector, projection, batch_tokens=4096)
+    reference = []
+    for i, text in enumerate(texts):
+        lam = torch.zeros((), requires_grad=True)
+        (grad,) = torch.autograd.grad(hooked_metric(model, text, labels, targets[i], vector, lam, projection), lam)
+        reference.append(grad)
+        with torch.no_grad():  # the hooked forward is the plain steered forward
+            hooked = hooked_metric(model, text, labels, targets[i], vector, torch.tensor(0.5), projection)
+        torch.testing.assert_close(hooked, probs[0, i, targets[i]] / probs[0, i].sum(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(exact, torch.stack(reference), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(alone, exact, atol=1e-5, rtol=1e-5)
+    assert exact.abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "mistral", "ministral", "gemma3_text"])
+def test_sliding_window_matters_for_the_test_prompts(models, arch, monkeypatch) -> None:
+    """The window is shorter than the prompts: the same weights with an unlimited window answer differently."""
+    model = models(arch)
+    texts, labels = texts_of(model), labels_of(model)
+    assert min(len(model.tokenizer.encode(t, add_special_tokens=False)) for t in texts) > WINDOW
+    windowed = model.forward(texts, labels).probs
+    monkeypatch.setattr(model.hf.config, "sliding_window", 10_000)
+    assert (model.forward(texts, labels).probs - windowed).abs().max() > 1e-4
+
+
+def test_supported_table_is_what_the_tests_verify() -> None:
+    assert set(SUPPORTED) == set(ARCHITECTURES)
+
+
+def test_unsupported_architecture_is_refused(models) -> None:
+    model = models("qwen3")
+    texts, labels = texts_of(model), labels_of(model)
+    vector = random_vector(model, 1)
+    calls = [
+        lambda: sweep(model, texts, labels, vector, LAMBDAS),
+        lambda: sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, [0] * len(texts)),
+        lambda: sensitivity_at_zero(model, texts, labels, [0] * len(texts), vector),
+    ]
+    for call in calls:
+        with pytest.raises(AuditError) as info:
+            call()
+        message = str(info.value)
+        assert "\n" not in message
+        assert "'qwen3'" in message and "AuditModel.forward" in message
+
+
+def test_blocks_restores_the_model_after_an_exception(models) -> None:
+    model = models("gemma3_text")
+    inner = model.hf.model
+    layers, norm, config = inner.layers, inner.norm, model.hf.config.to_dict()
+    texts, labels = texts_of(model), labels_of(model)
+    before = model.forward(texts, labels).probs
+    with pytest.raises(RuntimeError, match="inside"):
+        with _blocks(model.hf, slice(3, None), final_norm=False):
+            assert inner.layers is not layers and inner.norm is not norm
+            raise RuntimeError("inside")
+    assert inner.layers is layers and inner.norm is norm
+    assert [type(block) for block in inner.layers] == [type(layers[0])] * model.n_layers
+    assert model.hf.config.to_dict() == config
+    assert torch.equal(model.forward(texts, labels).probs, before)
