@@ -6,8 +6,30 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llmaudit.config import ValidityParams
 from llmaudit.errors import AuditError
 from llmaudit.validity.sobol import associations, cramers_v, discretise, first_order, first_order_ci
+
+G_A = np.array([0.0, 1.0, 4.5, 9.0, 99.0])
+G_V = 1 / (3 * (1 + G_A) ** 2)  # Var((|4x - 2| + a) / (1 + a)) for x ~ U(0, 1)
+ISHIGAMI_V = 7**2 / 8 + 0.1 * np.pi**4 / 5 + 0.1**2 * np.pi**8 / 18 + 1 / 2  # a = 7, b = 0.1
+
+# name: (inputs' sampler, function, analytic first-order indices), each checked against a 2-million-point
+# pick-freeze (Saltelli 2010) estimate to within 0.002.
+FUNCTIONS = {
+    "ishigami": (lambda rng, n: rng.uniform(-np.pi, np.pi, (n, 3)),
+                 lambda x: np.sin(x[:, 0]) + 7 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0]),
+                 [(1 + 0.1 * np.pi**4 / 5) ** 2 / 2 / ISHIGAMI_V, 7**2 / 8 / ISHIGAMI_V, 0.0]),
+    "sobol_g": (lambda rng, n: rng.uniform(0, 1, (n, len(G_A))),
+                lambda x: np.prod((np.abs(4 * x - 2) + G_A) / (1 + G_A), axis=1),
+                G_V / (np.prod(1 + G_V) - 1)),
+    # x1^2 on U(-1, 1) has variance 1/5 - 1/9 = 4/45, x2 has 1/3; x3 is inert.
+    "quadratic": (lambda rng, n: rng.uniform(-1, 1, (n, 3)), lambda x: x[:, 0] ** 2 + x[:, 1],
+                  [(4 / 45) / (4 / 45 + 1 / 3), (1 / 3) / (4 / 45 + 1 / 3), 0.0]),
+    # cos(4 pi x1) on U(0, 1) has variance 1/2 and averages to 0 over each quarter of [0, 1].
+    "periodic": (lambda rng, n: rng.uniform(0, 1, (n, 2)), lambda x: np.cos(4 * np.pi * x[:, 0]) + x[:, 1],
+                 [(1 / 2) / (1 / 2 + 1 / 12), (1 / 12) / (1 / 2 + 1 / 12)]),
+}
 
 
 def additive(a: float, b: float, noise: float, n: int, seed: int = 0) -> pd.DataFrame:
@@ -56,6 +78,46 @@ def test_interaction_only_function_has_zero_first_order_indices() -> None:
 def test_constant_output_gives_zero_for_every_input() -> None:
     frame = pd.DataFrame({"x": ["a", "b", "a", "b"], "z": [1.0, 2.0, 2.0, 9.0], "y": 0.3})
     assert first_order(frame, ["x", "z"], "y").tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("bins", ["function default", "chapter default"])
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_non_monotone_test_functions_are_recovered_at_default_settings(name: str, bins: str) -> None:
+    draw, f, truth = FUNCTIONS[name]
+    x = draw(np.random.default_rng(8), 20_000)
+    frame = pd.DataFrame(x, columns=[f"x{i + 1}" for i in range(x.shape[1])]).assign(y=f(x))
+    chosen = {} if bins == "function default" else {"bins": ValidityParams().sobol_bins}
+    found = first_order(frame, list(frame.columns[:-1]), "y", **chosen)
+    assert found.to_numpy() == pytest.approx(truth, abs=0.02)
+    assert (found[np.asarray(truth) == 0] < 0.005).all()  # inert inputs (Ishigami's x3 acts only with x1)
+
+
+def test_numeric_classes_grow_with_the_number_of_cases_while_few_valued_numbers_keep_their_values() -> None:
+    rng = np.random.default_rng(5)
+    for n, classes in {64: 6, 1000: 16, 20_000: 53}.items():
+        levels = discretise(pd.Series(rng.uniform(0, 1, n)))
+        assert levels.nunique() == classes and levels.value_counts().max() - levels.value_counts().min() <= 1
+    letters = pd.Series(rng.integers(0, 4, 64))
+    assert discretise(letters).astype(int).tolist() == letters.tolist()
+
+
+def test_intervals_cover_known_indices_at_the_audits_size() -> None:
+    """Credit-like cases (categories with 3 and 10 levels, a continuous and a 4-valued number, an inert number)."""
+    n, reps = 64, 200
+    checking, purpose = np.array([0.0, 1.0, 2.0]), np.array([0.0, 0.0, 1.5, -0.5, 0.0, 0.5, 1.0, 0.2, 0.0, 0.0])
+    rate, slope, noise = np.array([0.0, 0.5, 1.0, 1.5]), 3.0, 0.5
+    variances = np.array([checking.var(), purpose.var(), slope**2 / 12, rate.var(), 0.0])
+    names = ["checking", "purpose", "duration", "rate", "age"]
+    truth = pd.Series(variances / (variances.sum() + noise**2), index=names)
+    rng, hits = np.random.default_rng(9), pd.Series(0, index=truth.index)
+    for rep in range(reps):
+        c, p, d, r = rng.integers(0, 3, n), rng.integers(0, 10, n), rng.uniform(0, 1, n), rng.integers(0, 4, n)
+        frame = pd.DataFrame({"checking": [f"A1{v}" for v in c], "purpose": [f"A4{v}" for v in p], "duration": d,
+                              "rate": r + 1, "age": rng.uniform(19, 75, n)})
+        frame["y"] = checking[c] + purpose[p] + slope * d + rate[r] + rng.normal(0, noise, n)
+        ci = first_order_ci(frame, list(truth.index), "y", n_boot=200, seed=rep)
+        hits += (ci["lo"] <= truth) & (truth <= ci["hi"])
+    assert (hits / reps >= 0.9).all(), (hits / reps).to_dict()
 
 
 def test_interval_covers_analytic_value_and_is_reproducible() -> None:

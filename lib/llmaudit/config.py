@@ -66,14 +66,15 @@ class TaskParams:
 
 @dataclass(frozen=True)
 class ValidityParams:
-    """Sizes of the validity chapter (SPEC Chapter 4): SSA names kept (at least `min_births` births), names per
+    """Sizes of the validity chapter (main paper §5): SSA names kept (at least `min_births` births), names per
     p_f bin for the projections (None: all), credit profiles given one name per bin (None: the credit task's
-    size), and equal-count bins for numeric variables in the Sobol' indices."""
+    size), and equal-count classes for numeric variables in the Sobol' indices (None: a count that grows with the
+    number of cases, `llmaudit.validity.sobol.class_count`; a fixed count loses effects that vary within a class)."""
 
     min_births: int = 2500
     names_per_bin: int | None = None
     name_profiles: int | None = None
-    sobol_bins: int = 4
+    sobol_bins: int | None = None
 
 
 @dataclass(frozen=True)
@@ -259,11 +260,11 @@ def _check(params: Params, where: str) -> None:
     if params.tasks.epsilon <= 0 or params.tasks.bootstrap < 100 or params.tasks.lambda_batch < 1:
         raise ConfigError(f"{where}:tasks: need epsilon > 0, bootstrap >= 100 and lambda_batch >= 1")
     validity = params.validity
-    if validity.min_births < 1 or validity.sobol_bins < 2 or any(
+    if validity.min_births < 1 or (validity.sobol_bins is not None and validity.sobol_bins < 2) or any(
         n is not None and n < 2 for n in (validity.names_per_bin, validity.name_profiles)
     ):
-        raise ConfigError(f"{where}:validity: need min_births >= 1, sobol_bins >= 2, names_per_bin and "
-                          "name_profiles >= 2 (or omitted)")
+        raise ConfigError(f"{where}:validity: need min_births >= 1, sobol_bins >= 2 (or omitted), names_per_bin "
+                          "and name_profiles >= 2 (or omitted)")
     framing = params.framing
     if (framing.per_tag is not None and framing.per_tag < 1) or framing.samples < 1 or framing.max_new_tokens < 1:
         raise ConfigError(f"{where}:framing: need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")

@@ -31,10 +31,10 @@ def case_table(items: Sequence[TaskItem], variables: Sequence[str]) -> pd.DataFr
 
 
 def sobol_table(
-    results: pd.DataFrame, cases: pd.DataFrame, variables: Sequence[str], *, bins: int, n_boot: int, seed: int,
+    results: pd.DataFrame, cases: pd.DataFrame, variables: Sequence[str], *, bins: int | None, n_boot: int, seed: int,
     average_over: str | None = None,
 ) -> pd.DataFrame:
     """First-order indices (value, lo, hi per variable) of the metric in per-item `results` (case, metric[, lam]),
-    each item taking its case's variables."""
+    each item taking its case's variables; numeric variables in `bins` classes (None: a count growing with cases)."""
     frame = results.merge(cases, on="case", how="left", validate="many_to_one")
     return first_order_ci(frame, variables, "metric", bins=bins, n_boot=n_boot, seed=seed, average_over=average_over)
