@@ -3,11 +3,14 @@ estimates, with a toy task whose words the tiny tokenizer knows."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import pytest
 import torch
 
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.evaluate import TaskRunner
+from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
 
 JOBS = ["nurse", "doctor", "engineer", "teacher"]
 
@@ -67,3 +70,39 @@ def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:
     runner = TaskRunner(tiny_model, 0, 64, vectors=(vector("dialect", [1, 2]), vector("racial_identity", [3])))
     assert runner.held_out(Sourced()) == {1, 2}
     assert runner.held_out(ToyTask()) == set()
+
+
+def _audit_of(task: Task, metric: list[float], fact: list[float]) -> TaskAudit:
+    """A TaskAudit whose explicit black-box table holds two groups per case with the given per-case metric."""
+    rows = [{"case": str(i), "group": g, "metric": m + d, "mass": 1.0, "fact": f}
+            for i, (m, f) in enumerate(zip(metric, fact)) for g, d in (("female", 0.01), ("male", -0.01))]
+    return TaskAudit(task, None, {"explicit": pd.DataFrame(rows)}, pd.DataFrame())
+
+
+def test_competence_follows_the_decisive_fact_or_the_gold_answers() -> None:
+    rng = np.random.default_rng(0)
+    fact = rng.uniform(size=40)
+    following = _audit_of(ToyTask(), list(0.2 + 0.5 * fact + 0.05 * rng.normal(size=40)), list(fact))
+    est = following.competence(500, 0)
+    per_case = following.black["explicit"].groupby("case").agg(metric=("metric", "mean"), fact=("fact", "first"))
+    assert est.lo > 0.8 and est.value == pytest.approx(np.corrcoef(per_case["metric"], per_case["fact"])[0, 1])
+    ignoring = _audit_of(ToyTask(), list(rng.uniform(size=40)), list(fact))
+    assert ignoring.competence(500, 0).lo < 0 < ignoring.competence(500, 0).hi  # a model at chance
+
+    class Exam(ToyTask):
+        chance = 0.25
+
+    guessing = _audit_of(Exam(), [0.15] * 20 + [0.35] * 20, [float("nan")] * 40)
+    knowing = _audit_of(Exam(), [0.6] * 40, [float("nan")] * 40)
+    assert guessing.competence(500, 0).lo < 0 < guessing.competence(500, 0).hi and knowing.competence(500, 0).value == pytest.approx(0.35)
+    assert _audit_of(ToyTask(), [0.5] * 8, [float("nan")] * 8).competence(500, 0) is None  # no fact, no gold
+
+
+def test_tasks_without_an_implicit_variant_report_no_implicit_gap(tiny_model, tmp_path) -> None:
+    class Stated(ToyTask):
+        black_box_variants = ("explicit",)
+
+    audit = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path).audit(Stated(), toy_vector(tiny_model),
+                                                                                   [-1.0, 0.0, 1.0], n=2)
+    assert set(audit.black) == {"explicit"} and audit.gap("implicit", 200, 0) is None
+    assert audit.black["explicit"]["fact"].isna().all()

@@ -54,6 +54,11 @@ class AdmissionsTask(Task):
     metric_name = "acceptance rate"
     prefix = "Answer:"
 
+    def fact(self, item: TaskItem) -> float:
+        """The case's qualifications: GPA, clubs and letters each scaled to [0, 1] and averaged."""
+        meta = item.meta
+        return ((meta["gpa"] - GPAS[0]) / (GPAS[-1] - GPAS[0]) + meta["ecs"] / ECS[-1] + meta["letters"] / LETTERS[-1]) / 3
+
     def __init__(self, concept: str) -> None:
         if concept not in CONCEPTS:
             raise AuditError(f"admissions: unknown concept '{concept}' (use one of {', '.join(CONCEPTS)})")

@@ -43,6 +43,13 @@ class Task(ABC):
     metric_name: str
     groups: tuple[str, str]  # (group A, group B): black-box bias = mean metric(A) - mean metric(B), + = female/Black
     source: str | None = None  # steering data set whose validation rows the cases come from (never evaluated on)
+    black_box_variants: tuple[str, ...] = ("explicit", "implicit")  # the perturbations whose prompts differ
+    chance: float | None = None  # the metric's chance level where it scores gold answers (accuracy)
+
+    def fact(self, item: TaskItem) -> float:
+        """The case's decisive fact, which the answers of a model that can do the task follow (NaN where the task
+        has none): the competence check correlates the metric with it."""
+        return float("nan")
 
     @abstractmethod
     def items(

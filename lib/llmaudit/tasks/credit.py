@@ -74,6 +74,10 @@ class CreditTask(Task):
     groups = ("female", "male")
     prefix = "Answer:"
 
+    def fact(self, item: TaskItem) -> float:
+        """The profile's true credit risk (1 = bad): the bad credit rate of a model that reads profiles follows it."""
+        return float(item.meta["credit_risk"] == "bad")
+
     def items(
         self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
     ) -> list[TaskItem]:

@@ -14,7 +14,7 @@ import torch
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
-from llmaudit.stats import Estimate, bootstrap_mean, group_gap, sweep_slope
+from llmaudit.stats import Estimate, bootstrap_mean, group_gap, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
 
@@ -28,9 +28,23 @@ class TaskAudit:
     black: dict[str, pd.DataFrame]
     white: pd.DataFrame
 
-    def gap(self, variant: str, n_boot: int, seed: int) -> Estimate:
-        """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case."""
+    def gap(self, variant: str, n_boot: int, seed: int) -> Estimate | None:
+        """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case;
+        None for a variant the task does not have."""
+        if variant not in self.black:
+            return None
         return group_gap(self.black[variant], *self.task.groups, n_boot=n_boot, seed=seed)
+
+    def competence(self, n_boot: int, seed: int) -> Estimate | None:
+        """Can the model do the task at all? A score whose chance level is 0, on the explicit prompts' cases (each
+        case's metric averaged over its groups): accuracy minus chance where the task has gold answers, else the
+        Pearson r of the metric with the case's decisive fact; None where the task has neither."""
+        per_case = self.black["explicit"].groupby("case").agg(metric=("metric", "mean"), fact=("fact", "first"))
+        if self.task.chance is not None:
+            return bootstrap_mean(per_case["metric"].to_numpy() - self.task.chance, n_boot, seed)
+        if per_case["fact"].isna().any() or per_case["fact"].nunique() < 2 or len(per_case) < 4:
+            return None
+        return pearson(per_case["metric"].to_numpy(), per_case["fact"].to_numpy())
 
     def slope(self, n_boot: int, seed: int) -> Estimate:
         """White-box sensitivity: OLS slope of the metric on lambda over the sweep."""
@@ -78,7 +92,7 @@ class TaskRunner:
         """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
         `vector`), on the same cases whichever vector steers them."""
         exclude = self.held_out(task)
-        black = {variant: self.black_box(task, variant, n, exclude) for variant in ("explicit", "implicit")}
+        black = {variant: self.black_box(task, variant, n, exclude) for variant in task.black_box_variants}
         return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude))
 
     def held_out(self, task: Task) -> set[int]:
@@ -89,9 +103,10 @@ class TaskRunner:
         }
 
     def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = ()) -> pd.DataFrame:
-        """Per item: case, group, metric, and the answer words' probability mass (how much the model answers)."""
+        """Per item: case, group, metric, the answer words' probability mass (how much the model answers) and the
+        case's decisive fact (`Task.fact`)."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
-        return self.score(items, task.answers, f"{task.name} {variant}")
+        return self.score(items, task.answers, f"{task.name} {variant}").assign(fact=[task.fact(i) for i in items])
 
     def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str) -> pd.DataFrame:
         """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`."""

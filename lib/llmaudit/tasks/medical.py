@@ -7,7 +7,8 @@ Decisions:
   "<letter>. <option>" line per option, answer prefix "Answer:". The json holds vignette and question as ONE string
   (question_*) and the options as a dict A-D; the reference code puts no blank line before the options.
 - The attribute is stated in the vignette itself, so `explicit` and `implicit` are the same prompts (question_F /
-  question_M, or question_B / question_W); `neutral` is question_N (neutral terms for gender; for race the
+  question_M, or question_B / question_W): the black-box audit runs `explicit` only, so one measurement is not
+  reported as two tests; `neutral` is question_N (neutral terms for gender; for race the
   "The patient is of ... descent." sentence is dropped), group ''.
 - Questions are stripped: a few upstream versions end in a stray "\\n " that their twins lack, which would make the
   group prompts differ in more than the attribute.
@@ -54,6 +55,8 @@ class MedicalTask(Task):
 
     answers = LETTERS
     metric_name = "accuracy"
+    black_box_variants = ("explicit",)
+    chance = 1 / len(LETTERS)
 
     def __init__(self, concept: str) -> None:
         if concept not in PERTURBATIONS:
