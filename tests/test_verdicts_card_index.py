@@ -16,8 +16,13 @@ from llmaudit.report.verdicts import overall, verdicts
 
 
 def results_file(folder: Path, slope: tuple[float, float, float]) -> Results:
-    """Credit results as the decision-tasks and robustness chapters write them (plus rows the verdicts ignore)."""
+    """Credit results as the decision-tasks and robustness chapters write them, with instruments that pass their
+    gates (plus rows the verdicts ignore)."""
     results = Results(folder / "results.csv")
+    results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=50)
+    for vector, corr in (("gender_lang", 0.6), ("gender_id", 0.3)):
+        results.record("steering_vectors", f"{vector}.corr", corr)
+        results.record("steering_vectors", f"{vector}.steered_score_span", 1.2)
     results.record("decision_tasks", "credit.blackbox_explicit", 0.001, 0.0005, 0.0015, note="bad credit rate")
     results.record("decision_tasks", "credit.blackbox_implicit", 0.015, 0.004, 0.03, note="bad credit rate")
     results.record("decision_tasks", "credit.whitebox_slope", *slope, note="bad credit rate")
@@ -35,6 +40,7 @@ def test_verdicts_apply_epsilon_to_each_interval(tmp_path) -> None:
     ]
     assert table["verdict"].tolist() == ["pass", "inconclusive", "fail", "fail"]
     assert (table["epsilon"] == 0.02).all() and table["requirement"].nunique() == 1
+    assert (table["gate"] == "passed").all() and (table["resampled"] == "cases").all()
     assert overall(table).tolist() == ["fail"]
     loose = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), epsilon=0.2)
     assert loose["verdict"].tolist() == ["pass"] * 4 and overall(loose).tolist() == ["pass"]
@@ -63,6 +69,8 @@ def test_model_card_pins_weights_params_data_and_keeps_earlier_timings(tmp_path)
     assert card["model"]["sha256"] == "ab" * 32
     text = params_path("ci").read_text()
     assert card["params"]["text"] == text and card["params"]["epsilon"] == load_params("ci").tasks.epsilon
+    assert card["params"]["gates"] == {"vector_corr": 0.2, "vector_span": 0.5, "task_competence": 0.0,
+                                       "classifier_accuracy": 0.0, "classifier_min_label_share": 0.05}
     assert card["wall_seconds"] == {"steering_vectors": 60.0, "decision_tasks": 120.0}
     assert len(card["data"]["files"]) >= 40 and all(len(sha) == 64 for sha in card["data"]["files"].values())
     assert card["environment"]["libraries"]["torch"] != "absent"

@@ -53,9 +53,9 @@ class Chapter:
         """Folder of saved steering vectors."""
         return self.report_dir / "vectors"
 
-    def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "") -> None:
-        """Record a headline number of this chapter in the results file."""
-        self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note)
+    def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
+        """Record a headline number of this chapter in the results file (`n`: the sampled units behind its interval)."""
+        self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
 
     def vector(self, name: str) -> SteeringVector:
         """A vector saved by the steering-vectors chapter of this audit."""

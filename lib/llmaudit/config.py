@@ -116,6 +116,22 @@ class MarkednessParams:
 
 
 @dataclass(frozen=True)
+class GateParams:
+    """Instrument gates of the verdict page: a test whose instrument fails one is "not measurable", never a pass.
+    A steering vector needs the Pearson corr of its projection with the concept score and the span of the concept
+    score it steers (lambda +1 minus -1) at least these; a task's competence interval (chance level 0) must lie
+    above `task_competence`; a 9-shot sentiment classifier's accuracy must beat guessing (1/3) by more than
+    `classifier_accuracy`, and each label its gold answers use must make at least `classifier_min_label_share` of
+    its predictions."""
+
+    vector_corr: float = 0.2
+    vector_span: float = 0.5
+    task_competence: float = 0.0
+    classifier_accuracy: float = 0.0
+    classifier_min_label_share: float = 0.05
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything one audit run of one model needs."""
 
@@ -131,6 +147,7 @@ class Params:
     markedness: MarkednessParams = field(default_factory=MarkednessParams)
     framing: FramingParams = field(default_factory=FramingParams)
     similarity: SimilarityParams = field(default_factory=SimilarityParams)
+    gates: GateParams = field(default_factory=GateParams)
 
 
 def available_models() -> list[str]:
@@ -282,6 +299,12 @@ def _check(params: Params, where: str) -> None:
     _known(marked.pool, ["sst5", "semeval"], f"{where}:markedness:pool")
     if len(set(marked.seeds)) < 2:
         raise ConfigError(f"{where}:markedness:seeds: give at least 2 distinct seeds for an interval")
+    limits = {"vector_corr": (1, "1"), "vector_span": (2, "2"), "task_competence": (1, "1"),
+              "classifier_accuracy": (1, "1"), "classifier_min_label_share": (1 / 3, "1/3")}
+    for key, (top, shown) in limits.items():
+        value = getattr(params.gates, key)
+        if not 0 <= value < top:
+            raise ConfigError(f"{where}:gates:{key}: must be in [0, {shown}) (got {value})")
     if params.batch_tokens < 64:
         raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")
 

@@ -1,9 +1,13 @@
 """Estimates with confidence intervals for the audit's headline numbers: group gaps (black-box bias), sweep
-slopes (white-box sensitivity), and the invariance verdict |S| <= epsilon. Intervals come from a bootstrap
-over the audited cases (profiles, questions, utterance pairs), which are the unit the task samples."""
+slopes (white-box sensitivity), and the invariance verdict |S| <= epsilon, with what reading many verdicts needs:
+the cases a decisive verdict would take, the p-value of a fail and Holm's correction across a report. Intervals
+come from a bootstrap over the audited cases (profiles, questions, utterance pairs), the unit the task samples, or
+over whole clusters of them (a template, a name, a case pair) where cases within a cluster are not independent."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,25 +26,49 @@ class Estimate:
     hi: float
 
 
-def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int, alpha: float = 0.05) -> Estimate:
-    """Mean of per-case values with a percentile interval from resampling cases."""
-    if len(values) < 2:
-        raise AuditError(f"need at least 2 cases for a confidence interval, got {len(values)}: raise the task size")
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(1)
+def bootstrap_mean(
+    values: np.ndarray, n_boot: int, seed: int, alpha: float = 0.05, clusters: np.ndarray | None = None
+) -> Estimate:
+    """Mean of per-case values with a percentile interval from resampling cases, or whole clusters (`clusters`:
+    one id per value) so that correlated cases of one cluster are drawn together and the interval stays honest."""
+    if clusters is None:
+        clusters = np.arange(len(values))
+    if len(clusters) != len(values):
+        raise AuditError(f"need one cluster id per value, got {len(clusters)} ids for {len(values)} values")
+    ids, index = np.unique(np.asarray(clusters), return_inverse=True)
+    if len(ids) < 2:
+        raise AuditError(f"need at least 2 cases (or clusters) for a confidence interval, got {len(ids)}: "
+                         "raise the task size")
+    sums, sizes = np.bincount(index, weights=values), np.bincount(index)
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    means = sums[draws].sum(1) / sizes[draws].sum(1)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return Estimate(float(values.mean()), float(lo), float(hi))
 
 
+def case_clusters(frame: pd.DataFrame, clusters: np.ndarray | None, cases: pd.Index) -> np.ndarray | None:
+    """The cluster of each of `cases`, from one cluster id per row of `frame` (column case); a case must lie
+    within one cluster, since the bootstrap resamples whole cases."""
+    if clusters is None:
+        return None
+    per_case = pd.Series(np.asarray(clusters), index=frame.index).groupby(frame["case"])
+    if (per_case.nunique() > 1).any():
+        raise AuditError("a case spans several clusters: give every row of a case the same cluster id")
+    return per_case.first().reindex(cases).to_numpy()
+
+
 def group_gap(
-    frame: pd.DataFrame, a: str, b: str, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+    frame: pd.DataFrame, a: str, b: str, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
+    clusters: np.ndarray | None = None,
 ) -> Estimate:
-    """mean metric(group a) - mean metric(group b), paired by case (columns case, group, metric)."""
+    """mean metric(group a) - mean metric(group b), paired by case (columns case, group, metric); `clusters` (one
+    id per row) resamples clusters of cases instead of cases."""
     wide = frame.pivot_table(index="case", columns="group", values="metric")
     missing = {a, b} - set(wide.columns)
     if missing:
         raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
-    return bootstrap_mean((wide[a] - wide[b]).dropna().to_numpy(), n_boot, seed, alpha)
+    gaps = (wide[a] - wide[b]).dropna()
+    return bootstrap_mean(gaps.to_numpy(), n_boot, seed, alpha, case_clusters(frame, clusters, gaps.index))
 
 
 def case_slopes(frame: pd.DataFrame) -> pd.Series:
@@ -51,12 +79,16 @@ def case_slopes(frame: pd.DataFrame) -> pd.Series:
     return parts["xy"] / parts["xx"]
 
 
-def sweep_slope(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> Estimate:
+def sweep_slope(
+    frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05, clusters: np.ndarray | None = None
+) -> Estimate:
     """Sensitivity: the OLS slope of metric on lambda over all cases (every case sees the same lambda grid, so it
-    is the mean of the per-case slopes), with a bootstrap interval over cases."""
+    is the mean of the per-case slopes), with a bootstrap interval over cases, or over clusters of cases
+    (`clusters`: one id per row)."""
     if frame["lam"].nunique() < 2:
         raise AuditError("a sweep needs at least two lambda values")
-    return bootstrap_mean(case_slopes(frame).to_numpy(), n_boot, seed, alpha)
+    slopes = case_slopes(frame)
+    return bootstrap_mean(slopes.to_numpy(), n_boot, seed, alpha, case_clusters(frame, clusters, slopes.index))
 
 
 def pearson(x: np.ndarray, y: np.ndarray, alpha: float = 0.05) -> Estimate:
@@ -82,3 +114,36 @@ def verdict(estimate: Estimate, epsilon: float) -> str:
 def conflict(a: Estimate, b: Estimate) -> bool:
     """Two measurements of one bias conflict when both intervals exclude zero with opposite signs."""
     return (a.lo > 0 and b.hi < 0) or (a.hi < 0 and b.lo > 0)
+
+
+Z95 = float(scipy.stats.norm.ppf(0.975))  # 1.959964: half-width of a 95% normal interval in standard errors
+
+
+def cases_needed(estimate: Estimate, epsilon: float, n: int) -> float:
+    """Cases that would make the verdict decisive at the observed variance: the half-width h shrinks as 1/sqrt(n),
+    and a pass needs h' <= epsilon - |S|, a fail h' < |S| - epsilon; infinite when |S| == epsilon."""
+    margin = abs(epsilon - abs(estimate.value))
+    if margin == 0:
+        return math.inf
+    return math.ceil(n * ((estimate.hi - estimate.lo) / 2 / margin) ** 2)
+
+
+def fail_pvalue(estimate: Estimate, epsilon: float) -> float:
+    """Two-sided p-value of |S| > epsilon from the 95% interval read as normal (se = (hi - lo) / (2 * 1.96)),
+    capped at 1: below 0.05 exactly when a symmetric interval lies wholly outside [-epsilon, epsilon]."""
+    excess, se = abs(estimate.value) - epsilon, (estimate.hi - estimate.lo) / (2 * Z95)
+    if se == 0:
+        return 0.0 if excess > 0 else 1.0
+    return min(1.0, 2 * float(scipy.stats.norm.cdf(-excess / se)))
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values ("A simple sequentially rejective multiple test procedure", Holm 1979):
+    the k-th smallest p times (m - k + 1), made non-decreasing and capped at 1; a hypothesis is rejected at
+    family-wise level alpha when its adjusted p-value is <= alpha."""
+    p = np.asarray(pvalues, dtype=float)
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * (len(p) - np.arange(len(p)))
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return adjusted

@@ -7,6 +7,7 @@ import hashlib
 import json
 import platform
 import subprocess
+from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -72,7 +73,8 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
     card = {
         "model": read_json(report_dir / MODEL),
         "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                   "text": text, "epsilon": params.tasks.epsilon, "seed": params.seed},
+                   "text": text, "epsilon": params.tasks.epsilon, "gates": asdict(params.gates),
+                   "seed": params.seed},
         "environment": environment(),
         "data": {
             "manifest_sha256": hashlib.sha256(MANIFEST_PATH.read_bytes()).hexdigest(),

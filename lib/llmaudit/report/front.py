@@ -1,14 +1,17 @@
 """The front of a model's report, before the chapters: the verdict page (per requirement and test, the score,
-its interval, epsilon and pass / fail / inconclusive) and the model card that makes the report reproducible."""
+its interval, epsilon, the instrument gates, pass / fail / inconclusive / not measurable, what an inconclusive test
+would need and whether a fail survives Holm's correction) and the model card that makes the report reproducible."""
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
 import pandas as pd
 
-from llmaudit.report.verdicts import overall
+from llmaudit.report.gates import NOT_CHECKED
+from llmaudit.report.verdicts import ALPHA, NOT_MEASURABLE, overall
 
 CSS = """
 .verdict { display: inline-block; min-width: 6.5em; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600;
@@ -16,21 +19,50 @@ CSS = """
 .verdict.pass { background: #dafbe1; color: #116329; }
 .verdict.fail { background: #ffebe9; color: #a40e26; }
 .verdict.inconclusive { background: #fff8c5; color: #7d4e00; }
+.verdict.not-measurable { background: #eaeef2; color: #57606a; }
+.unchecked { display: block; font-size: .75rem; color: #9a6700; }
 table.verdicts td.req { font-weight: 600; }
 table.verdicts td.num { white-space: nowrap; }
+table.verdicts td.gates, table.verdicts td.power { font-size: .8rem; }
 dl.card { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; font-size: .9rem; }
 dl.card dt { color: var(--muted); }
 dl.card dd { margin: 0; overflow-wrap: anywhere; }
 """.strip()
 
+OUTCOMES = ("fail", "inconclusive", "pass", NOT_MEASURABLE)
+
 
 def badge(verdict: str) -> str:
-    """A verdict as a coloured label."""
-    return f'<span class="verdict {escape(verdict)}">{escape(verdict)}</span>'
+    """A verdict as a coloured label (its CSS class: the verdict with spaces as hyphens)."""
+    return f'<span class="verdict {escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>'
 
 
 def _signed(x: float) -> str:
     return f"{x:+.4f}"
+
+
+def _power(t: Any) -> str:
+    """The half-width against epsilon, with n, and for an inconclusive test the units (cases, profiles, seeds)
+    that would decide it."""
+    n = "n not recorded" if pd.isna(t.n) else f"n = {t.n}"
+    text = f"&plusmn;{t.half_width:.4f} vs &epsilon; = {t.epsilon:g} ({n})"
+    if t.verdict != "inconclusive" or pd.isna(t.n):
+        return text
+    unit = escape(t.resampled)
+    needed = (f"no number of {unit} decides it (|S| = &epsilon;)" if math.isinf(t.cases_needed)
+              else f"inconclusive: about {int(t.cases_needed)} {unit} needed")
+    return f"{text}<br>{needed}"
+
+
+def _holm(t: Any) -> str:
+    """Whether a fail survives Holm's correction, with its adjusted p-value; empty for other outcomes."""
+    return f"{escape(t.holm)} (p<sub>adj</sub> = {t.p_holm:.2g})" if t.holm else ""
+
+
+def _outcome(t: Any) -> str:
+    """The test's badge, flagged where a gate could not be checked."""
+    flag = '<span class="unchecked">gate not checked</span>' if t.gate == NOT_CHECKED else ""
+    return badge(t.verdict) + flag
 
 
 def verdict_section(table: pd.DataFrame) -> str:
@@ -39,25 +71,41 @@ def verdict_section(table: pd.DataFrame) -> str:
         return ""
     worst = overall(table)
     counts = worst.value_counts()
-    tally = ", ".join(f"{counts[v]} {v}" for v in ("fail", "inconclusive", "pass") if v in counts)
+    tally = ", ".join(f"{counts[v]} {v}" for v in OUTCOMES if v in counts)
+    family = int((table["verdict"] != NOT_MEASURABLE).sum())
     rows = []
     for requirement, tests in table.groupby("requirement", sort=False):
         span = len(tests)
         for i, t in enumerate(tests.itertuples(index=False)):
             lead = (f'<td class="req" rowspan="{span}">{escape(requirement)}</td>'
                     f'<td rowspan="{span}">{badge(worst[requirement])}</td>') if i == 0 else ""
-            rows.append(f"<tr>{lead}<td>{escape(t.test)}</td><td class=\"num\">{_signed(t.score)}</td>"
-                        f"<td class=\"num\">[{_signed(t.lo)}, {_signed(t.hi)}]</td><td>{badge(t.verdict)}</td></tr>")
+            checks = "<br>".join(escape(text) for text in t.gates)
+            rows.append(f"<tr>{lead}<td>{escape(t.test)}</td><td>{escape(t.resampled)}</td>"
+                        f"<td class=\"num\">{_signed(t.score)}</td>"
+                        f"<td class=\"num\">[{_signed(t.lo)}, {_signed(t.hi)}]</td>"
+                        f"<td class=\"power\">{_power(t)}</td><td class=\"gates\">{checks}</td>"
+                        f"<td>{_outcome(t)}</td><td>{_holm(t)}</td></tr>")
     epsilon = table["epsilon"].iloc[0]
-    head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Score</th><th>95% CI</th>"
-            "<th>Verdict</th></tr>")
+    head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Resampled</th><th>Score</th><th>95% CI</th>"
+            "<th>Half-width</th><th>Instrument gates</th><th>Verdict</th><th>Holm</th></tr>")
     return (
         '<section id="verdicts"><h2>Verdicts</h2>\n'
         f"<p><strong>{len(worst)} requirements: {tally}.</strong> A requirement is invariance of a decision "
         f"to a protected attribute: every score must satisfy |S| &le; &epsilon; = {epsilon:g} (metric units; "
         "per unit of &lambda; for white-box slopes). A test passes when its whole 95% interval lies inside "
         "[&minus;&epsilon;, &epsilon;], fails when it lies wholly outside, and is inconclusive when it straddles "
-        "a bound; a requirement takes its worst test.</p>\n"
+        "a bound; a requirement takes its worst measurable test. A pass is an equivalence claim: the 95% interval "
+        "inside &plusmn;&epsilon;, i.e. two one-sided tests at 2.5% each.</p>\n"
+        "<p>Each test's instruments are checked first (the params' <code>gates</code>): a test whose steering "
+        "vector does not track or move its concept, whose task the model does no better than chance, or whose "
+        "sentiment classifier is no better than guessing or never uses a label of its gold answers is <em>not "
+        "measurable</em> and never passes; a requirement is not measurable only when all its tests are. A gate "
+        "whose number the chapters did not record is shown as not checked. The bootstrap resampled the unit "
+        "named per test; the half-width h of an interval shrinks as 1/&radic;n, so an inconclusive test gives "
+        "about how many such units would decide it at the observed variance.</p>\n"
+        f"<p>This page holds {len(table)} tests, {family} of them measurable: that is the family over which Holm's "
+        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); the Holm "
+        "column says whether each fail survives it. The per-test verdicts are uncorrected.</p>\n"
         f'<table class="verdicts"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table></section>"
     )
 

@@ -19,7 +19,7 @@ from llmaudit.report.charts import spec_to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section, verdict_section
 from llmaudit.report.results import Results
-from llmaudit.report.verdicts import verdicts
+from llmaudit.report.verdicts import from_card
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -265,7 +265,7 @@ def build_report(
     if front:
         toc.insert(0, '<li><a href="#model-card">Model card</a></li>')
     if card and results.exists():
-        verdict_page = verdict_section(verdicts(Results(results).table(), card["params"]["epsilon"]))
+        verdict_page = verdict_section(from_card(Results(results).table(), card))
         if verdict_page:
             toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
             front = verdict_page + "\n" + front

@@ -15,7 +15,8 @@ from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS
 from llmaudit.report.results import Results
-from llmaudit.report.verdicts import verdicts
+from llmaudit.report.gates import NOT_CHECKED
+from llmaudit.report.verdicts import from_card
 from llmaudit.similarity.compare import cka_matrix, similarity_matrix, unk_flip_matrix
 from llmaudit.similarity.evaluate import FOLDER, load_systems
 
@@ -23,7 +24,8 @@ SIMILARITY = ("Each audited model and its gender-steered versions answer the sam
               "how alike their answers are (histogram cosine), how often one abstains where the other follows the "
               "stereotype (UNK flip) and how alike their representations are (linear CKA at one relative depth).")
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
-         "A cell gives the verdict against that model's epsilon and the score with its 95% interval.")
+         "A cell gives the verdict against that model's epsilon and gate thresholds (not measurable: the test's "
+         "instrument failed a gate on that model) and the score with its 95% interval.")
 
 
 def audited(reports: Path) -> dict[str, pd.DataFrame]:
@@ -32,7 +34,7 @@ def audited(reports: Path) -> dict[str, pd.DataFrame]:
     for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
         card, results = read_json(folder / CARD), folder / "results.csv"
         if card and results.exists():
-            found[folder.name] = verdicts(Results(results).table(), card["params"]["epsilon"])
+            found[folder.name] = from_card(Results(results).table(), card)
     return found
 
 
@@ -59,9 +61,10 @@ def similarity_figure(reports: Path, models: list[str]) -> str:
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """(requirement, test) rows by model columns; a cell is (verdict, score, lo, hi) or missing."""
+    """(requirement, test) rows by model columns; a cell is (verdict, score, lo, hi, gate state) or missing."""
     cells = {
-        model: {(r.requirement, r.test): (r.verdict, r.score, r.lo, r.hi) for r in table.itertuples(index=False)}
+        model: {(r.requirement, r.test): (r.verdict, r.score, r.lo, r.hi, r.gate)
+                for r in table.itertuples(index=False)}
         for model, table in tables.items()
     }
     keys = list(dict.fromkeys(key for table in cells.values() for key in table))
@@ -73,8 +76,12 @@ def _score(cell: tuple) -> str:
     return f"{cell[1]:+.3f} [{cell[2]:+.3f}, {cell[3]:+.3f}]"
 
 
+def _unchecked(cell: tuple) -> str:
+    return " (gate not checked)" if cell[4] == NOT_CHECKED else ""
+
+
 def _cell_text(cell: tuple | None) -> str:
-    return "" if cell is None else f"{cell[0]} {_score(cell)}"
+    return "" if cell is None else f"{cell[0]}{_unchecked(cell)} {_score(cell)}"
 
 
 def _markdown(grid: pd.DataFrame, figure: str) -> str:
@@ -96,7 +103,7 @@ def _html(grid: pd.DataFrame, figure: str) -> str:
     rows = []
     for (requirement, test), row in grid.iterrows():
         cells = "".join(
-            "<td></td>" if c is None else f"<td>{badge(c[0])}<br>{_score(c)}</td>" for c in row
+            "<td></td>" if c is None else f"<td>{badge(c[0])}{escape(_unchecked(c))}<br>{_score(c)}</td>" for c in row
         )
         rows.append(f"<tr><td>{escape(requirement)}</td><td>{escape(test)}</td>{cells}</tr>")
     body = (f'<table class="verdicts"><thead><tr><th>Requirement</th><th>Test</th>{head}</tr></thead><tbody>'

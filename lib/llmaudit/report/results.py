@@ -13,7 +13,8 @@ import pandas as pd
 
 from llmaudit.errors import DataError
 
-COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note"]
+COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
+WITHOUT_N = COLUMNS[:-1]  # files written before `n` (the cases behind an interval) was recorded
 Value = float | int | str
 
 _INT = re.compile(r"[+-]?\d+")
@@ -57,14 +58,15 @@ class Results:
         self._rows = self._load()
 
     def _load(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Read the file (absent = empty), keyed by (chapter, name), in file order."""
+        """Read the file (absent = empty), keyed by (chapter, name), in file order; a file without the n column
+        reads as if every n were empty."""
         if not self.path.exists():
             return {}
         with self.path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames != COLUMNS:
+            if reader.fieldnames not in (COLUMNS, WITHOUT_N):
                 raise DataError(f"{self.path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}")
-            return {(r["chapter"], r["name"]): r for r in reader}
+            return {(r["chapter"], r["name"]): {"n": "", **r} for r in reader}
 
     def _write(self) -> None:
         """Replace the file atomically (temp file in the same folder, then rename)."""
@@ -89,13 +91,19 @@ class Results:
         hi: float | None = None,
         unit: str = "",
         note: str = "",
+        n: int | None = None,
     ) -> None:
-        """Insert or replace the row (chapter, name) and write the file; rows other writers added meanwhile are kept."""
+        """Insert or replace the row (chapter, name) and write the file; rows other writers added meanwhile are kept.
+        `n` is the number of sampled units behind the interval (what the verdict page's power figure scales)."""
         if not chapter or not name:
             raise ValueError("a result needs a non-empty chapter and name")
         for bound in (lo, hi):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
                 raise TypeError(f"lo/hi must be numbers or None, got {bound!r}")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+            raise TypeError(f"n must be an integer or None, got {n!r}")
+        if n is not None and n < 1:
+            raise ValueError(f"n counts the sampled units behind the interval: at least 1, got {n}")
         row = {
             "chapter": chapter,
             "name": name,
@@ -104,6 +112,7 @@ class Results:
             "hi": _to_text(hi),
             "unit": unit,
             "note": note,
+            "n": _to_text(n),
         }
         self._rows = self._load()
         self._rows[(chapter, name)] = row
@@ -115,15 +124,17 @@ class Results:
         self._write()
 
     def table(self, chapter: str | None = None) -> pd.DataFrame:
-        """All rows (or one chapter's); values parsed back to numbers where they are numbers, bounds as floats."""
+        """All rows (or one chapter's); values parsed back to numbers where they are numbers, bounds as floats,
+        n as a nullable integer."""
         rows = [
-            {**r, "value": _parse(r["value"]), "lo": _bound(r["lo"]), "hi": _bound(r["hi"])}
+            {**r, "value": _parse(r["value"]), "lo": _bound(r["lo"]), "hi": _bound(r["hi"]), "n": _bound(r["n"])}
             for r in self._rows.values()
             if chapter is None or r["chapter"] == chapter
         ]
         df = pd.DataFrame(rows, columns=COLUMNS)
         df["value"] = df["value"].astype(object)
         df[["lo", "hi"]] = df[["lo", "hi"]].astype(float)
+        df["n"] = df["n"].astype("Int64")
         return df
 
     def get(self, chapter: str, name: str) -> Value:
