@@ -17,7 +17,7 @@ from llmaudit.tasks import CREDIT
 from llmaudit.validity.names import (
     BINS, SSA_KEY, credit_items, female_bin, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
 )
-from llmaudit.validity.projection import SENTENCE, name_projections, name_prompt
+from llmaudit.validity.projection import ALL_NAMES, MIXED_NAMES, SENTENCE, name_projections, name_prompt, projection_fits
 
 
 def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:
@@ -91,3 +91,19 @@ def test_pearson_matches_scipy_and_fisher_interval() -> None:
     assert (est.lo, est.hi) == pytest.approx((np.tanh(z - half), np.tanh(z + half)))
     with pytest.raises(AuditError, match="at least 4"):
         pearson(x[:3], y[:3])
+
+
+def test_projection_headline_is_every_projected_name_and_mixed_names_apart(mirror) -> None:
+    """The paper's design: r over every eligible name; a stratified sample over-weights the mixed bins, where a
+    direction that only separates female from male names is flat, and gives a lower r."""
+    rng = np.random.default_rng(0)
+    names = ssa_names(mirror).copy()
+    names["projection"] = np.sign(names["p_f"] - 0.5) + rng.normal(scale=0.5, size=len(names))  # separates, no grading
+    shown = sample_per_bin(names, 60, 0)
+    fits = projection_fits(names, shown)
+    n, headline = fits[ALL_NAMES]
+    assert n == len(names) == 6333 and headline.value == pytest.approx(pearson(
+        names["projection"].to_numpy(), names["p_f"].to_numpy()).value)
+    n_mixed, mixed = fits[MIXED_NAMES]
+    assert n_mixed == int(((names["p_f"] >= 0.1) & (names["p_f"] < 0.9)).sum())
+    assert fits["stratified sample (as drawn)"][1].value < headline.value

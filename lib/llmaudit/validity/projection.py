@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.stats import Estimate, pearson
 from llmaudit.steering import SteeringVector
 
 SENTENCE = "The gender of {name} is"
@@ -38,3 +40,22 @@ def name_projections(
 
     acts = cached_tensors(cache, {"model": model.identity, "prompts": texts, "layers": [vector.layer]}, run)["acts"]
     return vector.project(acts.float()).numpy()
+
+
+MIXED = (0.1, 0.9)  # names with 0.1 <= p_f < 0.9: the bins between the clearly gendered ones
+ALL_NAMES, MIXED_NAMES = "all projected names", f"mixed ({MIXED[0]:g} <= p_f < {MIXED[1]:g})"
+
+
+def projection_fits(names: pd.DataFrame, shown: pd.DataFrame) -> dict[str, tuple[int, Estimate]]:
+    """Pearson r of projection with p_f (Fisher interval) and the number of names, over every projected name (the
+    paper's design, the headline), the clearly gendered and the mixed names apart, and the stratified sample the
+    figure draws (`shown`); a subset with fewer than 4 names is left out. `names`: columns p_f, projection."""
+    mixed = (names["p_f"] >= MIXED[0]) & (names["p_f"] < MIXED[1])
+    subsets = {
+        ALL_NAMES: names,
+        f"clearly gendered (p_f < {MIXED[0]:g} or p_f >= {MIXED[1]:g})": names[~mixed],
+        MIXED_NAMES: names[mixed],
+        "stratified sample (as drawn)": shown,
+    }
+    return {label: (len(part), pearson(part["projection"].to_numpy(), part["p_f"].to_numpy()))
+            for label, part in subsets.items() if len(part) >= 4}
