@@ -37,8 +37,11 @@ test: install
 unit: install
 	$(PY) -m pytest tests
 
+# The book works offline (MathJax bundled by sphinx-mathjax-offline): the check fails on any page that loads
+# a script, style, font or image from the network.
 book: install
 	$(VENV)/bin/jupyter-book build .
+	$(PY) -m llmaudit.book _build/html
 
 nbval-reference: install
 	$(PY) tests/notebooks/make_reference.py
