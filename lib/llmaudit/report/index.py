@@ -1,10 +1,13 @@
 """The cross-model index: every audited model under reports/ with its verdicts side by side, as a page of the
-book (index.md) and as a self-contained HTML page (index.html). Built from the report folders' files alone."""
+book (index.md) and as a self-contained HTML page (index.html). Built from the report folders' files alone, so
+every string in them (folder names above all) is escaped for the page it goes into."""
 
 from __future__ import annotations
 
+import re
 from html import escape
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -13,7 +16,7 @@ from llmaudit.report.card import CARD, read_json
 from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
-from llmaudit.report.html import CSS
+from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.results import Results
 from llmaudit.report.gates import NOT_CHECKED
 from llmaudit.report.verdicts import from_card
@@ -26,6 +29,7 @@ SIMILARITY = ("Each audited model and its gender-steered versions answer the sam
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and gate thresholds (not measurable: the test's "
          "instrument failed a gate on that model) and the score with its 95% interval.")
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\]{}|~$^])")  # emphasis, code, links, roles, table cells, math, subscripts
 
 
 def audited(reports: Path) -> dict[str, pd.DataFrame]:
@@ -57,7 +61,7 @@ def similarity_figure(reports: Path, models: list[str]) -> str:
     if shared:
         cka = cka_matrix(reps, max(shared)).loc[systems, systems]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
-    return "\n".join(to_svg(chart) for chart in charts)
+    return "\n".join(sanitise(to_svg(chart)) for chart in charts)
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -80,8 +84,15 @@ def _unchecked(cell: tuple) -> str:
     return " (gate not checked)" if cell[4] == NOT_CHECKED else ""
 
 
+def _literal(text: str) -> str:
+    """`text` as literal text in a MyST table cell: Markdown syntax backslash-escaped (so '|' cannot end the cell),
+    HTML special characters as entities (so no tag is live), line breaks as spaces."""
+    escaped = _MARKDOWN_SYNTAX.sub(r"\\\1", " ".join(str(text).splitlines()))
+    return escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _cell_text(cell: tuple | None) -> str:
-    return "" if cell is None else f"{cell[0]}{_unchecked(cell)} {_score(cell)}"
+    return "" if cell is None else f"{_literal(cell[0] + _unchecked(cell))} {_score(cell)}"
 
 
 def _markdown(grid: pd.DataFrame, figure: str) -> str:
@@ -89,9 +100,10 @@ def _markdown(grid: pd.DataFrame, figure: str) -> str:
     lines = ["# Audited models", "", INTRO, ""]
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
-    lines += ["| Requirement | Test | " + " | ".join(grid.columns) + " |", "|---|---|" + "---|" * len(grid.columns)]
+    models = " | ".join(map(_literal, grid.columns))
+    lines += [f"| Requirement | Test | {models} |", "|---|---|" + "---|" * len(grid.columns)]
     for (requirement, test), row in grid.iterrows():
-        lines.append(f"| {requirement} | {test} | " + " | ".join(_cell_text(c) for c in row) + " |")
+        lines.append(f"| {_literal(requirement)} | {_literal(test)} | " + " | ".join(_cell_text(c) for c in row) + " |")
     if figure:
         lines += ["", "## Bias similarity", "", SIMILARITY, "", figure]
     return "\n".join([*lines, ""])
@@ -99,7 +111,7 @@ def _markdown(grid: pd.DataFrame, figure: str) -> str:
 
 def _html(grid: pd.DataFrame, figure: str) -> str:
     """The index as one self-contained HTML page (same styles as the reports)."""
-    head = "".join(f'<th><a href="{escape(m)}/report.html">{escape(m)}</a></th>' for m in grid.columns)
+    head = "".join(f'<th><a href="{escape(quote(m))}/report.html">{escape(m)}</a></th>' for m in grid.columns)
     rows = []
     for (requirement, test), row in grid.iterrows():
         cells = "".join(
