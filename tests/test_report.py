@@ -89,7 +89,7 @@ def test_results_upsert_and_reopen(tmp_path: Path) -> None:
     assert pd.isna(reopened.table("steering")["lo"]).all()
     assert list(reopened.table("bbq")["unit"]) == ["", "items"]
     assert path.read_text().splitlines()[0] == "chapter,name,value,lo,hi,unit,note,n"
-    assert [p.name for p in path.parent.iterdir()] == ["results.csv"]  # no temp files left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == [".results.csv.lock", "results.csv"]  # no temp files
     with pytest.raises(KeyError):
         reopened.get("bbq", "missing")
 

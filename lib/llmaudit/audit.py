@@ -1,18 +1,25 @@
 """One audit run: every chapter a params file lists, executed with papermill into reports/<model>/, then one
-self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply."""
+self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply; a run holds
+its report folder, so a second audit of the same model stops at once."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import jupytext
+import nbformat
 import papermill
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit.config import REPO, load_params, params_path
-from llmaudit.errors import AuditError
+from llmaudit.chapter import finish_chapter
+from llmaudit.config import REPO, Params, load_params, params_path
+from llmaudit.errors import AuditError, ConfigError
 from llmaudit.report import build_report
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
@@ -28,19 +35,24 @@ CHAPTERS = {
     "markedness": "07_markedness",
 }
 CELL_TIMEOUT_S = 3600
+LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
 
 
 def chapter_source(chapter: str) -> Path:
-    """The jupytext source of a chapter key."""
+    """The jupytext source of a chapter key; an unknown key or a missing file is a one-line AuditError."""
     if chapter not in CHAPTERS:
         raise AuditError(f"unknown chapter '{chapter}': known chapters are {', '.join(CHAPTERS)}")
-    return BOOK / f"{CHAPTERS[chapter]}.md"
+    path = BOOK / f"{CHAPTERS[chapter]}.md"
+    if not path.is_file():
+        raise AuditError(f"chapter source {path} is missing: restore it from the repository")
+    return path
 
 
 def execute_chapter(
-    chapter: str, params_file: str, report_dir: Path, output: Path, use_cache: bool = True, progress: bool = True
+    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True
 ) -> Path:
-    """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook."""
+    """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
+    and only a run that succeeds replaces the chapter's rows in the results file."""
     notebook = jupytext.read(chapter_source(chapter))
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{CHAPTERS[chapter]}.ipynb"
@@ -60,23 +72,90 @@ def execute_chapter(
                 f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
                 f" (partial notebook: {output})".replace("\n", " ")
             ) from None
+    finish_chapter(chapter, report_dir)
     return output
 
 
 def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
-    """Run the listed (default: all the params') chapters for `model`, write its model card, rebuild its HTML
-    report and the cross-model index; returns the report path."""
-    params = load_params(model)
+    """Run the listed (default: all the params') chapters for `model` in `reports`/<name>, which the run holds, write
+    its model card, rebuild its HTML report and the cross-model index; returns the report path. A relative `reports`
+    or params path is taken from the current directory, for the chapters as well."""
+    params, params_file = _params(model)
+    chosen = chapters or params.chapters
+    for chapter in chosen:
+        chapter_source(chapter)
+    reports = Path(reports).resolve()
     report_dir = reports / params.name
-    report_dir.mkdir(parents=True, exist_ok=True)
-    shown = report_dir.relative_to(REPO) if report_dir.is_relative_to(REPO) else report_dir
-    timings = {}
-    for chapter in chapters or params.chapters:
-        started = time.perf_counter()
-        execute_chapter(chapter, model, shown, report_dir / f"{CHAPTERS[chapter]}.ipynb")
-        timings[chapter] = time.perf_counter() - started
-    write_card(report_dir, params, params_path(model), timings)
-    notebooks = [report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS]
-    report = build_report(report_dir, f"Bias audit of {params.name}", [p for p in notebooks if p.exists()])
-    build_index(reports)
+    with _held(report_dir):
+        timings = {}
+        for chapter in chosen:
+            started = time.perf_counter()
+            execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{CHAPTERS[chapter]}.ipynb")
+            timings[chapter] = time.perf_counter() - started
+        write_card(report_dir, params, params_file, timings)
+        executed = {c: report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS}
+        notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
+        report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
+        build_index(reports)
     return report
+
+
+def _params(model: str) -> tuple[Params, Path]:
+    """The validated params of a model name or params path, and their file's absolute path; a file that cannot be
+    read as text (a folder, a binary file) is a one-line ConfigError."""
+    path = params_path(model).resolve()
+    try:
+        return load_params(path), path
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else " ".join(str(err).split())
+        raise ConfigError(f"cannot read params file {path} ({reason}): give a YAML file") from None
+
+
+def _seen(path: Path) -> str:
+    """An absolute path as the chapters (cwd: the repository) are given it: relative to the repository where it lies
+    inside (executed notebooks then name no user folder), else absolute."""
+    return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+
+
+@contextmanager
+def _held(report_dir: Path) -> Iterator[None]:
+    """Hold a report folder for one audit run with an exclusive lock on its lock file, which names the holder's pid:
+    a second run on the folder stops at once naming that pid. The lock dies with its process, so the lock file of a
+    killed run is taken over. A folder that cannot be created or written to is a one-line AuditError."""
+    lock = report_dir / LOCK
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        handle = lock.open("a+", encoding="utf-8")
+    except OSError as err:
+        raise AuditError(
+            f"cannot write the report folder {report_dir} ({err.strerror or err}): choose a writable --reports folder"
+        ) from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise AuditError(
+                f"report folder {report_dir} is busy: audit process {holder} is writing it (lock {lock}); wait until it"
+                " ends or give another --reports folder"
+            ) from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+
+
+def _readable(path: Path, chapter: str) -> Path:
+    """A chapter's executed notebook, checked before the report reads it: a damaged one is a one-line AuditError."""
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except (OSError, ValueError, AttributeError, TypeError, nbformat.ValidationError) as err:
+        # nbformat reports a damaged file with any of these, depending on where the damage lies
+        raise AuditError(
+            f"executed notebook {path} is damaged ({type(err).__name__}): rerun its chapter (--chapter {chapter})"
+        ) from None
+    return path

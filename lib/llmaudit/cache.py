@@ -7,12 +7,14 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 
 def cache_root() -> Path:
@@ -41,19 +43,50 @@ def digest(key: Any) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def tensors_sha256(tensors: dict[str, torch.Tensor], header: str = "") -> str:
+    """sha256 over a header text and every tensor's name, dtype, shape and bytes, in name order: the checksum saved
+    with cache entries and steering vectors, so that a damaged or altered file is never used."""
+    h = hashlib.sha256(header.encode())
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        h.update(f"\0{name}\0{tensor.dtype}\0{list(tensor.shape)}\0".encode())
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def _verified(path: Path) -> dict[str, torch.Tensor] | None:
+    """A cache entry's tensors, or None, with a warning naming the file, where it is unreadable or fails its
+    checksum (a truncated write, a damaged disk, an edit): the caller computes it again."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            stored = (handle.metadata() or {}).get("sha256")
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    except (OSError, SafetensorError) as err:
+        problem = f"is unreadable ({' '.join(str(err).split())})"
+    else:
+        if stored == tensors_sha256(tensors):
+            return tensors
+        problem = "fails its checksum"
+    warnings.warn(f"cache entry {path} {problem}: computing it again", stacklevel=3)
+    return None
+
+
 def cached_tensors(
     folder: Path | None, key: Any, compute: Callable[[], dict[str, torch.Tensor]]
 ) -> dict[str, torch.Tensor]:
-    """Return `compute()`, stored under `folder` by the digest of `key` and the code version; a later call with the
-    same key and code reads the file instead. No folder: no caching. Files are written whole (temp + rename)."""
+    """Return `compute()`, stored under `folder` by the digest of `key` and the code version with the tensors'
+    checksum; a later call with the same key and code reads the file instead, unless it fails the checksum. No
+    folder: no caching. Files are written whole (temp + rename)."""
     if folder is None:
         return compute()
     path = Path(folder) / f"{digest({'code': code_version(), 'key': key})}.safetensors"
-    if path.exists():
-        return load_file(path)
+    cached = _verified(path) if path.exists() else None
+    if cached is not None:
+        return cached
     tensors = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    save_file({name: t.contiguous() for name, t in tensors.items()}, partial)
+    checksum = {"sha256": tensors_sha256(tensors)}
+    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata=checksum)
     partial.rename(path)
     return tensors

@@ -15,6 +15,8 @@ from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.steering import SteeringVector
 
+RESULTS = "results.csv"
+
 
 @dataclass
 class Chapter:
@@ -40,8 +42,8 @@ class Chapter:
 
     @cached_property
     def results(self) -> Results:
-        """The model's results file (one row per headline number)."""
-        return Results(self.report_dir / "results.csv")
+        """The model's results file (one row per headline number), this chapter's rows staged until its run succeeds."""
+        return Results(self.report_dir / RESULTS, staged=self.name)
 
     @property
     def cache(self) -> Path | None:
@@ -54,7 +56,8 @@ class Chapter:
         return self.report_dir / "vectors"
 
     def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
-        """Record a headline number of this chapter in the results file (`n`: the sampled units behind its interval)."""
+        """Record a headline number of this chapter (`n`: the sampled units behind its interval); it enters the results
+        file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
 
     def vector(self, name: str) -> SteeringVector:
@@ -65,13 +68,23 @@ class Chapter:
         return SteeringVector.load(path)
 
 
-def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
-    """Set up a chapter from its papermill parameters (a relative report_dir is taken from the repository root);
-    the chapter's old rows leave the results file, since it records them all again."""
-    params = load_params(params_file)
+def report_folder(report_dir: str | Path) -> Path:
+    """The folder a chapter's report_dir parameter names: a relative one is taken from the repository root."""
     folder = Path(report_dir)
-    folder = folder if folder.is_absolute() else REPO / folder
+    return folder if folder.is_absolute() else REPO / folder
+
+
+def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
+    """Set up a chapter from its papermill parameters; the run starts with none of the chapter's rows (it records
+    them all again), while the results file keeps the previous run's rows until this run succeeds."""
+    params = load_params(params_file)
+    folder = report_folder(report_dir)
     folder.mkdir(parents=True, exist_ok=True)
     chapter = Chapter(name, params, folder, use_cache)
     chapter.results.clear(name)
     return chapter
+
+
+def finish_chapter(name: str, report_dir: str | Path) -> None:
+    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file."""
+    Results(report_folder(report_dir) / RESULTS).commit(name)

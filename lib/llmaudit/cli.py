@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     except AuditError as err:
         print(f"llmaudit: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the disk's failures no read site turned into an AuditError: full, read-only, vanished
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"llmaudit: error: {where}{err.strerror or err}: check the path, its permissions and free space",
+              file=sys.stderr)
+        return 2
     return 0
 
 

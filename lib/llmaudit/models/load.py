@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -14,6 +18,7 @@ from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, loc
 from llmaudit.models.runtime import AuditModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CHECKSUMS = "llmaudit-checksums.json"  # in a converted folder: the GGUF's sha256 and the sha256 of each file written
 
 
 def load_model(name: str, spec: ModelSpec) -> AuditModel:
@@ -70,22 +75,58 @@ def _weights_sha256(folder: Path) -> str:
 
 
 def _embedded_folder(gguf: Path) -> tuple[str, str]:
-    """Folder of the dequantised copy of a packaged GGUF, converting it on first use (~25 s, then ~2 s)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    """Folder of the dequantised copy of a packaged GGUF, converting it on first use (~25 s, then ~2 s), and the
+    GGUF's sha256. The copy is checked on every load against the checksums recorded when it was converted, so that
+    the weights loaded are those the GGUF's sha256 (the model's identity in cache keys and the model card) names; a
+    damaged or altered copy is converted again, with a warning."""
     sha = file_sha256(gguf)
     target = converted_dir(gguf, sha)
-    if not (target / "config.json").exists():
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        hf.hf_quantizer = None
-        if hasattr(hf.config, "quantization_config"):
-            del hf.config.quantization_config
-        partial = target.with_name(target.name + ".partial")
+    if not target.exists():
+        _convert(gguf, sha, target)
+    elif problem := _conversion_problem(target, sha):
+        warnings.warn(f"converted weights {target} {problem}: converting {gguf} again", stacklevel=2)
+        _convert(gguf, sha, target)
+    return str(target), sha
+
+
+def _file_checksums(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a converted folder but the checksum file, by name."""
+    return {p.name: file_sha256(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != CHECKSUMS}
+
+
+def _conversion_problem(target: Path, sha: str) -> str | None:
+    """Why a converted folder cannot be used (no readable checksums, or files that differ from them), or None."""
+    try:
+        recorded = json.loads((target / CHECKSUMS).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"have no readable checksums ({' '.join(str(err).split())})"
+    if recorded != {"gguf_sha256": sha, "files": _file_checksums(target)}:
+        return "differ from the checksums recorded at their conversion"
+    return None
+
+
+def _convert(gguf: Path, sha: str, target: Path) -> None:
+    """Dequantise a GGUF into `target` (replacing any earlier copy) with the checksums of the files written; the
+    copy is built aside and moved in whole, so a failed conversion leaves no partial folder under the target's name."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    hf.hf_quantizer = None
+    if hasattr(hf.config, "quantization_config"):
+        del hf.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{target.name}.partial-"))
+    try:
         hf.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        checksums = {"gguf_sha256": sha, "files": _file_checksums(partial)}
+        (partial / CHECKSUMS).write_text(json.dumps(checksums, indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
-    return str(target), sha
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 def _remote(spec: ModelSpec):

@@ -17,9 +17,14 @@ import llmaudit
 from llmaudit.cache import code_version
 from llmaudit.config import REPO, Params
 from llmaudit.data.store import MANIFEST_PATH, load_manifest
+from llmaudit.errors import DataError
 
 CARD = "model_card.json"
 MODEL = "model.json"
+FIXES = {  # how each JSON file of a report folder comes back when it is damaged
+    CARD: "delete it: the next audit run writes it again (without the wall times of chapters it does not rerun)",
+    MODEL: "delete it and rerun a chapter of the audit, which writes it again when it loads the model",
+}
 LIBRARIES = ("torch", "transformers", "nnsight", "numpy", "pandas", "scipy", "safetensors", "papermill",
              "altair", "vl-convert-python")
 
@@ -61,8 +66,22 @@ def write_model(report_dir: Path, description: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file of the report folder, or {} where it does not exist yet."""
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one is a one-line
+    DataError naming it and how to get it back."""
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON
+        raise _damaged(path, " ".join(str(err).split())) from None
+    if not isinstance(found, dict):
+        raise _damaged(path, "not a JSON object")
+    return found
+
+
+def _damaged(path: Path, problem: str) -> DataError:
+    """The one-line error for a damaged JSON file of a report folder."""
+    return DataError(f"{path} is damaged ({problem}): {FIXES.get(path.name, 'delete it and rerun the audit')}")
 
 
 def write_card(report_dir: Path, params: Params, params_file: Path, timings: dict[str, float]) -> Path:

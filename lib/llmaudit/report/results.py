@@ -1,12 +1,16 @@
-"""One model's headline numbers as reports/<model>/results.csv, written atomically on each record."""
+"""One model's headline numbers as reports/<model>/results.csv, written atomically on each record under a lock;
+a running chapter's rows wait in a side file and replace its previous rows only once the chapter has succeeded."""
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import numbers
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -50,37 +54,79 @@ def _bound(text: str) -> float | None:
     return float(text) if text else None
 
 
-class Results:
-    """The results file of one model's audit: one row per (chapter, name), upserted in place."""
+def _pending_path(path: Path, chapter: str) -> Path:
+    """The side file holding a running chapter's rows until `Results.commit` moves them into the results file."""
+    return path.with_name(f".{path.name}.{chapter}.pending")
 
-    def __init__(self, path: str | Path) -> None:
+
+def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    """One file's rows (absent = none), keyed by (chapter, name), in file order; a file without the n column reads
+    as if every n were empty. A damaged file is a one-line DataError naming it."""
+    if not path.exists():
+        return {}
+    fix = "delete it and rerun the audit's chapters (their forward passes are cached)"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames not in (COLUMNS, WITHOUT_N):
+                raise DataError(f"{path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}: {fix}")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise DataError(f"{path} is unreadable ({' '.join(str(err).split())}): {fix}") from None
+    for number, row in enumerate(rows, 1):
+        if None in row or None in row.values():
+            raise DataError(f"{path}: row {number} does not have the header's {len(reader.fieldnames)} fields: {fix}")
+    return {(r["chapter"], r["name"]): {"n": "", **r} for r in rows}
+
+
+def _write(path: Path, rows: dict[tuple[str, str], dict[str, str]]) -> None:
+    """Replace a file atomically (temp file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows.values())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the results file's sibling .lock file, so that the read-modify-write cycles of
+    concurrent writers (processes, chapters) run one at a time and none loses another's rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_name(f".{path.name}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+class Results:
+    """The results file of one model's audit: one row per (chapter, name), upserted in place.
+
+    With `staged` (a chapter's name, as a chapter run opens it), that chapter's rows are read from and written to its
+    side file while one exists, and replace the chapter's rows in the results file only at `commit`: a run that
+    fails or is killed leaves the file's rows as they were."""
+
+    def __init__(self, path: str | Path, staged: str | None = None) -> None:
         self.path = Path(path)
+        self.staged = staged
         self._rows = self._load()
 
     def _load(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Read the file (absent = empty), keyed by (chapter, name), in file order; a file without the n column
-        reads as if every n were empty."""
-        if not self.path.exists():
-            return {}
-        with self.path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames not in (COLUMNS, WITHOUT_N):
-                raise DataError(f"{self.path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}")
-            return {(r["chapter"], r["name"]): {"n": "", **r} for r in reader}
+        """The rows as this writer sees them: the file's, with the staged chapter's replaced by its side file's."""
+        rows = _read(self.path)
+        pending = None if self.staged is None else _pending_path(self.path, self.staged)
+        if pending is None or not pending.exists():
+            return rows
+        return {key: row for key, row in rows.items() if key[0] != self.staged} | _read(pending)
 
-    def _write(self) -> None:
-        """Replace the file atomically (temp file in the same folder, then rename)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(self._rows.values())
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+    def _file(self, chapter: str) -> Path:
+        """Where a chapter's rows are written: its side file when it is the staged chapter, else the results file."""
+        return _pending_path(self.path, chapter) if chapter == self.staged else self.path
 
     def record(
         self,
@@ -93,7 +139,8 @@ class Results:
         note: str = "",
         n: int | None = None,
     ) -> None:
-        """Insert or replace the row (chapter, name) and write the file; rows other writers added meanwhile are kept.
+        """Insert or replace the row (chapter, name) and write the file (the staged chapter's: its side file) under the
+        lock; rows other writers added meanwhile are kept.
         `n` is the number of sampled units behind the interval (what the verdict page's power figure scales)."""
         if not chapter or not name:
             raise ValueError("a result needs a non-empty chapter and name")
@@ -114,14 +161,30 @@ class Results:
             "note": note,
             "n": _to_text(n),
         }
-        self._rows = self._load()
-        self._rows[(chapter, name)] = row
-        self._write()
+        with _locked(self.path):
+            target = self._file(chapter)
+            _write(target, {**_read(target), (chapter, name): row})
+            self._rows = self._load()
 
     def clear(self, chapter: str) -> None:
-        """Remove a chapter's rows, so a re-run of the chapter leaves no row that its current code no longer records."""
-        self._rows = {key: row for key, row in self._load().items() if key[0] != chapter}
-        self._write()
+        """Remove a chapter's rows as this writer sees them: from the results file, or, for the staged chapter, from
+        its side file (a new run starts with none, while the file keeps the previous run's rows until `commit`)."""
+        with _locked(self.path):
+            target = self._file(chapter)
+            _write(target, {key: row for key, row in _read(target).items() if key[0] != chapter})
+            self._rows = self._load()
+
+    def commit(self, chapter: str) -> None:
+        """Replace a chapter's rows in the results file by those of its side file, once the chapter's run has
+        succeeded: the file then keeps no row that the chapter's current code no longer records. Without a side file
+        (the chapter was not run staged) nothing changes."""
+        pending = _pending_path(self.path, chapter)
+        with _locked(self.path):
+            if pending.exists():
+                kept = {key: row for key, row in _read(self.path).items() if key[0] != chapter}
+                _write(self.path, kept | _read(pending))
+                pending.unlink()
+            self._rows = self._load()
 
     def table(self, chapter: str | None = None) -> pd.DataFrame:
         """All rows (or one chapter's); values parsed back to numbers where they are numbers, bounds as floats,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from llmaudit.cache import cached_tensors
@@ -77,7 +77,8 @@ def load_systems(
     reports: Path, models: list[str] | None = None
 ) -> tuple[pd.DataFrame, dict[str, tuple[pd.DataFrame, torch.Tensor]]]:
     """The systems saved under `reports` by the listed report folders (all when None): all answers, and per
-    'system|depth' its question order (category, example_id) with the representations in that order."""
+    'system|depth' its question order (category, example_id) with the representations in that order. A damaged
+    file is a one-line AuditError naming it and the chapter that writes it again."""
     folders = sorted(Path(reports).glob(f"*/{FOLDER}")) if models is None else [
         Path(reports) / model / FOLDER for model in models]
     answers, reps = [], {}
@@ -86,9 +87,35 @@ def load_systems(
             if models is not None:
                 raise AuditError(f"no similarity results in {folder.parent}: run its audit's similarity chapter first")
             continue
-        answers.append(pd.read_csv(folder / "answers.csv"))
-        path = folder / "representations.safetensors"
-        with safe_open(path, framework="pt") as handle:
-            order = pd.DataFrame(json.loads(handle.metadata()["order"]))
-        reps |= {key: (order, tensor) for key, tensor in load_file(path).items()}
+        answers.append(_read_answers(folder / "answers.csv"))
+        order, tensors = _read_representations(folder / "representations.safetensors")
+        reps |= {key: (order, tensor) for key, tensor in tensors.items()}
     return (pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()), reps
+
+
+def _read_answers(path: Path) -> pd.DataFrame:
+    """A saved answers.csv, checked for the columns the comparisons read."""
+    try:
+        answers = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not CSV, empty
+        raise _damaged(path, " ".join(str(err).split())) from None
+    missing = [column for column in [*QUESTION, "system", "pred"] if column not in answers]
+    if missing:
+        raise _damaged(path, f"no column {', '.join(missing)}")
+    return answers
+
+
+def _read_representations(path: Path) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """A saved representations.safetensors: the question order of its rows, and its tensors by 'system|depth'."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            order = pd.DataFrame(json.loads((handle.metadata() or {})["order"]))
+        return order, load_file(path)
+    except (OSError, ValueError, KeyError, SafetensorError) as err:  # KeyError: no question order
+        raise _damaged(path, f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+
+
+def _damaged(path: Path, problem: str) -> AuditError:
+    """The one-line error for a damaged file of a report's similarity folder."""
+    return AuditError(f"similarity results {path} are damaged ({problem}): rerun the similarity chapter of "
+                      f"{path.parent.parent.name}")

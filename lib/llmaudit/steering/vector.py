@@ -1,5 +1,6 @@
 """A chosen steering vector with everything later chapters need to reuse it: layer, unit direction v,
-neutral mean mu0, scale k, and where it came from. Saved as one safetensors file with JSON metadata."""
+neutral mean mu0, scale k, and where it came from. Saved as one safetensors file with JSON metadata and a checksum
+over both, checked on every load."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from llmaudit.cache import digest
+from llmaudit.cache import digest, tensors_sha256
+from llmaudit.errors import AuditError
 from llmaudit.steering.intervention import Intervention
 
 
@@ -45,22 +47,32 @@ class SteeringVector:
         return float(self.direction @ other.direction)
 
     def save(self, folder: Path) -> Path:
-        """Write `<folder>/<name>.safetensors`."""
+        """Write `<folder>/<name>.safetensors`, with the checksum of its tensors and header."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}.safetensors"
-        header = {"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta}
-        save_file(
-            {"direction": self.direction.contiguous(), "mean": self.mean.contiguous()},
-            path,
-            metadata={"llmaudit": json.dumps(header)},
-        )
+        header = json.dumps({"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta})
+        tensors = {"direction": self.direction.contiguous(), "mean": self.mean.contiguous()}
+        save_file(tensors, path, metadata={"llmaudit": header, "sha256": tensors_sha256(tensors, header)})
         return path
 
     @classmethod
     def load(cls, path: Path) -> SteeringVector:
-        """Read a vector written by `save`."""
-        with safe_open(str(path), framework="pt") as handle:
-            header = json.loads(handle.metadata()["llmaudit"])
-            tensors = {name: handle.get_tensor(name) for name in ("direction", "mean")}
+        """Read a vector written by `save`; an unreadable file, or one that fails its checksum (damaged or edited),
+        is a one-line AuditError naming it, since every white-box number downstream would rest on it."""
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                stored = handle.metadata() or {}
+                tensors = {name: handle.get_tensor(name) for name in ("direction", "mean")}
+        except (OSError, SafetensorError) as err:
+            raise _damaged(path, f"is unreadable ({' '.join(str(err).split())})") from None
+        text = stored.get("llmaudit", "")
+        if stored.get("sha256") != tensors_sha256(tensors, text):
+            raise _damaged(path, "fails its checksum")
+        header = json.loads(text)
         fixed = {key: header.pop(key) for key in ("name", "concept", "layer", "k")}
         return cls(**fixed, direction=tensors["direction"], mean=tensors["mean"], meta=header)
+
+
+def _damaged(path: Path, problem: str) -> AuditError:
+    """The one-line error for a saved vector that cannot be trusted."""
+    return AuditError(f"saved vector {path} {problem}: rerun the steering_vectors chapter to save it again")

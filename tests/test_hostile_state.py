@@ -1,0 +1,405 @@
+"""State left on disk by earlier, failed, concurrent or tampered runs: results replaced only when a chapter
+succeeds, checksummed caches, vectors and converted weights, one audit per report folder, one folder per audit,
+and one line (exit status 2) for every failure that is the user's or the disk's."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import papermill
+import pytest
+import torch
+from papermill.exceptions import PapermillExecutionError
+
+from llmaudit import audit
+from llmaudit.cache import cached_tensors
+from llmaudit.chapter import open_chapter
+from llmaudit.cli import main
+from llmaudit.config import PARAMS_DIR, REPO
+from llmaudit.errors import AuditError
+from llmaudit.models import load
+from llmaudit.report import Results, card
+from llmaudit.similarity.evaluate import save_systems
+from llmaudit.steering import SteeringVector
+from test_similarity_systems import answers
+
+
+def flip_last_byte(path: Path) -> None:
+    """Alter one byte of a file's tensor data (the last byte of a safetensors file belongs to its last tensor)."""
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    """Cut a file in half, as a full disk or a killed copy leaves it."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def one_line_exit_2(capsys, argv: list[str], *needles: str) -> str:
+    """Run the command line; it must end with exit status 2 and one stderr line containing every needle."""
+    code = main(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def ran(monkeypatch) -> list[tuple]:
+    """execute_chapter replaced by a recorder: the audit's plumbing runs, no notebook is executed."""
+    calls = []
+
+    def record(chapter, params_file, report_dir, output, use_cache=True, progress=True):
+        calls.append((chapter, params_file, report_dir, output))
+        return output
+
+    monkeypatch.setattr(audit, "execute_chapter", record)
+    monkeypatch.setattr(card, "_git_commit", lambda: None)
+    return calls
+
+
+# --- 5: a chapter's rows are replaced only when it succeeds ---------------------------------------------------------
+
+
+def previous_results(folder: Path) -> Results:
+    """A results file holding an earlier run of decision_tasks (one row its code no longer records) and of another
+    chapter."""
+    results = Results(folder / "results.csv")
+    results.record("decision_tasks", "gap", 1.0)
+    results.record("decision_tasks", "stale", 2.0)
+    results.record("steering_vectors", "corr", 3.0)
+    return results
+
+
+def fake_chapter(monkeypatch, rows: dict[str, float], fail: bool) -> None:
+    """papermill replaced by a chapter that opens decision_tasks, records `rows` and then fails or succeeds."""
+
+    def execute_notebook(source, output, parameters, **kwargs):
+        chapter = open_chapter("decision_tasks", parameters["params_file"], parameters["report_dir"], False)
+        for name, value in rows.items():
+            chapter.record(name, value)
+        assert chapter.results.table("decision_tasks")["name"].tolist() == list(rows)  # the run sees its own rows
+        if fail:
+            raise PapermillExecutionError(3, 3, "", "RuntimeError", "boom", [])
+        Path(output).write_text("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+
+
+def test_killed_chapter_keeps_its_previous_rows(tmp_path) -> None:
+    previous_results(tmp_path)
+    chapter = open_chapter("decision_tasks", "ci", str(tmp_path), False)
+    chapter.record("gap", 10.0)  # ...and the kernel dies here
+    table = Results(tmp_path / "results.csv").table()
+    assert table.set_index("name")["value"].to_dict() == {"gap": 1.0, "stale": 2.0, "corr": 3.0}
+
+
+def test_failed_chapter_keeps_its_previous_rows_and_a_successful_one_replaces_them(tmp_path, monkeypatch) -> None:
+    previous_results(tmp_path)
+    fake_chapter(monkeypatch, {"gap": 10.0}, fail=True)
+    with pytest.raises(AuditError, match="chapter decision_tasks failed"):
+        audit.execute_chapter("decision_tasks", "ci", tmp_path, tmp_path / "02.ipynb", progress=False)
+    table = Results(tmp_path / "results.csv").table()
+    assert table.set_index("name")["value"].to_dict() == {"gap": 1.0, "stale": 2.0, "corr": 3.0}
+
+    fake_chapter(monkeypatch, {"gap": 11.0, "new": 12.0}, fail=False)
+    audit.execute_chapter("decision_tasks", "ci", tmp_path, tmp_path / "02.ipynb", progress=False)
+    table = Results(tmp_path / "results.csv").table()
+    assert table.set_index("name")["value"].to_dict() == {"corr": 3.0, "gap": 11.0, "new": 12.0}
+    assert not [p for p in tmp_path.iterdir() if "pending" in p.name or p.suffix == ".tmp"]
+
+
+# --- 6 and 7: checksums on cache entries, saved vectors and converted weights ---------------------------------------
+
+
+@pytest.mark.parametrize("damage", [truncate, flip_last_byte])
+def test_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, damage) -> None:
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"probs": torch.arange(12.0).reshape(3, 4)}
+
+    cached_tensors(tmp_path, {"prompts": ["a"]}, compute)
+    (entry,) = tmp_path.glob("*.safetensors")
+    damage(entry)
+    with pytest.warns(UserWarning, match=entry.name):
+        again = cached_tensors(tmp_path, {"prompts": ["a"]}, compute)
+    assert len(calls) == 2 and torch.equal(again["probs"], torch.arange(12.0).reshape(3, 4))
+    assert torch.equal(cached_tensors(tmp_path, {"prompts": ["a"]}, compute)["probs"], again["probs"])
+    assert len(calls) == 2  # the rewritten entry is good again
+
+
+def saved_vector(folder: Path) -> Path:
+    """A small steering vector saved under `folder`."""
+    gen = torch.Generator().manual_seed(1)
+    vector = SteeringVector("gender_lang", "gender", 2, torch.randn(8, generator=gen), torch.randn(8, generator=gen), 0.5)
+    return vector.save(folder)
+
+
+@pytest.mark.parametrize("damage", [truncate, flip_last_byte])
+def test_damaged_vector_is_a_one_line_error(tmp_path, damage) -> None:
+    path = saved_vector(tmp_path / "vectors")
+    damage(path)
+    with pytest.raises(AuditError) as info:
+        open_chapter("decision_tasks", "ci", str(tmp_path), False).vector("gender_lang")
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and "rerun the steering_vectors chapter" in message
+
+
+def test_vector_with_altered_scale_is_refused(tmp_path) -> None:
+    path = saved_vector(tmp_path)
+    path.write_bytes(path.read_bytes().replace(b'\\"k\\": 0.5', b'\\"k\\": 5.0'))
+    with pytest.raises(AuditError, match="rerun the steering_vectors chapter"):
+        SteeringVector.load(path)
+
+
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch):
+    """A GGUF file whose 'conversion' (transformers' GGUF loading, replaced) gives the tiny test model; the list
+    counts conversions."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from conftest import build_hf_model, build_tokenizer
+
+    conversions = []
+
+    def tokenizer(cls, *args, **kwargs):
+        return build_tokenizer()
+
+    def model(cls, *args, **kwargs):
+        conversions.append(kwargs["gguf_file"])
+        return build_hf_model(len(build_tokenizer()))
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", classmethod(tokenizer))
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(model))
+    monkeypatch.setenv("LLMAUDIT_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "pkg" / "tiny.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF tiny")
+    return gguf, conversions
+
+
+@pytest.mark.parametrize("damage", [truncate, flip_last_byte])
+def test_damaged_converted_weights_are_converted_again(fake_gguf, damage) -> None:
+    gguf, conversions = fake_gguf
+    folder, sha = load._embedded_folder(gguf)
+    weights = Path(folder) / "model.safetensors"
+    original = weights.read_bytes()
+    assert load._embedded_folder(gguf) == (folder, sha) and len(conversions) == 1  # verified, reused
+    damage(weights)
+    with pytest.warns(UserWarning, match=str(weights.parent)):
+        again = load._embedded_folder(gguf)
+    assert again == (folder, sha) and len(conversions) == 2
+    assert weights.read_bytes() == original  # what is loaded is again what the GGUF's sha256 names
+
+
+# --- 8: one writer at a time ----------------------------------------------------------------------------------------
+
+
+def write_rows(path: Path, chapter: str, count: int, start) -> None:
+    """Record `count` rows of `chapter`, starting together with the other writer."""
+    start.wait()
+    results = Results(path)
+    for i in range(count):
+        results.record(chapter, f"row{i}", i)
+
+
+def test_two_processes_recording_at_once_lose_no_row(tmp_path) -> None:
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(2)
+    writers = [context.Process(target=write_rows, args=(tmp_path / "results.csv", f"w{i}", 200, start)) for i in (0, 1)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+    assert [w.exitcode for w in writers] == [0, 0]
+    assert len(Results(tmp_path / "results.csv").table()) == 400
+
+
+def hold_folder(tmp_path: Path, started, release) -> None:
+    """An audit whose first chapter waits until `release` (the first audit to start one holds it)."""
+    def slow(chapter, params_file, report_dir, output, use_cache=True, progress=True):
+        if not started.is_set():
+            started.set()
+            release.wait(60)
+        return output
+
+    audit.execute_chapter = slow
+    os._exit(main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]))
+
+
+def test_second_audit_of_the_same_model_is_busy(tmp_path, ran, capsys) -> None:
+    context = multiprocessing.get_context("fork")
+    started, release = context.Event(), context.Event()
+    holder = context.Process(target=hold_folder, args=(tmp_path, started, release))
+    holder.start()
+    try:
+        assert started.wait(60)
+        argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
+        one_line_exit_2(capsys, argv, "busy", str(holder.pid))
+    finally:
+        release.set()
+        holder.join(60)
+    assert holder.exitcode == 0
+
+
+def test_lock_of_a_dead_audit_is_taken_over(tmp_path, ran, capsys) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / audit.LOCK).write_text(str(dead.pid))
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    assert len(ran) == 1
+
+
+# --- 9: one audit, one folder -----------------------------------------------------------------------------------
+
+
+def test_relative_reports_from_another_directory_stay_in_one_folder(tmp_path, ran, monkeypatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.yaml").write_text((PARAMS_DIR / "ci.yaml").read_text())
+    monkeypatch.chdir(elsewhere)
+    assert main(["audit", "mine.yaml", "--reports", "out", "--chapter", "steering_vectors"]) == 0
+    (chapter, params_file, report_dir, output), = ran
+    folder = (elsewhere / "out" / "ci").resolve()
+    assert (REPO / report_dir).resolve() == folder  # chapters run with cwd=REPO
+    assert Path(params_file).is_absolute() and Path(params_file) == (elsewhere / "mine.yaml").resolve()
+    assert output.parent.resolve() == folder and (folder / "report.html").exists()
+
+
+# --- 10: one line and exit status 2 -----------------------------------------------------------------------------
+
+
+def test_params_path_is_a_directory(tmp_path, capsys) -> None:
+    (tmp_path / "p.yaml").mkdir()
+    one_line_exit_2(capsys, ["audit", str(tmp_path / "p.yaml")], str(tmp_path / "p.yaml"))
+
+
+def test_params_file_is_binary(tmp_path, capsys) -> None:
+    (tmp_path / "p.yaml").write_bytes(b"\x00\xff\xfe\x81name: x\n")
+    one_line_exit_2(capsys, ["audit", str(tmp_path / "p.yaml")], str(tmp_path / "p.yaml"))
+
+
+def test_unknown_chapter(tmp_path, capsys) -> None:
+    one_line_exit_2(capsys, ["audit", "ci", "--reports", str(tmp_path), "--chapter", "nope"], "unknown chapter 'nope'")
+
+
+def test_missing_chapter_source(tmp_path, ran, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(audit, "BOOK", tmp_path / "book")
+    argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
+    one_line_exit_2(capsys, argv, str(tmp_path / "book" / "01_steering_vectors.md"))
+    assert not ran
+
+
+def test_reports_folder_is_a_file(tmp_path, ran, capsys) -> None:
+    (tmp_path / "file").write_text("")
+    argv = ["audit", "ci", "--reports", str(tmp_path / "file"), "--chapter", "steering_vectors"]
+    one_line_exit_2(capsys, argv, str(tmp_path / "file"))
+
+
+def test_reports_folder_is_a_system_path(ran, capsys) -> None:
+    one_line_exit_2(capsys, ["audit", "ci", "--reports", "/proc/llmaudit", "--chapter", "steering_vectors"], "/proc")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_reports_folder_is_unwritable(tmp_path, ran, capsys) -> None:
+    (tmp_path / "ro").mkdir(mode=0o500)
+    one_line_exit_2(capsys, ["audit", "ci", "--reports", str(tmp_path / "ro"), "--chapter", "steering_vectors"], "ro")
+
+
+def write_results(folder: Path) -> None:
+    """A valid results file, so that the report and the index read the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    Results(folder / "results.csv").record("steering_vectors", "corr", 0.5)
+
+
+CORRUPT = {
+    "results_binary": ("results.csv", b"\xff\xfe\x00\x81garbage"),
+    "results_ragged": ("results.csv", b"chapter,name,value,lo,hi,unit,note,n\na,b,1,,,,,,extra,more\n"),
+    "model_card": ("model_card.json", b'{"model": {"sha256": "ab'),
+    "model_card_not_a_mapping": ("model_card.json", b"[1, 2]"),
+    "model": ("model.json", b'{"source": '),
+    "notebook": ("02_decision_tasks.ipynb", b'{"cells": [{"cell_type": "code", '),
+    "notebook_not_json": ("02_decision_tasks.ipynb", b"\x00\x01\x02"),
+    "similarity_answers": ("similarity/answers.csv", b"\xff\xfe\x00\x81garbage"),
+    "similarity_columns": ("similarity/answers.csv", b"a,b\n1,2\n"),
+}
+
+
+@pytest.mark.parametrize("case", CORRUPT)
+def test_corrupt_report_file(tmp_path, ran, capsys, case) -> None:
+    name, content = CORRUPT[case]
+    folder = tmp_path / "ci"
+    write_results(folder)
+    if name.startswith("similarity/"):
+        save_systems(folder, answers("ci", [0, 2], [0, 4]), {"ci|1": torch.ones(2, 3)})
+    elif name != "results.csv":
+        audit.run_audit("ci", tmp_path, ["steering_vectors"])  # a card and a model description to damage
+        (folder / "model.json").write_text('{"source": "x"}')
+    (folder / name).write_bytes(content)
+    argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
+    one_line_exit_2(capsys, argv, str(folder / name))
+
+
+def test_truncated_similarity_representations(tmp_path, ran, capsys) -> None:
+    folder = tmp_path / "ci"
+    write_results(folder)
+    save_systems(folder, answers("ci", [0, 2], [0, 4]), {"ci|1": torch.ones(2, 3)})
+    truncate(folder / "similarity" / "representations.safetensors")
+    argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
+    one_line_exit_2(capsys, argv, str(folder / "similarity" / "representations.safetensors"), "similarity chapter")
+
+
+FAKE_CHAPTER = textwrap.dedent(
+    """\
+    ---
+    jupyter:
+      kernelspec: {name: python3, display_name: Python 3, language: python}
+    ---
+
+    ```python tags=["parameters"]
+    params_file = "ci"
+    report_dir = "reports/ci"
+    use_cache = True
+    ```
+
+    ```python
+    from llmaudit.chapter import open_chapter
+
+    chapter = open_chapter("decision_tasks", params_file, report_dir, use_cache)
+    chapter.vector("gender_lang")
+    ```
+    """
+)
+
+
+def test_altered_saved_vector_stops_the_chapter_with_one_line(tmp_path, monkeypatch, capsys) -> None:
+    """A real kernel runs a chapter that reads an altered vector."""
+    monkeypatch.setattr(audit, "BOOK", tmp_path / "book")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "02_decision_tasks.md").write_text(FAKE_CHAPTER)
+    path = saved_vector(tmp_path / "reports" / "ci" / "vectors")
+    flip_last_byte(path)
+    argv = ["audit", "ci", "--reports", str(tmp_path / "reports"), "--chapter", "decision_tasks"]
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    errors = [line for line in lines if line.strip() and not line.startswith("Executing")]  # papermill's progress
+    assert len(errors) == 1 and "chapter decision_tasks failed" in errors[0], errors
+    assert str(path) in errors[0] and "rerun the steering_vectors chapter" in errors[0]
+
+
+def test_disk_failure_while_writing_is_one_line(tmp_path, ran, monkeypatch, capsys) -> None:
+    def full(reports):
+        raise OSError(28, "No space left on device", str(reports / "index.html"))
+
+    monkeypatch.setattr(audit, "build_index", full)
+    argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
+    one_line_exit_2(capsys, argv, str(tmp_path / "index.html"), "No space left on device")
