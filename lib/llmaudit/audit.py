@@ -18,22 +18,14 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.chapter import finish_chapter
-from llmaudit.config import REPO, Params, load_params, params_path
+from llmaudit.config import CHAPTER_KEYS, REPO, Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.report import build_report
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 
 BOOK = REPO / "book"
-CHAPTERS = {
-    "steering_vectors": "01_steering_vectors",
-    "decision_tasks": "02_decision_tasks",
-    "robustness": "03_robustness",
-    "validity": "04_validity",
-    "framing": "05_framing",
-    "similarity": "06_similarity",
-    "markedness": "07_markedness",
-}
+CHAPTERS = {key: f"{i:02d}_{key}" for i, key in enumerate(CHAPTER_KEYS, start=1)}  # key -> notebook stem
 CELL_TIMEOUT_S = 3600
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
 
