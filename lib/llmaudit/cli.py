@@ -1,4 +1,6 @@
-"""Command line: `llmaudit audit MODEL` runs one model's audit; `llmaudit check-data` verifies the data mirror."""
+"""Command line: `llmaudit audit MODEL` runs one model's audit; `llmaudit verdict REPORT_DIR` prints its verdicts
+and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
+`llmaudit check-data` verifies the data mirror."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("model", help="a name in params/ (e.g. smollm2-135m-instruct) or a path to a params YAML")
     audit.add_argument("--reports", type=Path, default=None, help="output root (default: reports/)")
     audit.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
+    gate = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
+    gate.add_argument("report_dir", type=Path, help="the report folder of an audit (reports/<model>)")
+    gate.add_argument("--junit", type=Path, default=None, help="also write the verdicts as JUnit XML to this file")
     check = commands.add_parser("check-data", help="verify every data file of the manifest against a mirror")
     check.add_argument("mirror", nargs="?", default=None, help="mirror folder (default: $LLMAUDIT_DATA)")
     args = parser.parse_args(argv)
@@ -26,6 +31,14 @@ def main(argv: list[str] | None = None) -> int:
 
             kwargs = {"reports": args.reports} if args.reports else {}
             print(run_audit(args.model, chapters=args.chapter, **kwargs))
+        elif args.command == "verdict":
+            from llmaudit.report import gate
+
+            table = gate.load_verdicts(args.report_dir)
+            print(gate.text(table))
+            if args.junit:
+                args.junit.write_text(gate.junit(table, args.report_dir.resolve().name), encoding="utf-8")
+            return gate.exit_status(table)
         else:
             from llmaudit.data import verify_all
 
