@@ -23,6 +23,7 @@ from llmaudit.errors import AuditError, ConfigError
 from llmaudit.report import build_report
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
+from llmaudit.report.results_json import write_results_json
 
 BOOK = REPO / "book"
 CHAPTERS = {key: f"{i:02d}_{key}" for i, key in enumerate(CHAPTER_KEYS, start=1)}  # key -> notebook stem
@@ -85,6 +86,7 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
             execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{CHAPTERS[chapter]}.ipynb")
             timings[chapter] = time.perf_counter() - started
         write_card(report_dir, params, params_file, timings)
+        write_results_json(report_dir)
         executed = {c: report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
         report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)

@@ -1,0 +1,69 @@
+"""results.json: the headline numbers of results.csv, the verdicts and the audit's configuration in one document,
+shaped after lm-evaluation-harness's results file where it fits (`results`, `config`, `versions`, `n-samples`),
+so tools that read one read the other. Schema (README, "results.json"):
+
+- results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
+- verdicts: [{requirement, test, verdict, score, lo, hi, epsilon, resampled, n, gate, gates, half_width,
+  cases_needed, p_holm, holm}]: the verdict page's rows;
+- config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text, seed,
+  epsilon and gate thresholds;
+- versions: llmaudit, the computing code's hash, the git commit, Python and library versions;
+- data: the data manifest's sha256 and each data file's sha256;
+- n-samples: {chapter: {name: n}} for the rows with an interval over n sampled units.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from llmaudit.report.card import CARD, read_json
+from llmaudit.report.results import Results
+from llmaudit.report.verdicts import from_card
+
+NAME = "results.json"
+FIELDS = ("value", "lo", "hi", "n", "unit", "note")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready scalar: NaN and pandas' missing values as null, numpy numbers as Python numbers."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "item"):
+        return _plain(value.item())
+    return list(value) if isinstance(value, tuple) else value
+
+
+def results_document(report_dir: Path) -> dict[str, Any]:
+    """The results.json document of one report folder, from its results.csv and model card."""
+    table = Results(report_dir / "results.csv").table()
+    card = read_json(report_dir / CARD)
+    results: dict[str, dict[str, Any]] = {}
+    samples: dict[str, dict[str, int]] = {}
+    for row in table.itertuples(index=False):
+        results.setdefault(row.chapter, {})[row.name] = {f: _plain(getattr(row, f)) for f in FIELDS}
+        if _plain(row.n) is not None:
+            samples.setdefault(row.chapter, {})[row.name] = int(row.n)
+    verdicts = from_card(table, card) if card else pd.DataFrame()
+    params = card.get("params", {})
+    return {
+        "results": results,
+        "verdicts": [{k: _plain(v) for k, v in r.items() if k != "p_fail"} for r in verdicts.to_dict("records")],
+        "config": {"model": card.get("model", {}),
+                   **{k: params.get(k) for k in ("name", "file", "sha256", "text", "seed", "epsilon", "gates")}},
+        "versions": card.get("environment", {}),
+        "data": card.get("data", {}),
+        "n-samples": samples,
+    }
+
+
+def write_results_json(report_dir: Path) -> Path:
+    """Write results.json next to results.csv (rewritten whole on every audit run)."""
+    path = Path(report_dir) / NAME
+    path.write_text(json.dumps(results_document(Path(report_dir)), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return path
+
