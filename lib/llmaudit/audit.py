@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -45,7 +46,8 @@ def execute_chapter(
     chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True
 ) -> Path:
     """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
-    and only a run that succeeds replaces the chapter's rows in the results file."""
+    and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
+    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
     notebook = jupytext.read(chapter_source(chapter))
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{CHAPTERS[chapter]}.ipynb"
@@ -58,7 +60,8 @@ def execute_chapter(
                 kernel_name="python3",
                 cwd=str(REPO),
                 execution_timeout=CELL_TIMEOUT_S,
-                progress_bar=progress,
+                progress_bar=False,
+                stderr_file=sys.stderr if progress else None,  # the chapter's own progress bars, with time left
             )
         except PapermillExecutionError as err:
             raise AuditError(
@@ -81,10 +84,12 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
     report_dir = reports / params.name
     with _held(report_dir):
         timings = {}
-        for chapter in chosen:
+        for i, chapter in enumerate(chosen, start=1):
+            print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
             started = time.perf_counter()
             execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{CHAPTERS[chapter]}.ipynb")
             timings[chapter] = time.perf_counter() - started
+            print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, params, params_file, timings)
         write_results_json(report_dir)
         executed = {c: report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS}

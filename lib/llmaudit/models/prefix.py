@@ -10,7 +10,7 @@ import copy
 from collections.abc import Sequence
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from llmaudit.models.layers import hidden
 from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, token_batches

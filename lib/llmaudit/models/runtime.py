@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from llmaudit.errors import AuditError
 from llmaudit.models.layers import hidden, with_hidden
