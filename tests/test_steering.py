@@ -44,7 +44,7 @@ def test_wmd_recovers_planted_direction() -> None:
 
 
 def test_wmd_matches_spec_formula() -> None:
-    """Reference computation of the SPEC formula in numpy, with skewed scores so weighting matters."""
+    """Reference computation of the WMD formula (main paper §3.3) in numpy, with skewed scores so weighting matters."""
     gen = torch.Generator().manual_seed(5)
     acts = torch.randn(30, 2, 5, generator=gen)
     s = torch.tensor([0.9, 0.3, 0.2, 0.6, -0.8, -0.1, -0.5, -0.9, 0.0, 0.01] * 3) + 0.001 * torch.arange(30)

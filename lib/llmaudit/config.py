@@ -62,7 +62,7 @@ class SteeringParams:
 
 @dataclass(frozen=True)
 class TaskParams:
-    """Sizes and thresholds of the decision tasks (SPEC Chapter 2): cases per task, the lambda grid of the
+    """Sizes and thresholds of the decision tasks (main paper §4.2-4.4): cases per task, the lambda grid of the
     white-box sweep, the invariance threshold epsilon on |slope|, and bootstrap resamples for intervals."""
 
     sizes: dict[str, int | None] = field(default_factory=dict)
@@ -87,7 +87,7 @@ class ValidityParams:
 
 @dataclass(frozen=True)
 class FramingParams:
-    """Sizes of the framing chapter (SPEC Chapter 5): attributes per stereotype tag (None: all), sampled answers
+    """Sizes of the framing chapter ("Measuring Bias or Measuring the Task"): attributes per stereotype tag (None: all), sampled answers
     (and option orders) per cell, their length, and the steering coefficients compared with prompting."""
 
     per_tag: int | None = None
@@ -98,7 +98,7 @@ class FramingParams:
 
 @dataclass(frozen=True)
 class SimilarityParams:
-    """Sizes of the similarity chapter (SPEC Chapter 6): BBQ questions per (category, context, polarity) cell,
+    """Sizes of the similarity chapter ("Bias Similarity Measurement"): BBQ questions per (category, context, polarity) cell,
     the steering coefficients whose steered models join the comparison, the relative depths (0 = first block,
     1 = last) whose representations are compared with CKA, and other audited models (report folder names) to
     compare with."""
@@ -114,7 +114,7 @@ PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the markedness chapter's temp
 
 @dataclass(frozen=True)
 class MarkednessParams:
-    """Sizes of the markedness chapter (SPEC Chapter 7): templates sampled per probe set (None: all), the
+    """Sizes of the markedness chapter ("Template-Based Probes Are Imperfect Lenses"): templates sampled per probe set (None: all), the
     demonstration pool, the few-shot seeds, and whether every group term is used or only each group's name."""
 
     templates: dict[str, int | None] = field(default_factory=dict)

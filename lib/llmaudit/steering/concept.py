@@ -1,4 +1,4 @@
-"""Concept scores (SPEC Chapter 1): s(x) = sum p(t in T+) - sum p(t in T-) over the next token after an output
+"""Concept scores (main paper §3.3): s(x) = sum p(t in T+) - sum p(t in T-) over the next token after an output
 prefix, and the positive / negative / neutral split of texts by that score."""
 
 from __future__ import annotations

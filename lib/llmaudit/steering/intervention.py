@@ -1,4 +1,4 @@
-"""Edits of the residual stream at one block output, applied at every token position (SPEC Chapter 1).
+"""Edits of the residual stream at one block output, applied at every token position (main paper §3.3).
 
 Projection: h' = h - ((h - mu0) . v) v + alpha v   (alpha = lambda * k; alpha = 0 removes the concept)
 Additive:   h' = h + alpha v

@@ -1,4 +1,4 @@
-"""Choosing and scaling one vector from the per-layer candidates on validation data (SPEC Chapter 1)."""
+"""Choosing and scaling one vector from the per-layer candidates on validation data (main paper §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Weighted mean difference (Cyberey et al. 2025), one candidate direction per layer (SPEC Chapter 1):
+"""Weighted mean difference (Cyberey et al. 2025), one candidate direction per layer (main paper §3.3):
 mu0 = mean neutral activation; m+- = sum_i w_i (a_i - mu0) with w_i = s_i / sum_j s_j within each side;
 v = normalize(normalize(m+) - normalize(m-))."""
 

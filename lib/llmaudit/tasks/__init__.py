@@ -1,4 +1,4 @@
-"""The four decision tasks of the audit (SPEC Chapter 2), one module each, sharing the Task interface."""
+"""The four decision tasks of the audit (main paper §4.2-4.4), one module each, sharing the Task interface."""
 
 from llmaudit.tasks.base import VARIANTS, Task, TaskItem, answer_ids, metric
 

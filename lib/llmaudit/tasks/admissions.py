@@ -1,4 +1,4 @@
-"""University admissions (gender or race), SPEC Chapter 2: the paper's base template (App. A.4.1) for one case =
+"""University admissions (gender or race), main paper §4.2-4.4: the paper's base template (App. A.4.1) for one case =
 (university, GPA 1.0..4.0 step 0.5, 0..5 clubs, 0..3 letters); metric = normalised P(Yes).
 
 The layout is the paper's ("- " bullets, GPA with one decimal), not the reference code's ("•").

@@ -1,4 +1,4 @@
-"""What every decision task provides (SPEC Chapter 2): prompts in three variants and a metric read from the
+"""What every decision task provides (main paper §4.2-4.4): prompts in three variants and a metric read from the
 next-token probabilities of a few answer words, so that results are deterministic.
 
 Variants: `explicit` states the protected attribute (female / male, Black / White ...), `implicit` signals it

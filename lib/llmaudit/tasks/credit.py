@@ -1,4 +1,4 @@
-"""Credit scoring (gender), SPEC Chapter 2: the paper's base template (App. A.4.1) filled with a South German
+"""Credit scoring (gender), main paper §4.2-4.4: the paper's base template (App. A.4.1) filled with a South German
 credit profile; metric = normalised P(Bad).
 
 Variants: `explicit` gives each profile twice, with Gender female and male; `neutral` once with Gender unknown;

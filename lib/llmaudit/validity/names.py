@@ -1,4 +1,4 @@
-"""Name perturbation (SPEC Chapter 4, main paper §5.1): SSA first names with their female share p_f, binned
+"""Name perturbation (main paper §5.1): SSA first names with their female share p_f, binned
 into the paper's 11 bins, inserted into credit profiles in place of the gender line; and the implicit bias
 score over the names outside an interval of p_f (the paper's "not (a, b)" filters of Table 3)."""
 
