@@ -10,7 +10,8 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.similarity.compare import cka_matrix, unk_flip_matrix
-from llmaudit.similarity.evaluate import QUESTION, blocks_at, load_systems, save_systems
+from llmaudit.similarity.evaluate import blocks_at
+from llmaudit.similarity.saved import QUESTION, load_systems, save_systems
 
 
 def answers(system: str, preds: list[int], ids: list[int]) -> pd.DataFrame:
@@ -26,7 +27,7 @@ def test_saved_systems_come_back_with_their_question_order(tmp_path) -> None:
     y = torch.tensor(rng.normal(size=(3, 5)), dtype=torch.float32)
     save_systems(tmp_path / "n", answers("n", [2, 2, 2], [12, 0, 4]), {"n|1": y})
     loaded, reps = load_systems(tmp_path)
-    assert set(loaded["system"]) == {"m", "n"} and torch.equal(reps["m|1"][1], x)
+    assert set(loaded["system"]) == {"m", "n"} and np.array_equal(reps["m|1"][1], x.numpy())
     assert reps["n|1"][0]["example_id"].tolist() == [12, 0, 4]
     only, _ = load_systems(tmp_path, ["n"])
     assert set(only["system"]) == {"n"}
@@ -56,3 +57,12 @@ def test_cka_matrix_aligns_questions_across_orders() -> None:
 
 def test_blocks_at_relative_depths() -> None:
     assert blocks_at([0.0, 0.5, 1.0], 30) == [0, 14, 29]
+
+
+def test_saved_systems_are_read_without_torch() -> None:
+    """The cross-model index reads other reports' systems: that must not load torch or any model code."""
+    import subprocess
+    import sys
+
+    code = "import sys, llmaudit.similarity.saved; print(sorted(m for m in ('torch', 'llmaudit.models') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"

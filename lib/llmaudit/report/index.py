@@ -21,7 +21,7 @@ from llmaudit.report.results import Results
 from llmaudit.report.gates import NOT_CHECKED
 from llmaudit.report.verdicts import from_card
 from llmaudit.similarity.compare import cka_matrix, similarity_matrix, unk_flip_matrix
-from llmaudit.similarity.evaluate import FOLDER, load_systems
+from llmaudit.similarity.saved import FOLDER, load_systems
 
 SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter): "
               "how alike their answers are (histogram cosine), how often one abstains where the other follows the "

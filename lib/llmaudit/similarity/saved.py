@@ -1,0 +1,78 @@
+"""The similarity chapter's systems as saved in a report folder (answers.csv, representations.safetensors), written
+and read without torch, so the cross-model index reads them without loading any model code."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import load_file, save_file
+
+from llmaudit.errors import AuditError
+
+FOLDER = "similarity"
+QUESTION = ["category", "example_id", "question_index", "polarity", "context_condition", "label", "unknown_index",
+            "target_index"]
+
+
+def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray]) -> None:
+    """Write answers.csv and representations.safetensors (any array-likes, e.g. CPU tensors) under the report's
+    similarity folder."""
+    folder = Path(report_dir) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    answers.to_csv(folder / "answers.csv", index=False)
+    order = answers.drop_duplicates(["category", "example_id"])[["category", "example_id"]].to_dict("list")
+    arrays = {key: np.ascontiguousarray(np.asarray(value)) for key, value in reps.items()}
+    save_file(arrays, str(folder / "representations.safetensors"), metadata={"order": json.dumps(order)})
+
+
+def load_systems(
+    reports: Path, models: list[str] | None = None
+) -> tuple[pd.DataFrame, dict[str, tuple[pd.DataFrame, np.ndarray]]]:
+    """The systems saved under `reports` by the listed report folders (all when None): all answers, and per
+    'system|depth' its question order (category, example_id) with the representations in that order. A damaged
+    file is a one-line AuditError naming it and the chapter that writes it again."""
+    folders = sorted(Path(reports).glob(f"*/{FOLDER}")) if models is None else [
+        Path(reports) / model / FOLDER for model in models]
+    answers, reps = [], {}
+    for folder in folders:
+        if not (folder / "answers.csv").exists():
+            if models is not None:
+                raise AuditError(f"no similarity results in {folder.parent}: run its audit's similarity chapter first")
+            continue
+        answers.append(_read_answers(folder / "answers.csv"))
+        order, tensors = _read_representations(folder / "representations.safetensors")
+        reps |= {key: (order, tensor) for key, tensor in tensors.items()}
+    return (pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()), reps
+
+
+def _read_answers(path: Path) -> pd.DataFrame:
+    """A saved answers.csv, checked for the columns the comparisons read."""
+    try:
+        answers = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not CSV, empty
+        raise _damaged(path, " ".join(str(err).split())) from None
+    missing = [column for column in [*QUESTION, "system", "pred"] if column not in answers]
+    if missing:
+        raise _damaged(path, f"no column {', '.join(missing)}")
+    return answers
+
+
+def _read_representations(path: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """A saved representations.safetensors: the question order of its rows, and its tensors by 'system|depth'."""
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            order = pd.DataFrame(json.loads((handle.metadata() or {})["order"]))
+        return order, load_file(str(path))
+    except (OSError, ValueError, KeyError, SafetensorError) as err:  # KeyError: no question order
+        raise _damaged(path, f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+
+
+def _damaged(path: Path, problem: str) -> AuditError:
+    """The one-line error for a damaged file of a report's similarity folder."""
+    return AuditError(f"similarity results {path} are damaged ({problem}): rerun the similarity chapter of "
+                      f"{path.parent.parent.name}")
