@@ -5,7 +5,7 @@ that excludes cells where the model mostly fails to produce one."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import combinations
 
@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from llmaudit.errors import AuditError
+from llmaudit.models.tokens import single_token_ids
 
 FAMILIES: tuple[str, ...] = ("he", "she", "they")
 INFLECTIONS: dict[str, tuple[str, ...]] = {
@@ -28,14 +29,6 @@ _PRONOUN = re.compile(r"\b(" + "|".join(sorted(_FAMILY_OF, key=len, reverse=True
 _LETTER = re.compile(r"""^[\s"'(\[*]*([A-Z])(?![A-Za-z0-9'])(?!\s+[a-z])""")
 
 
-def _single_ids(tokenizer, word: str) -> Iterator[int]:
-    """Ids of the word's forms (as-is, Capitalised, leading space, both) that encode to one known token."""
-    for form in {word, word.capitalize(), " " + word, " " + word.capitalize()}:
-        ids = tokenizer.encode(form, add_special_tokens=False)
-        if len(ids) == 1 and ids[0] != tokenizer.unk_token_id:
-            yield ids[0]
-
-
 def family_token_ids(tokenizer, letters: Mapping[str, str | None] | None = None) -> dict[str, list[int]]:
     """Single-token ids per family of every inflection, plus, for a choice prompt, of the option letters standing
     for that family (`FramingPrompt.letters`); an id reached from two families is dropped from both so the
@@ -44,7 +37,7 @@ def family_token_ids(tokenizer, letters: Mapping[str, str | None] | None = None)
     for letter, family in (letters or {}).items():
         if family is not None:
             words[family].append(letter)
-    found = {family: {i for word in words[family] for i in _single_ids(tokenizer, word)} for family in FAMILIES}
+    found = {family: set(single_token_ids(tokenizer, words[family])) for family in FAMILIES}
     shared = {i for a, b in combinations(FAMILIES, 2) for i in found[a] & found[b]}
     ids = {family: sorted(found[family] - shared) for family in FAMILIES}
     empty = [family for family in FAMILIES if not ids[family]]

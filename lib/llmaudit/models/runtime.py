@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from llmaudit.errors import AuditError
 from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.tokens import single_token_ids
 from llmaudit.steering.intervention import Intervention
 
 
@@ -96,14 +97,8 @@ class AuditModel:
         return text + prefix
 
     def single_token_ids(self, words: Sequence[str]) -> list[int]:
-        """Ids of the forms of `words` (as given, capitalised, with a leading space) that are one known token each."""
-        ids: list[int] = []
-        for word in words:
-            for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
-                tokens = self.tokenizer.encode(form, add_special_tokens=False)
-                if len(tokens) == 1 and tokens[0] not in ids and tokens[0] != self.tokenizer.unk_token_id:
-                    ids.append(tokens[0])
-        return ids
+        """Ids of the one-token forms of `words` for this model's tokenizer (`models.tokens.single_token_ids`)."""
+        return single_token_ids(self.tokenizer, words)
 
     def forward(
         self,
