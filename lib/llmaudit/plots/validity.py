@@ -11,12 +11,13 @@ P_F = alt.X("p_f:Q", title="female share of births with the name (p_f)", scale=a
 
 def projections(names: pd.DataFrame, means_of: pd.DataFrame | None = None) -> alt.LayerChart:
     """Each name's projection on the gender vector against p_f (columns name, p_f, projection, bin), with the bin
-    means of `means_of` (default: the same names) drawn as a line."""
+    means of `means_of` (default: the same names; averaged here, so thousands of names stay a line of 11 points)
+    drawn as a line."""
     points = alt.Chart(names).mark_circle(size=14, opacity=0.35).encode(
         x=P_F, y=alt.Y("projection:Q", title="projection on v (− male, + female)"), tooltip=["name", "p_f"]
     )
-    means = alt.Chart(names if means_of is None else means_of[["bin", "projection"]]).mark_line(
-        point=True, color="black").encode(x=alt.X("bin:Q"), y="mean(projection):Q")
+    binned = (names if means_of is None else means_of).groupby("bin", as_index=False)["projection"].mean()
+    means = alt.Chart(binned).mark_line(point=True, color="black").encode(x=alt.X("bin:Q"), y="projection:Q")
     return alt.layer(points, means).properties(width=480, height=260)
 
 
