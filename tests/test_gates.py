@@ -94,10 +94,10 @@ def test_missing_gate_values_are_shown_not_passed(tmp_path) -> None:
     table = verdicts(results.table(), EPSILON)
     assert table["verdict"].tolist() == ["pass", "fail"] and (table["gate"] == "not checked").all()
     assert table["gates"].iloc[1] == (
-        "credit competence lower bound: not checked (no credit.competence in results.csv; a task without gold answers"
-        " or a decisive fact has none)",
-        "gender_lang corr: not checked (no gender_lang.corr in results.csv)",
-        "gender_lang steered score span: not checked (no gender_lang.steered_score_span in results.csv)",
+        "credit competence lower bound: not checked (no credit.competence: the task has no gold answers or decisive"
+        " fact, or its chapter has not run)",
+        "gender_lang corr: not checked (no gender_lang.corr: its chapter has not run)",
+        "gender_lang steered score span: not checked (no gender_lang.steered_score_span: its chapter has not run)",
     )
     html = verdict_section(table)
     assert html.count('<span class="unchecked">gate not checked</span>') == 2

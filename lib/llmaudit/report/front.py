@@ -21,9 +21,11 @@ CSS = """
 .verdict.inconclusive { background: #fff8c5; color: #7d4e00; }
 .verdict.not-measurable { background: #eaeef2; color: #57606a; }
 .unchecked { display: block; font-size: .75rem; color: #9a6700; }
+table.verdicts { display: block; max-width: 100%; overflow-x: auto; }
 table.verdicts td.req { font-weight: 600; }
 table.verdicts td.num { white-space: nowrap; }
-table.verdicts td.gates, table.verdicts td.power { font-size: .8rem; }
+table.verdicts td.gates { font-size: .8rem; min-width: 14em; }
+table.verdicts .small { display: block; font-size: .75rem; color: var(--muted); white-space: normal; }
 dl.card { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; font-size: .9rem; }
 dl.card dt { color: var(--muted); }
 dl.card dd { margin: 0; overflow-wrap: anywhere; }
@@ -80,14 +82,14 @@ def verdict_section(table: pd.DataFrame) -> str:
             lead = (f'<td class="req" rowspan="{span}">{escape(requirement)}</td>'
                     f'<td rowspan="{span}">{badge(worst[requirement])}</td>') if i == 0 else ""
             checks = "<br>".join(escape(text) for text in t.gates)
-            rows.append(f"<tr>{lead}<td>{escape(t.test)}</td><td>{escape(t.resampled)}</td>"
-                        f"<td class=\"num\">{_signed(t.score)}</td>"
-                        f"<td class=\"num\">[{_signed(t.lo)}, {_signed(t.hi)}]</td>"
-                        f"<td class=\"power\">{_power(t)}</td><td class=\"gates\">{checks}</td>"
-                        f"<td>{_outcome(t)}</td><td>{_holm(t)}</td></tr>")
+            holm = f'<span class="small">Holm: {_holm(t)}</span>' if t.holm else ""
+            rows.append(f'<tr>{lead}<td>{escape(t.test)}<span class="small">resampled: {escape(t.resampled)}'
+                        f"</span></td><td>{_outcome(t)}{holm}</td>"
+                        f'<td class="num">{_signed(t.score)} [{_signed(t.lo)}, {_signed(t.hi)}]'
+                        f'<span class="small">{_power(t)}</span></td><td class="gates">{checks}</td></tr>')
     epsilon = table["epsilon"].iloc[0]
-    head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Resampled</th><th>Score</th><th>95% CI</th>"
-            "<th>Half-width</th><th>Instrument gates</th><th>Verdict</th><th>Holm</th></tr>")
+    head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Verdict</th><th>Score [95% CI], half-width</th>"
+            "<th>Instrument gates</th></tr>")
     return (
         '<section id="verdicts"><h2>Verdicts</h2>\n'
         f"<p><strong>{len(worst)} requirements: {tally}.</strong> A requirement is invariance of a decision "
@@ -104,8 +106,8 @@ def verdict_section(table: pd.DataFrame) -> str:
         "named per test; the half-width h of an interval shrinks as 1/&radic;n, so an inconclusive test gives "
         "about how many such units would decide it at the observed variance.</p>\n"
         f"<p>This page holds {len(table)} tests, {family} of them measurable: that is the family over which Holm's "
-        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); the Holm "
-        "column says whether each fail survives it. The per-test verdicts are uncorrected.</p>\n"
+        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); under each fail, "
+        "the Verdict column says whether it survives. The per-test verdicts are uncorrected.</p>\n"
         f'<table class="verdicts"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table></section>"
     )
 

@@ -69,8 +69,9 @@ class Check:
         """How the check reads on the verdict page, e.g. 'gender_id corr 0.016 < 0.2: not a gender direction ...'."""
         head = f"{self.subject} {self.gate.label}"
         if self.state == NOT_CHECKED:
-            why = "; a task without gold answers or a decisive fact has none" if self.gate.instrument == "task" else ""
-            return f"{head}: not checked (no {self.subject}.{self.gate.name} in results.csv{why})"
+            why = ": the task has no gold answers or decisive fact, or its chapter has not run" \
+                if self.gate.instrument == "task" else ": its chapter has not run"
+            return f"{head}: not checked (no {self.subject}.{self.gate.name}{why})"
         passed = self.state == PASSED
         relation = {(True, True): ">", (True, False): "≥", (False, True): "≤", (False, False): "<"}
         line = f"{head} {self.value:.3f} {relation[passed, self.gate.strict]} {self.threshold:g}"
