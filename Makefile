@@ -40,6 +40,7 @@ unit: install
 # The book works offline (MathJax bundled by sphinx-mathjax-offline): the check fails on any page that loads
 # a script, style, font or image from the network.
 book: install
+	$(PY) -m llmaudit.contents _toc.yml
 	$(VENV)/bin/jupyter-book build .
 	$(PY) -m llmaudit.book _build/html
 

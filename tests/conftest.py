@@ -81,7 +81,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
     """The tiny model loaded through `load_model` (real local-folder path)."""
-    from llmaudit.config import ModelSpec
+    from llmaudit.models.spec import ModelSpec
     from llmaudit.models import load_model
 
     return load_model("tiny", ModelSpec(path=str(tiny_model_dir)))

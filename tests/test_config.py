@@ -6,7 +6,11 @@ import textwrap
 
 import pytest
 
-from llmaudit.config import PARAMS_DIR, ModelSpec, Params, SteeringParams, available_models, load_params
+from llmaudit.chapter import Chapter
+from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
+from llmaudit.models.spec import ModelSpec
+from llmaudit.registry import verdict_tests
+from llmaudit.steering.spec import SteeringParams
 from llmaudit.errors import AuditError, ConfigError
 
 GOOD = """\
@@ -164,3 +168,22 @@ def test_remote_needs_hf(tmp_path) -> None:
 def test_unknown_vector_or_dataset_name_suggests(tmp_path, old, new, suggestion) -> None:
     message = config_error(write(tmp_path, GOOD.replace(old, new)))
     assert f"did you mean '{suggestion}'" in message
+
+
+def test_size_zero_skips_a_task_and_its_verdict_tests(tmp_path) -> None:
+    text = GOOD + "chapters: [decision_tasks, validity]\ntasks:\n  sizes: {credit: 0, medical_race: 2}\n"
+    params = load_params(write(tmp_path, text))
+    assert not params.tasks.run("credit") and params.tasks.run("medical_race") and params.tasks.run("judicial_penalty")
+    declared = [test.name for test in verdict_tests(params)]
+    assert not any(name.startswith("credit.") for name in declared)  # nor validity's names test, which needs credit
+    assert "medical_race.blackbox_explicit" in declared and "medical_race.blackbox_implicit" not in declared
+    assert not any(".slope" in name and "whitebox" not in name for name in declared)  # robustness not listed
+    message = config_error(write(tmp_path, GOOD + "tasks:\n  sizes: {credit: 1}\n"))
+    assert "tasks:sizes:credit" in message and "0 to skip" in message
+
+
+def test_settings_are_printed_from_the_params(tmp_path) -> None:
+    params = load_params(write(tmp_path, GOOD + "chapters: [robustness]\n"))
+    text = Chapter("robustness", params, tmp_path, params_file="p.yaml").describe()
+    assert text.splitlines()[0] == "tiny (params: p.yaml), seed 3, batch_tokens 512"
+    assert text.splitlines()[1].startswith("tasks: sizes={}, lambdas=[-1.0, -0.8,")  # the section robustness reads

@@ -10,7 +10,7 @@ import torch
 from conftest import build_tokenizer
 
 from llmaudit.framing.metrics import (
-    apd, choice_proportions, effects, gen_effect, instr_effect, probability_frame, pronoun_level_shift, pronoun_shift,
+    KEYS, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, pronoun_level_shift, pronoun_shift,
 )
 from llmaudit.framing.pronouns import detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids
 from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
@@ -58,10 +58,13 @@ def test_choice_proportions_over_valid_outputs():
     assert [row.he, row.she, row.they] == [0.5, 0.25, 0.25]
 
 
-def test_probability_frame_averages_orders_of_one_cell():
+def test_cell_means_average_orders_of_one_cell():
     mc = prompts("x")[7]
-    frame = probability_frame([mc, shuffle_options(mc, 1)], torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+    rows = pd.DataFrame([(p.attribute, p.task, p.gender, p.instr) for p in (mc, shuffle_options(mc, 1))], columns=KEYS)
+    rows[["he", "she", "they"]] = [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    frame = cell_means(rows.assign(projection=[2.0, 4.0]))
     assert frame[["he", "she", "they"]].values.tolist() == [[0.5, 0.0, 0.5]] and frame.gender.item() is False
+    assert "projection" not in frame and cell_means(rows.assign(projection=[2.0, 4.0]), ["projection"]).projection.item() == 3
 
 
 def test_family_token_ids_and_probs():

@@ -24,6 +24,7 @@ from llmaudit import audit, config
 from llmaudit.config import load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
+from llmaudit.registry import KEYS
 from llmaudit.report import build_report, charts, index
 from llmaudit.report.card import write_card, write_model
 from llmaudit.report.index import build_index
@@ -364,4 +365,4 @@ def test_chapters_must_name_at_least_one_known_chapter(tmp_path) -> None:
 
 
 def test_every_chapter_key_has_its_source() -> None:
-    assert [audit.chapter_source(key).name for key in config.CHAPTER_KEYS] == sorted(p.name for p in audit.BOOK.glob("0*.md"))
+    assert [audit.chapter_source(key).name for key in KEYS] == sorted(p.name for p in audit.BOOK.glob("0*.md"))

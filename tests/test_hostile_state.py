@@ -12,6 +12,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import nbformat
 import papermill
 import pytest
 import torch
@@ -93,7 +94,7 @@ def fake_chapter(monkeypatch, rows: dict[str, float], fail: bool) -> None:
         assert chapter.results.table("decision_tasks")["name"].tolist() == list(rows)  # the run sees its own rows
         if fail:
             raise PapermillExecutionError(3, 3, "", "RuntimeError", "boom", [])
-        Path(output).write_text("{}")
+        nbformat.write(nbformat.v4.new_notebook(), output)
 
     monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
 

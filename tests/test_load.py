@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmaudit.config import ModelSpec
+from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
 from llmaudit.models.embedded import locate_gguf

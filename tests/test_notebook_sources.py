@@ -7,8 +7,9 @@ import jupytext
 import nbformat
 import pytest
 
-from llmaudit.audit import CHAPTERS, chapter_source
-from llmaudit.config import REPO
+from llmaudit.audit import chapter_source
+from llmaudit.paths import REPO
+from llmaudit.registry import KEYS, notebook
 
 REFERENCES = REPO / "tests" / "notebooks"
 
@@ -18,9 +19,9 @@ def code_cells(nb) -> list[str]:
     return [c.source for c in nb.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
 
 
-@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+@pytest.mark.parametrize("chapter", KEYS)
 def test_reference_matches_source(chapter: str) -> None:
-    reference = REFERENCES / f"{CHAPTERS[chapter]}.ipynb"
+    reference = REFERENCES / f"{notebook(chapter)}.ipynb"
     assert reference.exists(), f"{reference} missing: run `make nbval-reference`"
     current = code_cells(jupytext.read(chapter_source(chapter)))
     assert code_cells(nbformat.read(reference, as_version=4)) == current, (
@@ -28,8 +29,21 @@ def test_reference_matches_source(chapter: str) -> None:
     )
 
 
-@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+@pytest.mark.parametrize("chapter", KEYS)
 def test_reference_runs_ci_params(chapter: str) -> None:
-    nb = nbformat.read(REFERENCES / f"{CHAPTERS[chapter]}.ipynb", as_version=4)
+    nb = nbformat.read(REFERENCES / f"{notebook(chapter)}.ipynb", as_version=4)
     injected = [c.source for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and 'params_file = "ci"' in injected[0] and "use_cache = False" in injected[0]
+
+
+@pytest.mark.parametrize("chapter", KEYS)
+def test_reader_sees_the_setup_code_and_the_settings_once(chapter: str) -> None:
+    """Both parameters cells (the chapter's defaults and papermill's values) are hidden; the setup cell, whose
+    code is shown folded, prints the params the chapter ran with."""
+    nb = nbformat.read(REFERENCES / f"{notebook(chapter)}.ipynb", as_version=4)
+    tags = [set(c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
+    assert all("remove-cell" in t for t in tags if t & {"parameters", "injected-parameters"})
+    setup = next(c for c in nb.cells if c.cell_type == "code" and "open_chapter(" in c.source)
+    assert "hide-input" in setup.metadata.tags and "remove-cell" not in setup.metadata.tags
+    printed = "".join(out.get("text", "") for out in setup.outputs if out.get("name") == "stdout")
+    assert "ci (params: ci), seed 0" in printed

@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from llmaudit import cache
-from llmaudit.config import PARAMS_DIR, ModelSpec, load_params
+from llmaudit import chapter as chapter_module
+from llmaudit.chapter import Chapter
+from llmaudit.config import PARAMS_DIR, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
+from llmaudit.models.spec import ModelSpec
 from llmaudit.tasks.base import sample_ids
 from llmaudit.tasks.evaluate import TaskRunner
 from test_task_runner import ToyTask, toy_vector
@@ -86,17 +89,22 @@ def test_changed_code_never_reuses_cached_results(tmp_path, monkeypatch) -> None
         calls.append(1)
         return {"x": torch.ones(2)}
 
-    cache.cached_tensors(tmp_path, {"prompts": ["a"]}, compute)
-    cache.cached_tensors(tmp_path, {"prompts": ["a"]}, compute)
+    def run():
+        cache.cached_tensors(Chapter("steering_vectors", load_params("ci"), tmp_path).cache, {"prompts": ["a"]}, compute)
+
+    run()
+    run()
     assert len(calls) == 1
-    monkeypatch.setattr(cache, "code_version", lambda: "edited")
-    cache.cached_tensors(tmp_path, {"prompts": ["a"]}, compute)
+    monkeypatch.setattr(chapter_module, "code_version", lambda packages: "edited")
+    run()
     assert len(calls) == 2
 
 
-def test_code_version_follows_the_computing_modules() -> None:
-    version = cache.code_version()
-    assert len(version) == 16 and version == cache.code_version()
+def test_code_version_follows_the_computing_modules(tmp_path) -> None:
+    packages = ("models", "steering")
+    version = cache.code_version(packages)
+    assert len(version) == 16 and version == cache.code_version(("steering", "models"))
+    assert version != cache.code_version(("models", "steering", "tasks"))
 
 
 def test_two_runs_give_identical_numbers(tiny_model) -> None:

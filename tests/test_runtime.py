@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmaudit.config import ModelSpec
+from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model, runtime
 from llmaudit.models.layers import hidden, with_hidden

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmaudit.config import ValidityParams
+from llmaudit.validity.spec import ValidityParams
 from llmaudit.errors import AuditError
 from llmaudit.validity.sobol import associations, cramers_v, discretise, first_order, first_order_ci
 

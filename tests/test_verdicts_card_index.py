@@ -12,7 +12,7 @@ from llmaudit.config import load_params, params_path
 from llmaudit.report import Results, build_report
 from llmaudit.report.card import CARD, write_card, write_model
 from llmaudit.report.index import build_index, side_by_side
-from llmaudit.report.verdicts import overall, verdicts
+from llmaudit.verdict.verdicts import overall, verdicts
 
 
 def results_file(folder: Path, slope: tuple[float, float, float]) -> Results:

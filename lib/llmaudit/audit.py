@@ -19,24 +19,22 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.chapter import finish_chapter
-from llmaudit.config import CHAPTER_KEYS, REPO, Params, load_params, params_path
+from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
+from llmaudit.paths import BOOK, REPO
+from llmaudit.registry import notebook
 from llmaudit.report import build_report
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 
-BOOK = REPO / "book"
-CHAPTERS = {key: f"{i:02d}_{key}" for i, key in enumerate(CHAPTER_KEYS, start=1)}  # key -> notebook stem
 CELL_TIMEOUT_S = 3600
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
 
 
 def chapter_source(chapter: str) -> Path:
     """The jupytext source of a chapter key; an unknown key or a missing file is a one-line AuditError."""
-    if chapter not in CHAPTERS:
-        raise AuditError(f"unknown chapter '{chapter}': known chapters are {', '.join(CHAPTERS)}")
-    path = BOOK / f"{CHAPTERS[chapter]}.md"
+    path = BOOK / f"{notebook(chapter)}.md"
     if not path.is_file():
         raise AuditError(f"chapter source {path} is missing: restore it from the repository")
     return path
@@ -48,10 +46,10 @@ def execute_chapter(
     """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
     progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
-    notebook = jupytext.read(chapter_source(chapter))
+    source_notebook = jupytext.read(chapter_source(chapter))
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / f"{CHAPTERS[chapter]}.ipynb"
-        jupytext.write(notebook, source)
+        source = Path(tmp) / f"{notebook(chapter)}.ipynb"
+        jupytext.write(source_notebook, source)
         try:
             papermill.execute_notebook(
                 str(source),
@@ -68,8 +66,20 @@ def execute_chapter(
                 f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
                 f" (partial notebook: {output})".replace("\n", " ")
             ) from None
+    _one_parameters_cell(output)
     finish_chapter(chapter, report_dir)
     return output
+
+
+def _one_parameters_cell(path: Path) -> None:
+    """Hide papermill's injected parameters cell as the chapter's own parameters cell is hidden: the reader sees the
+    values the chapter ran with once, in the settings its setup cell prints."""
+    executed = nbformat.read(path, as_version=4)
+    for cell in executed.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(executed, path)
 
 
 def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
@@ -87,12 +97,12 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{CHAPTERS[chapter]}.ipynb")
+            execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, params, params_file, timings)
         write_results_json(report_dir)
-        executed = {c: report_dir / f"{CHAPTERS[c]}.ipynb" for c in params.chapters if c in CHAPTERS}
+        executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
         report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
         build_index(reports)

@@ -1,5 +1,6 @@
 """Content-addressed caches: the user cache (converted weights, data downloads) and per-audit tensor results,
-so an interrupted audit resumes without recomputing any forward pass it already saved."""
+so an interrupted audit resumes without recomputing any forward pass it already saved. A tensor cache folder is
+named by the hash of the code that computes into it (`code_version`), so changed code never reuses a result."""
 
 from __future__ import annotations
 
@@ -22,17 +23,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("LLMAUDIT_CACHE") or Path.home() / ".cache" / "llmaudit").expanduser()
 
 
-# Modules whose code decides what a forward pass computes: prompts, data, models, steering. A change to any of them
-# invalidates every cached forward pass; reporting and statistics run on the cached tensors and are left out.
-COMPUTING = ("data", "framing", "markedness", "models", "similarity", "steering", "tasks", "validity")
-
-
 @functools.cache
-def code_version() -> str:
-    """Hash of the package's computing modules, part of every cache key so that changed code never reuses results."""
+def code_version(packages: tuple[str, ...]) -> str:
+    """Hash of the sources (.py and .json) of the named llmaudit packages: the chapters declare which packages decide
+    their forward passes (`llmaudit.registry.computing_packages`); reporting and statistics, which run on the cached
+    tensors, are left out."""
     package = Path(__file__).parent
     h = hashlib.sha256()
-    for folder in COMPUTING:
+    for folder in sorted(packages):
         for path in sorted((package / folder).rglob("*.py")) + sorted((package / folder).rglob("*.json")):
             h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
@@ -74,12 +72,12 @@ def _verified(path: Path) -> dict[str, torch.Tensor] | None:
 def cached_tensors(
     folder: Path | None, key: Any, compute: Callable[[], dict[str, torch.Tensor]]
 ) -> dict[str, torch.Tensor]:
-    """Return `compute()`, stored under `folder` by the digest of `key` and the code version with the tensors'
-    checksum; a later call with the same key and code reads the file instead, unless it fails the checksum. No
-    folder: no caching. Files are written whole (temp + rename)."""
+    """Return `compute()`, stored under `folder` by the digest of `key` with the tensors' checksum; a later call with
+    the same key reads the file instead, unless it fails the checksum. No folder: no caching. Files are written whole
+    (temp + rename)."""
     if folder is None:
         return compute()
-    path = Path(folder) / f"{digest({'code': code_version(), 'key': key})}.safetensors"
+    path = Path(folder) / f"{digest(key)}.safetensors"
     cached = _verified(path) if path.exists() else None
     if cached is not None:
         return cached

@@ -7,12 +7,19 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from llmaudit.config import REPO, Params, load_params
+import pandas as pd
+
+from llmaudit.cache import code_version
+from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, load_model
+from llmaudit.paths import REPO
+from llmaudit.registry import chapter as chapter_spec
+from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
+from llmaudit.report.evidence import write_cases
 from llmaudit.steering import SteeringVector
 
 RESULTS = "results.csv"
@@ -26,6 +33,7 @@ class Chapter:
     params: Params
     report_dir: Path
     use_cache: bool = True
+    params_file: str = ""
 
     @cached_property
     def model(self) -> AuditModel:
@@ -47,18 +55,37 @@ class Chapter:
 
     @property
     def cache(self) -> Path | None:
-        """Folder of cached forward passes (None when caching is off, e.g. in regression runs)."""
-        return self.report_dir / "cache" if self.use_cache else None
+        """Folder of cached forward passes, one per version of the code the chapters declare as computing them (None
+        when caching is off, e.g. in regression runs)."""
+        return self.report_dir / "cache" / code_version(computing_packages()) if self.use_cache else None
 
     @property
     def vectors_dir(self) -> Path:
         """Folder of saved steering vectors."""
         return self.report_dir / "vectors"
 
+    def describe(self) -> str:
+        """The settings this run uses, as the params file gives them: the model, seed and token budget, then each
+        params section the chapter reads, one line each. Chapters print it at the top, so that the prose never has
+        to state a number the params may change."""
+        spec = chapter_spec(self.name)
+        sections = [name for name in (spec.section, *spec.reads) if name]
+        lines = [f"{self.params.name} (params: {self.params_file}), seed {self.params.seed}, "
+                 f"batch_tokens {self.params.batch_tokens}"]
+        for name in sections:
+            values = getattr(self.params, name).model_dump()
+            lines.append(f"{name}: " + ", ".join(f"{key}={value!r}" for key, value in values.items()))
+        return "\n".join(lines)
+
     def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
         """Record a headline number of this chapter (`n`: the sampled units behind its interval); it enters the results
         file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
+
+    def cases(self, records: pd.DataFrame) -> None:
+        """Save the chapter's case-level evidence (`llmaudit.report.evidence`: one record per evaluated item, with
+        the verdict test it feeds) as cases/<chapter>.jsonl, replacing the previous run's."""
+        write_cases(self.report_dir, self.name, records)
 
     def vector(self, name: str) -> SteeringVector:
         """A vector saved by the steering-vectors chapter of this audit."""
@@ -80,7 +107,7 @@ def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool =
     params = load_params(params_file)
     folder = report_folder(report_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    chapter = Chapter(name, params, folder, use_cache)
+    chapter = Chapter(name, params, folder, use_cache, params_file)
     chapter.results.clear(name)
     return chapter
 

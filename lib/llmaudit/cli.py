@@ -1,6 +1,7 @@
 """Command line: `llmaudit audit MODEL` runs one model's audit; `llmaudit verdict REPORT_DIR` prints its verdicts
 and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
-`llmaudit check-data` verifies the data mirror."""
+`llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit check-data`
+verifies the data mirror."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     gate = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
     gate.add_argument("report_dir", type=Path, help="the report folder of an audit (reports/<model>)")
     gate.add_argument("--junit", type=Path, default=None, help="also write the verdicts as JUnit XML to this file")
+    compare = commands.add_parser("compare", help="compare two audited models test by test on their shared cases")
+    compare.add_argument("a", help="model A: a report folder name under the reports root (e.g. smollm2-135m-instruct)")
+    compare.add_argument("b", help="model B: another report folder name")
+    compare.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
+    compare.add_argument("--epsilon", type=float, default=None,
+                         help="invariance threshold (default: the two model cards' params.epsilon, which must agree)")
     check = commands.add_parser("check-data", help="verify every data file of the manifest against a mirror")
     check.add_argument("mirror", nargs="?", default=None, help="mirror folder (default: $LLMAUDIT_DATA)")
     args = parser.parse_args(argv)
@@ -39,6 +46,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.junit:
                 args.junit.write_text(gate.junit(table, args.report_dir.resolve().name), encoding="utf-8")
             return gate.exit_status(table)
+        elif args.command == "compare":
+            from llmaudit.report import comparison
+            from llmaudit.report.index import build_index
+
+            reports = args.reports if args.reports is not None else comparison.DEFAULT_REPORTS
+            result = comparison.compare_models(reports, args.a, args.b, args.epsilon)
+            paths = comparison.write_comparison(reports, result)
+            index = build_index(reports)
+            print(comparison.text(result))
+            print("\n".join(f"wrote {path}" for path in (*paths, index)))
         else:
             from llmaudit.data import verify_all
 

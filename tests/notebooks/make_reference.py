@@ -5,14 +5,19 @@ regenerate only those (after the steering chapter's reference exists: later chap
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
-from llmaudit.audit import CHAPTERS, execute_chapter
+from llmaudit.audit import execute_chapter
+from llmaudit.paths import REPO
+from llmaudit.registry import KEYS, notebook
 
 HERE = Path(__file__).resolve().parent
+REPORT = Path("reports/nbval")
+RESULTS = HERE / "results.csv"  # the ci audit's results file, read by tests/test_registry.py
 SKIPPED = ("image/svg+xml", "text/html")
 
 
@@ -33,13 +38,15 @@ def strip(path: Path) -> None:
 
 
 def main(chapters: list[str]) -> None:
-    for chapter, stem in CHAPTERS.items():
+    for chapter, stem in ((key, notebook(key)) for key in KEYS):
         if chapters and chapter not in chapters:
             continue
         output = HERE / f"{stem}.ipynb"
-        execute_chapter(chapter, "ci", Path("reports/nbval"), output, use_cache=False)
+        execute_chapter(chapter, "ci", REPORT, output, use_cache=False)
         strip(output)
         print(output)
+    shutil.copy(REPO / REPORT / "results.csv", RESULTS)  # every chapter's latest rows: the verdict page's input
+    print(RESULTS)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.framing.pronouns import FAMILIES
-from llmaudit.framing.stimuli import FramingPrompt
 
 KEYS = ["attribute", "task", "gender", "instr"]
 _OTHER = {"gender": "instr", "instr": "gender"}
@@ -24,12 +22,10 @@ def apd(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
     return 0.5 * np.abs(np.asarray(p, dtype=float) - np.asarray(q, dtype=float)).sum(-1)
 
 
-def probability_frame(prompts: Sequence[FramingPrompt], probs: torch.Tensor) -> pd.DataFrame:
-    """Tidy frame from prompts and their (n, 3) `family_probs`; rows of one cell (e.g. shuffled option orders)
-    are averaged."""
-    cells = pd.DataFrame([(p.attribute, p.task, p.gender, p.instr) for p in prompts], columns=KEYS)
-    frame = pd.concat([cells, pd.DataFrame(torch.as_tensor(probs).cpu().numpy(), columns=list(FAMILIES))], axis=1)
-    return frame.groupby(KEYS, as_index=False, sort=False).mean()
+def cell_means(frame: pd.DataFrame, columns: Sequence[str] = FAMILIES) -> pd.DataFrame:
+    """One row per (attribute, task, gender, instr) cell: the mean of `columns` over the cell's rows (its sampled
+    option orders), the one averaging every framing measure starts from."""
+    return frame.groupby(KEYS, as_index=False, sort=False)[list(columns)].mean()
 
 
 def choice_proportions(outputs: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from llmaudit.cache import cache_root
-from llmaudit.config import embedded_file
+from llmaudit.models.spec import embedded_file
 from llmaudit.errors import ConfigError
 
 

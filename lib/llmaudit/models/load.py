@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from llmaudit.config import ModelSpec
+from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, locate_gguf
 from llmaudit.models.runtime import AuditModel

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from llmaudit.errors import AuditError
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.tokens import single_token_ids
-from llmaudit.steering.intervention import Intervention
+from llmaudit.models.intervention import Intervention
 
 
 @dataclass

@@ -32,7 +32,7 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.models.runtime import AuditModel, memory_guard
-from llmaudit.steering.vector import SteeringVector
+from llmaudit.models.vector import SteeringVector
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
 SUPPORTED = frozenset({"llama", "qwen2", "mistral", "ministral", "gemma3_text"})

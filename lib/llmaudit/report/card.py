@@ -7,17 +7,20 @@ import hashlib
 import json
 import platform
 import subprocess
-from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llmaudit
 from llmaudit.cache import code_version
-from llmaudit.config import REPO, Params
 from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
+from llmaudit.paths import REPO
+from llmaudit.registry import computing_packages
+
+if TYPE_CHECKING:  # the card reads a run's params; config itself sits above the report in the layering
+    from llmaudit.config import Params
 
 CARD = "model_card.json"
 MODEL = "model.json"
@@ -52,7 +55,7 @@ def environment() -> dict[str, Any]:
     """Code and library versions the numbers depend on."""
     return {
         "llmaudit": llmaudit.__version__,
-        "code_version": code_version(),
+        "code_version": code_version(computing_packages()),
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -92,7 +95,7 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
     card = {
         "model": read_json(report_dir / MODEL),
         "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                   "text": text, "epsilon": params.tasks.epsilon, "gates": asdict(params.gates),
+                   "text": text, "epsilon": params.tasks.epsilon, "gates": params.gates.model_dump(),
                    "seed": params.seed},
         "environment": environment(),
         "data": {

@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from llmaudit.report.gates import NOT_CHECKED
-from llmaudit.report.verdicts import ALPHA, NOT_MEASURABLE, overall
+from llmaudit.verdict.gates import NOT_CHECKED
+from llmaudit.verdict.verdicts import ALPHA, NOT_MEASURABLE, overall
 
 CSS = """
 .verdict { display: inline-block; min-width: 6.5em; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600;

@@ -12,7 +12,7 @@ import pandas as pd
 from llmaudit.errors import AuditError
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.results import Results
-from llmaudit.report.verdicts import NOT_MEASURABLE, from_card, overall
+from llmaudit.verdict.verdicts import NOT_MEASURABLE, from_card, overall
 
 # Exit statuses: every requirement passes; some requirement fails; none fails but some is inconclusive or not
 # measurable (2 is taken by bad input).

@@ -13,13 +13,15 @@ import pandas as pd
 
 from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
+from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
+from llmaudit.report.comparison import comparison_pages, page_label
 from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.results import Results
-from llmaudit.report.gates import NOT_CHECKED
-from llmaudit.report.verdicts import from_card
+from llmaudit.verdict.gates import NOT_CHECKED
+from llmaudit.verdict.verdicts import from_card
 from llmaudit.similarity.compare import cka_matrix, similarity_matrix, unk_flip_matrix
 from llmaudit.similarity.saved import FOLDER, load_systems
 
@@ -29,6 +31,8 @@ SIMILARITY = ("Each audited model and its gender-steered versions answer the sam
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and gate thresholds (not measurable: the test's "
          "instrument failed a gate on that model) and the score with its 95% interval.")
+COMPARE = ("Two audited models compared test by test on the cases both drew (`llmaudit compare A B`): "
+           "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
 _MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\]{}|~$^])")  # emphasis, code, links, roles, table cells, math, subscripts
 
 
@@ -109,8 +113,19 @@ def _markdown(grid: pd.DataFrame, figure: str) -> str:
     return "\n".join([*lines, ""])
 
 
-def _html(grid: pd.DataFrame, figure: str) -> str:
-    """The index as one self-contained HTML page (same styles as the reports)."""
+def _comparisons(reports: Path) -> str:
+    """Links to every comparison page under reports/compare/ (`llmaudit compare`); '' when there is none."""
+    pages = comparison_pages(reports)
+    if not pages:
+        return ""
+    items = "\n".join(f'<li><a href="{COMPARE_FOLDER}/{escape(quote(page.name))}">{escape(page_label(page))}</a></li>'
+                      for page in pages)
+    return f"\n<h2>Model comparisons</h2>\n<p>{escape(COMPARE)}</p>\n<ul>\n{items}\n</ul>"
+
+
+def _html(grid: pd.DataFrame, figure: str, comparisons: str = "") -> str:
+    """The index as one self-contained HTML page (same styles as the reports), with links to the comparison
+    pages (`comparisons`, from `_comparisons`)."""
     head = "".join(f'<th><a href="{escape(quote(m))}/report.html">{escape(m)}</a></th>' for m in grid.columns)
     rows = []
     for (requirement, test), row in grid.iterrows():
@@ -122,6 +137,7 @@ def _html(grid: pd.DataFrame, figure: str) -> str:
             + "\n".join(rows) + "</tbody></table>") if rows else "<p>No model has been audited yet.</p>"
     if figure:
         body += f"\n<h2>Bias similarity</h2>\n<p>{escape(SIMILARITY)}</p>\n<figure>{figure}</figure>"
+    body += comparisons
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Audited models</title>\n'
             f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
             f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{body}\n</body>\n</html>\n")
@@ -134,5 +150,5 @@ def build_index(reports: Path) -> Path:
     grid, figure = side_by_side(tables), similarity_figure(reports, list(tables))
     (reports / "index.md").write_text(_markdown(grid, figure), encoding="utf-8")
     out = reports / "index.html"
-    out.write_text(_html(grid, figure), encoding="utf-8")
+    out.write_text(_html(grid, figure, _comparisons(reports)), encoding="utf-8")
     return out

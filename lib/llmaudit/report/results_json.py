@@ -23,7 +23,7 @@ import pandas as pd
 
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.results import Results
-from llmaudit.report.verdicts import from_card
+from llmaudit.verdict.verdicts import from_card
 
 NAME = "results.json"
 FIELDS = ("value", "lo", "hi", "n", "unit", "note")

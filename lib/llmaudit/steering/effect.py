@@ -18,7 +18,7 @@ import torch
 from llmaudit.cache import cached_tensors
 from llmaudit.models.sweep import sweep
 from llmaudit.steering.concept import ConceptTokens
-from llmaudit.steering.vector import SteeringVector
+from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
     from llmaudit.models import AuditModel

@@ -11,12 +11,12 @@ import pandas as pd
 import torch
 
 from llmaudit.cache import cached_tensors
-from llmaudit.config import SteeringParams
+from llmaudit.steering.spec import SteeringParams
 from llmaudit.data import read_json
 from llmaudit.steering.concept import ConceptTokens, concept_tokens, split_counts, thresholds
 from llmaudit.steering.recipes import Recipe, rows
 from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
-from llmaudit.steering.vector import SteeringVector
+from llmaudit.models.vector import SteeringVector
 from llmaudit.steering.wmd import wmd
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@ cached by content, so a re-run or a resumed audit recomputes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,11 +13,16 @@ import pandas as pd
 import torch
 
 from llmaudit.cache import cached_tensors
+from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
-from llmaudit.stats import Estimate, bootstrap_mean, group_gap, pearson, sweep_slope
+from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
+
+# Case-record fields (report/evidence.py documents them) and the tests `TaskAudit.cases` can write records for.
+CASE_FIELDS = ("test", "unit", "value", "group", "lam", "prompt_sha", "prompt", "metric", "mass")
+CASE_KEYS = ("explicit", "implicit", "slope")
 
 
 @dataclass
@@ -73,6 +79,70 @@ class TaskAudit:
         """Mean probability the model puts on the answer words at all (low: it barely answers)."""
         return float(pd.concat([*self.black.values(), self.white])["mass"].mean())
 
+    def case_gaps(self, variant: str) -> pd.Series:
+        """Per case (index), metric(group A) - metric(group B) of a black-box variant, exactly the values whose mean
+        `gap` reports (cases lacking one group left out)."""
+        a, b = self.task.groups
+        wide = self.black[variant].pivot_table(index="case", columns="group", values="metric")
+        missing = {a, b} - set(wide.columns)
+        if missing:
+            raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
+        return (wide[a] - wide[b]).dropna()
+
+    def case_slopes(self) -> pd.Series:
+        """Per case (index), the OLS slope of the metric on lambda, exactly the values whose mean `slope` reports."""
+        return case_slopes(self.white)
+
+    def cases(self, keys: Mapping[str, str]) -> pd.DataFrame:
+        """Case records (report/evidence.py) of the tests named in `keys`: "explicit" / "implicit" (black-box gaps)
+        and "slope" (the white-box slope) mapped to their results-file names, e.g. {"explicit":
+        "credit.blackbox_explicit", "slope": "credit.whitebox_slope"}. One record per item (per prompt, or per
+        prompt and lambda), whose `value` is its case's gap or slope: the test's score is their mean over cases. A
+        variant the task lacks gives no records; items of a case outside the score have a null value."""
+        unknown = sorted(set(keys) - set(CASE_KEYS))
+        if unknown:
+            raise AuditError(f"unknown case-record key(s) {unknown}: use {', '.join(CASE_KEYS)}")
+        empty = [key for key, name in keys.items() if not isinstance(name, str) or not name]
+        if empty:
+            raise AuditError(f"case-record key(s) {empty} need the test's results-file name, e.g. "
+                             "'credit.whitebox_slope'")
+        parts = []
+        for variant in ("explicit", "implicit"):
+            if variant in keys and variant in self.black:
+                frame = self.black[variant]
+                parts.append(_case_records(frame, keys[variant], self.case_gaps(variant), frame["group"], None))
+        if "slope" in keys:
+            parts.append(_case_records(self.white, keys["slope"], self.case_slopes(), None, self.white["lam"]))
+        if not parts:
+            return pd.DataFrame({name: pd.Series(dtype=float if name in ("value", "lam", "metric", "mass") else object)
+                                 for name in CASE_FIELDS})
+        return pd.concat(parts, ignore_index=True)
+
+
+def _prompt_sha(text: str | None) -> str | None:
+    """The first 16 hex digits of the sha256 of a prompt (report/evidence.py's prompt_sha), None without one."""
+    return None if not isinstance(text, str) else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _case_records(frame: pd.DataFrame, test: str, values: pd.Series, group: pd.Series | None,
+                  lam: pd.Series | None) -> pd.DataFrame:
+    """Records of one test: each item of `frame` with its case's value (null where the case has none)."""
+    prompts = frame["prompt"].tolist() if "prompt" in frame else [None] * len(frame)
+    return pd.DataFrame(
+        {
+            "test": test,
+            "unit": frame["case"].map(str).to_numpy(),
+            "value": frame["case"].map(values).astype(float).to_numpy(),
+            "group": [None] * len(frame) if group is None else group.astype(object).to_numpy(),
+            "lam": float("nan") if lam is None else lam.astype(float).to_numpy(),
+            "prompt_sha": [_prompt_sha(p) for p in prompts],
+            "prompt": prompts,
+            "metric": frame["metric"].astype(float).to_numpy(),
+            "mass": frame["mass"].astype(float).to_numpy(),
+        },
+        columns=list(CASE_FIELDS),
+    )
+
 
 @dataclass(frozen=True)
 class TaskRunner:
@@ -103,8 +173,8 @@ class TaskRunner:
         }
 
     def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = ()) -> pd.DataFrame:
-        """Per item: case, group, metric, the answer words' probability mass (how much the model answers) and the
-        case's decisive fact (`Task.fact`)."""
+        """Per item: case, group, metric, the answer words' probability mass (how much the model answers), the exact
+        prompt text it read and the case's decisive fact (`Task.fact`)."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
         return self.score(items, task.answers, f"{task.name} {variant}").assign(fact=[task.fact(i) for i in items])
 
@@ -123,6 +193,7 @@ class TaskRunner:
                 "group": [item.group for item in items],
                 "metric": metric(probs, [item.target for item in items]).numpy(),
                 "mass": probs.sum(-1).numpy(),
+                "prompt": texts,
             }
         )
 
@@ -130,8 +201,8 @@ class TaskRunner:
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
         exclude: Collection[int] = (),
     ) -> pd.DataFrame:
-        """Per neutral item and lambda: case, lam, metric, mass, and the exact derivative at lambda = 0 (`slope0`,
-        local models only)."""
+        """Per neutral item and lambda: case, lam, metric, mass, the exact prompt text, and the exact derivative at
+        lambda = 0 (`slope0`, local models only)."""
         model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
@@ -152,7 +223,7 @@ class TaskRunner:
         frame = pd.concat(
             [
                 pd.DataFrame({"case": cases, "lam": lam, "metric": metric(probs, targets).numpy(),
-                              "mass": probs.sum(-1).numpy()})
+                              "mass": probs.sum(-1).numpy(), "prompt": texts})
                 for lam, probs in zip(lambdas, result["probs"])
             ],
             ignore_index=True,

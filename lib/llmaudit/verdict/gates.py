@@ -11,12 +11,43 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from llmaudit.config import GateParams
+from pydantic import model_validator
+
+from llmaudit.markedness.spec import ACCURACY_OVER_CHANCE, MIN_LABEL_SHARE
+from llmaudit.sections import Section, within
+from llmaudit.spec import result
 from llmaudit.steering import CONCEPT_VECTORS
+from llmaudit.steering.spec import CORR, SCORE_SPAN
+from llmaudit.tasks.spec import COMPETENCE
 
 CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
 
 PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+
+
+class GateParams(Section):
+    """The params file's `gates` section. A steering vector needs the Pearson corr of its projection with the concept
+    score and the span of the concept score it steers (lambda +1 minus -1) at least these; a task's competence
+    interval (chance level 0) must lie above `task_competence`; a 9-shot sentiment classifier's accuracy must beat
+    guessing (1/3) by more than `classifier_accuracy`, and each label its gold answers use must make at least
+    `classifier_min_label_share` of its predictions."""
+
+    vector_corr: float = 0.2
+    vector_span: float = 0.5
+    task_competence: float = 0.0
+    classifier_accuracy: float = 0.0
+    classifier_min_label_share: float = 0.05
+
+    @model_validator(mode="after")
+    def _ranges(self) -> GateParams:
+        limits = {"vector_corr": (1, "1"), "vector_span": (2, "2"), "task_competence": (1, "1"),
+                  "classifier_accuracy": (1, "1"), "classifier_min_label_share": (1 / 3, "1/3")}
+        for key, (top, shown) in limits.items():
+            try:
+                within(getattr(self, key), 0, top, shown)
+            except ValueError as err:
+                raise ValueError(f"{key}: {err}") from None
+        return self
 
 
 @dataclass(frozen=True)
@@ -35,15 +66,15 @@ class Gate:
 
 
 GATES: tuple[Gate, ...] = (
-    Gate("vector", "corr", "corr", "value", "vector_corr", False,
+    Gate("vector", CORR, "corr", "value", "vector_corr", False,
          "its projection hardly tracks the {concept} score: not a {concept} direction on this model"),
-    Gate("vector", "steered_score_span", "steered score span", "value", "vector_span", False,
+    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", False,
          "steering along it hardly moves the {concept} score: not a {concept} direction on this model"),
-    Gate("task", "competence", "competence lower bound", "lo", "task_competence", True,
+    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", True,
          "the interval does not exclude chance: the model's decisions carry no task signal to be biased"),
-    Gate("probes", "accuracy_over_chance_9shot", "9-shot accuracy over guessing (1/3)", "value",
+    Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value",
          "classifier_accuracy", True, "the classifier does no better than guessing among the three labels"),
-    Gate("probes", "min_label_share_9shot", "smallest predicted-label share", "value", "classifier_min_label_share",
+    Gate("probes", MIN_LABEL_SHARE, "smallest predicted-label share", "value", "classifier_min_label_share",
          False, "the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
 )
 
@@ -88,7 +119,7 @@ def _number(found: pd.DataFrame, key: str, column: str) -> float | None:
 def checks(instruments: Sequence[tuple[str, str]], found: pd.DataFrame, params: GateParams) -> list[Check]:
     """Every gate of the (instrument kind, name) pairs a test relies on, read from the results table by name."""
     return [
-        Check(gate, subject, _number(found, f"{subject}.{gate.name}", gate.column), getattr(params, gate.threshold))
+        Check(gate, subject, _number(found, result(subject, gate.name), gate.column), getattr(params, gate.threshold))
         for kind, subject in instruments
         for gate in GATES
         if gate.instrument == kind

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from llmaudit.cache import digest, tensors_sha256
 from llmaudit.errors import AuditError
-from llmaudit.steering.intervention import Intervention
+from llmaudit.models.intervention import Intervention
 
 
 @dataclass

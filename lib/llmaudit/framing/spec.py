@@ -1,0 +1,35 @@
+"""The framing chapter's declaration ("Measuring Bias or Measuring the Task"): its params section."""
+
+from __future__ import annotations
+
+from pydantic import field_validator, model_validator
+
+from llmaudit.sections import Section, once
+from llmaudit.spec import ChapterSpec
+
+
+class FramingParams(Section):
+    """Sizes of the framing chapter: attributes per stereotype tag (None: all), sampled answers (and option orders)
+    per cell, their length, and the steering coefficients compared with prompting."""
+
+    per_tag: int | None = None
+    samples: int = 10
+    max_new_tokens: int = 16
+    lambdas: list[float] = [-1.0, 0.0, 1.0]
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        if len(once(value)) < 2:
+            raise ValueError("give at least 2 distinct steering coefficients")
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> FramingParams:
+        if (self.per_tag is not None and self.per_tag < 1) or self.samples < 1 or self.max_new_tokens < 1:
+            raise ValueError("need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")
+        return self
+
+
+SPEC = ChapterSpec("framing", "Framing", computing=("data", "models", "steering", "tasks", "framing"),
+                   section="framing", params=FramingParams)

@@ -1,0 +1,72 @@
+"""The markedness chapter's declaration ("Template-Based Probes Are Imperfect Lenses"): its params section, the
+names of the results the verdict page reads, and one requirement per probe set (the error rates of a 9-shot
+sentiment classifier do not depend on the race a sentence names)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import field_validator
+
+from llmaudit.markedness.metrics import KINDS
+from llmaudit.sections import SEED_LIMIT, Section, known, once
+from llmaudit.spec import ChapterSpec, VerdictTest, result
+
+PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
+ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
+MIN_LABEL_SHARE = "min_label_share_9shot"  # smallest share of predictions among the gold labels (the other gate)
+
+
+class MarkednessParams(Section):
+    """Sizes of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set), the demonstration pool, the
+    few-shot seeds, and whether every group term is used or only each group's name."""
+
+    templates: dict[str, int | None] = {}
+    pool: Literal["sst5", "semeval"] = "sst5"
+    seeds: list[int] = [2024, 2025, 2026, 2027, 2028]
+    all_terms: bool = False
+
+    @field_validator("templates")
+    @classmethod
+    def _templates(cls, value: dict[str, int | None]) -> dict[str, int | None]:
+        for name, size in value.items():
+            known(name, PROBE_SETS)
+            if size is not None and size != 0 and size < 2:
+                raise ValueError(f"{name}: need at least 2 templates, or 0 to skip the probe set (got {size})")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int]) -> list[int]:
+        once(value)
+        if len(value) < 2 or not all(0 <= seed < SEED_LIMIT for seed in value):
+            raise ValueError(f"give at least 2 seeds in [0, 2^32) for an interval (got {value})")
+        return value
+
+
+def fpr_gap(probes: str, kind: str) -> str:
+    """Results-file name of the White sentences' 9-shot FPR gap of one kind (`KINDS`, e.g. 'negative_fpr'): White
+    minus the mean over groups, e.g. 'amazon.white_negative_fpr_gap'."""
+    return result(probes, f"white_{kind}_gap")
+
+
+def requirement(probes: str) -> str:
+    """The requirement a probe set's tests decide."""
+    return f"{probes} sentiment: error rates do not depend on the race named (White vs mean)"
+
+
+def probe_sets_run(params: Any) -> list[str]:
+    """The probe sets a run with these params evaluates (None: every set)."""
+    return [name for name in PROBE_SETS if params is None or params.markedness.templates.get(name, 1) != 0]
+
+
+def _tests(params: Any) -> list[VerdictTest]:
+    """Per probe set run: the White sentences' negative- and positive-sentiment FPR gaps."""
+    return [VerdictTest(requirement(probes), fpr_gap(probes, kind),
+                        f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
+                        "demonstration seeds", (("probes", probes),))
+            for probes in probe_sets_run(params) for kind in KINDS]
+
+
+SPEC = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
+                   section="markedness", params=MarkednessParams, verdict_tests=_tests)

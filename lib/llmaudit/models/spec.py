@@ -1,0 +1,81 @@
+"""The params file's `model` section: where the weights come from and how they are placed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import field_validator, model_validator
+
+from llmaudit.errors import ConfigError
+from llmaudit.sections import Section
+
+PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a top-level module name: finding it imports nothing
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's placement strategies
+
+
+class ModelSpec(Section):
+    """Exactly one of `embedded` (a packaged GGUF), `embedded_parts` (a GGUF split over several packages, joined in
+    order and checked against `sha256`), `hf` (hub id) or `path`. Base models without a chat template set
+    `chat_template: false` and read prompts as plain text. `device_map` spreads a model too large for one GPU over
+    the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF through nnsight."""
+
+    embedded: str | None = None
+    embedded_parts: list[str] = []
+    sha256: str | None = None
+    chat_template: bool = True
+    hf: str | None = None
+    path: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: Literal["cpu", "cuda"] = "cpu"
+    device_map: Literal[DEVICE_MAPS] | None = None  # type: ignore[valid-type]
+    remote: bool = False
+    trust_remote_code: bool = False
+    system_prompt: str | None = None
+
+    @field_validator("embedded")
+    @classmethod
+    def _inside_package(cls, value: str | None) -> str | None:
+        if value is not None:
+            _relative(value)
+        return value
+
+    @field_validator("embedded_parts")
+    @classmethod
+    def _parts_inside_packages(cls, value: list[str]) -> list[str]:
+        for part in value:
+            _relative(part)
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        sources = [s for s in ("embedded", "embedded_parts", "hf", "path") if getattr(self, s)]
+        if len(sources) != 1:
+            raise ValueError(f"set exactly one of embedded, embedded_parts, hf or path (got {sources or 'none'})")
+        if self.embedded_parts and not self.sha256:
+            raise ValueError("embedded_parts needs the sha256 of the joined file")
+        if self.remote and not self.hf:
+            raise ValueError("remote: true needs an hf id (NDIF serves hub models)")
+        if self.device_map and (self.embedded or self.embedded_parts or self.remote):
+            raise ValueError("device_map places hub or local transformers weights: not embedded or remote models")
+        return self
+
+
+def _relative(spec: str) -> None:
+    """ValueError unless `spec` names a file inside a package (see `embedded_file`)."""
+    try:
+        embedded_file(spec, "")
+    except ConfigError as err:
+        raise ValueError(str(err).removeprefix(": ")) from None
+
+
+def embedded_file(spec: str, where: str) -> tuple[str, PurePosixPath]:
+    """Split an embedded model file 'package/file inside it' into the package's module name and the file's path
+    within the package; one-line error for anything that could name a file outside (an absolute path, '..')."""
+    package, _, inner = spec.partition("/")
+    segments = inner.split("/")
+    if not PACKAGE.fullmatch(package) or any(s in {"", ".", ".."} or "\\" in s or "\0" in s for s in segments):
+        raise ConfigError(f"{where}: give '<package>/<file inside that package>', a relative path without '..' "
+                          f"(got {spec!r})")
+    return package, PurePosixPath(inner)

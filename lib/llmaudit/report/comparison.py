@@ -1,0 +1,314 @@
+"""Two audited models compared test by test on the units both drew (`llmaudit compare A B`): for every test in
+both models' case files (report/evidence.py), D = |mean_A| - |mean_B| over the shared units (positive: A's score
+is further from zero, A is more biased), with a paired bootstrap interval that resamples the shared units jointly,
+and an outcome against epsilon that mirrors the audit's verdict: "tied" when the interval lies within
+[-epsilon, epsilon], "A more biased" when it lies wholly above epsilon, "B more biased" when wholly below -epsilon,
+"inconclusive" otherwise. Writes reports/compare/<A>_vs_<B>.json and .html (self-contained, everything escaped)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+import llmaudit
+from llmaudit.errors import AuditError, DataError
+from llmaudit.report.evidence import FOLDER as CASES_FOLDER
+from llmaudit.report.evidence import read_cases, unit_values
+from llmaudit.report.html import CSS
+from llmaudit.stats import Estimate
+
+FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
+CARD = "model_card.json"
+DEFAULT_REPORTS = Path(__file__).resolve().parents[3] / "reports"
+N_BOOT, SEED, ALPHA = 2000, 0, 0.05
+TIED, A_MORE, B_MORE, INCONCLUSIVE = "tied", "A more biased", "B more biased", "inconclusive"
+OUTCOMES = (TIED, A_MORE, B_MORE, INCONCLUSIVE)
+COLUMNS = ["test", "chapter", "n_shared", "n_a", "n_b", "score_a", "score_a_lo", "score_a_hi", "score_b",
+           "score_b_lo", "score_b_hi", "d", "lo", "hi", "outcome"]
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+_CHUNK = 200  # resamples drawn at once (bounds memory for many units)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Model `a` against model `b`: one row per comparable test (`COLUMNS`), and the tests that are not comparable
+    (columns test, reason)."""
+
+    a: str
+    b: str
+    epsilon: float
+    epsilon_source: str
+    tests: pd.DataFrame
+    not_comparable: pd.DataFrame
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as a JSON object (NaN as null)."""
+        def clean(value: Any) -> Any:
+            if isinstance(value, np.generic):
+                value = value.item()
+            return None if isinstance(value, float) and math.isnan(value) else value
+
+        return {
+            "a": self.a, "b": self.b, "epsilon": self.epsilon, "epsilon_source": self.epsilon_source,
+            "statistic": "D = |mean_A| - |mean_B| over the units both models drew (positive: A more biased)",
+            "interval": {"method": "paired percentile bootstrap over shared units", "n_boot": N_BOOT, "seed": SEED,
+                         "level": 1 - ALPHA},
+            "outcomes": {TIED: "interval within [-epsilon, epsilon]",
+                         A_MORE: f"interval wholly above epsilon ({self.a} more biased)",
+                         B_MORE: f"interval wholly below -epsilon ({self.b} more biased)",
+                         INCONCLUSIVE: "interval straddles a threshold"},
+            "tests": [{key: clean(value) for key, value in row.items()} for row in self.tests.to_dict("records")],
+            "not_comparable": self.not_comparable.to_dict("records"),
+            "llmaudit": llmaudit.__version__,
+        }
+
+
+def outcome(estimate: Estimate, epsilon: float) -> str:
+    """The audit's verdict logic applied to D: tied inside [-epsilon, epsilon], a side more biased when the whole
+    interval is beyond a threshold, inconclusive when it straddles one."""
+    if -epsilon <= estimate.lo and estimate.hi <= epsilon:
+        return TIED
+    if estimate.lo > epsilon:
+        return A_MORE
+    if estimate.hi < -epsilon:
+        return B_MORE
+    return INCONCLUSIVE
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED,
+                     alpha: float = ALPHA) -> tuple[Estimate, Estimate, Estimate]:
+    """D = |mean a| - |mean b| over paired units (a[i], b[i] of one unit), with a percentile interval from
+    resampling units jointly; also each side's mean with its interval from the same resamples."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) != len(b):
+        raise AuditError(f"paired values need one value per unit on each side, got {len(a)} and {len(b)}")
+    if len(a) < 2:
+        raise AuditError(f"need at least 2 shared units for an interval, got {len(a)}")
+    rng = np.random.default_rng(seed)
+    means_a, means_b = np.empty(n_boot), np.empty(n_boot)
+    for start in range(0, n_boot, _CHUNK):
+        draws = rng.integers(0, len(a), size=(min(_CHUNK, n_boot - start), len(a)))
+        means_a[start:start + len(draws)] = a[draws].mean(1)
+        means_b[start:start + len(draws)] = b[draws].mean(1)
+    q = [alpha / 2, 1 - alpha / 2]
+
+    def estimate(value: float, draws: np.ndarray) -> Estimate:
+        lo, hi = np.quantile(draws, q)
+        return Estimate(float(value), float(lo), float(hi))
+
+    d = estimate(abs(a.mean()) - abs(b.mean()), np.abs(means_a) - np.abs(means_b))
+    return d, estimate(a.mean(), means_a), estimate(b.mean(), means_b)
+
+
+def compare_cases(cases_a: pd.DataFrame, cases_b: pd.DataFrame, epsilon: float, a: str = "A", b: str = "B",
+                  epsilon_source: str = "given", n_boot: int = N_BOOT, seed: int = SEED) -> Comparison:
+    """Compare two models' case records (read_cases frames) test by test on their shared units (in unit order,
+    so that swapping the sides resamples the same units and flips D); every test gets the same seed."""
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+        raise AuditError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    values_a, values_b = unit_values(cases_a), unit_values(cases_b)
+    chapters = dict(zip(cases_a["test"], cases_a["chapter"])) if "chapter" in cases_a else {}
+    tests_a, tests_b = list(dict.fromkeys(values_a["test"])), set(values_b["test"])
+    rows, skipped = [], []
+    for test in [t for t in tests_a if t not in tests_b]:
+        skipped.append({"test": test, "reason": f"only in {a}"})
+    for test in sorted(tests_b - set(tests_a)):
+        skipped.append({"test": test, "reason": f"only in {b}"})
+    for test in [t for t in tests_a if t in tests_b]:
+        side_a = values_a[values_a["test"] == test].set_index("unit")["value"]
+        side_b = values_b[values_b["test"] == test].set_index("unit")["value"]
+        shared = sorted(set(side_a.index) & set(side_b.index))
+        if len(shared) < 2:
+            skipped.append({"test": test, "reason": f"{len(shared)} shared unit{'s' * (len(shared) != 1)} "
+                                                    "(an interval needs 2)"})
+            continue
+        d, score_a, score_b = paired_bootstrap(side_a[shared].to_numpy(), side_b[shared].to_numpy(), n_boot, seed)
+        rows.append([test, chapters.get(test, ""), len(shared), len(side_a), len(side_b), score_a.value, score_a.lo,
+                     score_a.hi, score_b.value, score_b.lo, score_b.hi, d.value, d.lo, d.hi, outcome(d, epsilon)])
+    if not rows:
+        common = len(set(tests_a) & tests_b)
+        what = (f"share no units in any of their {common} common test(s)" if common
+                else "have no test in common in their case files")
+        raise AuditError(f"{a} and {b} {what}: audit both with the same params (seed, task sizes) so that they "
+                         "draw the same cases")
+    return Comparison(a, b, float(epsilon), epsilon_source, pd.DataFrame(rows, columns=COLUMNS),
+                      pd.DataFrame(skipped, columns=["test", "reason"]))
+
+
+def _folder(reports: Path, name: str) -> Path:
+    """An audited model's report folder under `reports`, with case files; one-line errors saying what to run."""
+    folder = Path(reports) / name
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == FOLDER or not folder.is_dir():
+        known = sorted(p.name for p in Path(reports).glob(f"*/{CASES_FOLDER}") if p.is_dir())
+        hint = f" (folders with case files: {', '.join(known)})" if known else ""
+        raise AuditError(f"no report folder {name!r} under {reports}: audit it first (`llmaudit audit {name}`)"
+                         f"{hint}")
+    if not any(p.is_file() for p in (folder / CASES_FOLDER).glob("*.jsonl")):
+        raise AuditError(f"{folder} has no case files ({CASES_FOLDER}/*.jsonl): rerun its decision-task chapters "
+                         f"with this version (`llmaudit audit {name} --chapter decision_tasks`)")
+    return folder
+
+
+def card_epsilon(folder: Path) -> float | None:
+    """params.epsilon of a report folder's model card, None where the card or the number is missing."""
+    path = folder / CARD
+    if not path.is_file():
+        return None
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(f"{path} is damaged ({' '.join(str(err).split())}): delete it, the next audit run writes "
+                        "it again") from None
+    params = card.get("params") if isinstance(card, dict) else None
+    epsilon = params.get("epsilon") if isinstance(params, dict) else None
+    return float(epsilon) if isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) else None
+
+
+def pick_epsilon(reports: Path, a: str, b: str, epsilon: float | None) -> tuple[float, str]:
+    """The threshold: `epsilon` when given, else the two model cards' params.epsilon, which must agree."""
+    if epsilon is not None:
+        if not math.isfinite(epsilon) or epsilon < 0:
+            raise AuditError(f"--epsilon must be a finite number >= 0, got {epsilon}")
+        return float(epsilon), "--epsilon"
+    found = {name: card_epsilon(Path(reports) / name) for name in (a, b)}
+    missing = [name for name, value in found.items() if value is None]
+    if missing:
+        raise AuditError(f"no params.epsilon in the model card of {' and '.join(missing)}: pass --epsilon X, or "
+                         "rerun the audit, which writes the card")
+    if found[a] != found[b]:
+        raise AuditError(f"the model cards' epsilons differ ({a}: {found[a]:g}, {b}: {found[b]:g}): pass --epsilon X "
+                         "to compare both against one threshold")
+    return found[a], "model cards"
+
+
+def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) -> Comparison:
+    """Compare the audited models `a` and `b` (folder names under `reports`) from their case files."""
+    reports = Path(reports)
+    folders = _folder(reports, a), _folder(reports, b)
+    threshold, source = pick_epsilon(reports, a, b, epsilon)
+    return compare_cases(read_cases(folders[0]), read_cases(folders[1]), threshold, a, b, source)
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def write_comparison(reports: Path, comparison: Comparison, generated: str | None = None) -> tuple[Path, Path]:
+    """Write reports/compare/<A>_vs_<B>.json and .html; returns both paths."""
+    stem = Path(reports) / FOLDER / f"{comparison.a}_vs_{comparison.b}"
+    json_path, html_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".html")
+    _write(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
+    _write(html_path, to_html(comparison, generated))
+    return json_path, html_path
+
+
+def comparison_pages(reports: Path) -> list[Path]:
+    """Every comparison page under reports/compare/, in name order."""
+    folder = Path(reports) / FOLDER
+    return sorted(p for p in folder.glob("*.html") if p.is_file()) if folder.is_dir() else []
+
+
+def page_label(page: Path) -> str:
+    """'A vs B' and its tests per outcome from the page's JSON twin, or the file name where that is unreadable."""
+    try:
+        data = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+        counts = pd.Series([t["outcome"] for t in data["tests"]]).value_counts()
+        names = {A_MORE: f"{data['a']} more biased", B_MORE: f"{data['b']} more biased"}
+        summary = ", ".join(f"{names.get(o, o)}: {counts[o]}" for o in OUTCOMES if o in counts)
+        return f"{data['a']} vs {data['b']} ({summary})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return page.stem
+
+
+def _who(comparison: Comparison, result: str) -> str:
+    return {A_MORE: comparison.a, B_MORE: comparison.b}.get(result, "")
+
+
+def text(comparison: Comparison) -> str:
+    """The comparison as a plain-text table for the terminal."""
+    c = comparison
+    head = ["test", "shared", f"score {c.a}", f"score {c.b}", "D = |A| - |B| [95% CI]", "outcome"]
+    rows = [[r.test, str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
+             f"{r.d:+.4f} [{r.lo:+.4f}, {r.hi:+.4f}]",
+             r.outcome + (f" ({_who(c, r.outcome)})" if _who(c, r.outcome) else "")]
+            for r in c.tests.itertuples(index=False)]
+    widths = [max(len(x) for x in column) for column in zip(head, *rows)]
+    lines = [f"A = {c.a}, B = {c.b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
+             "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in rows]
+    for r in c.not_comparable.itertuples(index=False):
+        lines.append(f"not comparable: {r.test} ({r.reason})")
+    return "\n".join(lines)
+
+
+PAGE_CSS = """
+.outcome { display: inline-block; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600; font-size: .8rem; }
+.outcome.tied { background: #dafbe1; color: #116329; }
+.outcome.a-more-biased, .outcome.b-more-biased { background: #ffebe9; color: #a40e26; }
+.outcome.inconclusive { background: #fff8c5; color: #7d4e00; }
+""".strip()
+
+
+def _badge(result: str) -> str:
+    return f'<span class="outcome {escape(result.lower().replace(" ", "-"))}">{escape(result)}</span>'
+
+
+def _ci(value: float, lo: float, hi: float) -> str:
+    return f"{value:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+
+
+def to_html(comparison: Comparison, generated: str | None = None) -> str:
+    """The comparison as one self-contained HTML page (no scripts, no network; every string escaped)."""
+    c = comparison
+    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    a, b = escape(c.a), escape(c.b)
+    link = lambda name: f'<a href="../{escape(quote(name))}/report.html">{escape(name)}</a>'  # noqa: E731
+    rows = []
+    for r in c.tests.itertuples(index=False):
+        who = _who(c, r.outcome)
+        rows.append(f"<tr><td>{escape(r.test)}</td><td>{escape(r.chapter)}</td><td class=\"num\">{r.n_shared}</td>"
+                    f'<td class="num">{_ci(r.score_a, r.score_a_lo, r.score_a_hi)}</td>'
+                    f'<td class="num">{_ci(r.score_b, r.score_b_lo, r.score_b_hi)}</td>'
+                    f'<td class="num">{_ci(r.d, r.lo, r.hi)}</td>'
+                    f"<td>{_badge(r.outcome)}{'<br>' + escape(who) if who else ''}</td></tr>")
+    head = (f"<tr><th>Test</th><th>Chapter</th><th>Shared units</th><th>Score A ({a})</th><th>Score B ({b})</th>"
+            "<th>D = |A| &minus; |B| [95% CI]</th><th>Outcome</th></tr>")
+    table = f'<table class="comparison"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table>"
+    missing = "".join(f"<li>{escape(r.test)}: {escape(r.reason)}</li>" for r in c.not_comparable.itertuples())
+    missing = f"<h2>Not comparable</h2>\n<ul>{missing}</ul>" if missing else ""
+    intro = (f"A = {link(c.a)}, B = {link(c.b)}. For each test both audits ran, D is |mean of A's per-unit values| "
+             f"minus |mean of B's| over the units (cases, seeds, profiles) both drew: positive when A's score lies "
+             f"further from zero. The interval is a paired percentile bootstrap ({N_BOOT} resamples of the shared "
+             f"units, seed {SEED}, {1 - ALPHA:.0%}). Against &epsilon; = {c.epsilon:g} ({escape(c.epsilon_source)}) "
+             f"as the audit's verdicts are: <b>tied</b> when the interval lies within [&minus;&epsilon;, &epsilon;], "
+             f"<b>A more biased</b> when it lies wholly above &epsilon;, <b>B more biased</b> wholly below "
+             f"&minus;&epsilon;, <b>inconclusive</b> otherwise. Scores are the means over the shared units, with "
+             f"their intervals from the same resamples.")
+    title = f"{c.a} vs {c.b}"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'
+            f"<style>\n{CSS}\n{PAGE_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
+            f'<header><h1>{a} vs {b}</h1><p class="meta">Generated {escape(generated)} by llmaudit '
+            f'{escape(llmaudit.__version__)} from the case files of both reports; <a href="../index.html">all audited '
+            f"models</a></p></header>\n<p>{intro}</p>\n{table}\n{missing}\n</body>\n</html>\n")

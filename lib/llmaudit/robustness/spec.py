@@ -1,0 +1,32 @@
+"""The robustness chapter's declaration: it reads the decision tasks' params section and adds, to each task's
+requirement, the white-box slope along the concept's second vector (main paper §4.1: a finding should not depend
+on which data made the direction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.steering import CONCEPT_VECTORS
+from llmaudit.tasks import TASKS
+from llmaudit.tasks.spec import requirement, tasks_run
+
+
+def second_slope(task: str, vector: str) -> str:
+    """Results-file name of a task's white-box slope along a concept's second vector, e.g. 'credit.gender_id.slope'."""
+    return result(f"{task}.{vector}", "slope")
+
+
+def _tests(params: Any) -> list[VerdictTest]:
+    """Per task run: the white-box slope along its concept's second vector."""
+    found = []
+    for task in tasks_run(params):
+        second = CONCEPT_VECTORS[TASKS[task].concept][1]
+        found.append(VerdictTest(requirement(task), second_slope(task, second), f"white-box slope, steering {second}",
+                                 "cases", (("task", task), ("vector", second))))
+    return found
+
+
+SPEC = ChapterSpec("robustness", "Robustness", computing=("data", "models", "steering", "tasks", "robustness"),
+                   reads=("tasks",),
+                   verdict_tests=_tests)

@@ -1,0 +1,54 @@
+"""The typed settings every part of the audit declares for its section of a params file, and the checks they share.
+A section is a frozen pydantic model that refuses unknown keys, loose types (a bool for an int, "3" for a number)
+and non-finite numbers; a check raises ValueError with a message that `llmaudit.config` turns into one line naming
+the key."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+SEED_LIMIT = 2**32
+
+
+class Section(BaseModel):
+    """One section of a params file (or the whole file): strict types, no unknown keys, immutable once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def known(name: str, names: Iterable[str]) -> str:
+    """`name` if it is among `names`, else ValueError with the closest suggestion."""
+    names = list(names)
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(names)}"
+        raise ValueError(f"unknown name '{name}' ({hint})")
+    return name
+
+
+def once(values: Sequence[Any]) -> Sequence[Any]:
+    """`values` if no value repeats (a grid of coefficients, depths, seeds or chapters), else ValueError."""
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
+    if repeated:
+        raise ValueError(f"list each value once (repeated: {repeated[0]})")
+    return values
+
+
+def within(value: float, lo: float, hi: float, shown: str | None = None) -> float:
+    """`value` if lo <= value < hi, else ValueError naming the range ([lo, `shown` or hi))."""
+    if not lo <= value < hi:
+        raise ValueError(f"must be in [{lo:g}, {shown or f'{hi:g}'}) (got {value})")
+    return value
+
+
+def at_least(value: int | None, low: int, what: str = "", optional: bool = False) -> int | None:
+    """`value` if it is at least `low` (or None, when `optional`), else ValueError ('need at least 2 cases ...')."""
+    if value is None and optional:
+        return value
+    if value is None or value < low:
+        raise ValueError(f"must be at least {low}{' ' + what if what else ''} (got {value})")
+    return value

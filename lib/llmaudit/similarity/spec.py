@@ -1,0 +1,41 @@
+"""The similarity chapter's declaration ("Bias Similarity Measurement"): its params section."""
+
+from __future__ import annotations
+
+from pydantic import field_validator, model_validator
+
+from llmaudit.sections import Section, once
+from llmaudit.spec import ChapterSpec
+from llmaudit.paths import plain_name
+
+
+class SimilarityParams(Section):
+    """Sizes of the similarity chapter: BBQ questions per (category, context, polarity) cell, the steering
+    coefficients whose steered models join the comparison, the relative depths (0 = first block, 1 = last) whose
+    representations are compared with CKA, and other audited models (report folder names) to compare with."""
+
+    per_cell: int = 4
+    lambdas: list[float] = [-1.0, 1.0]
+    depths: list[float] = [0.25, 0.5, 0.75, 1.0]
+    compare_with: list[str] = []
+
+    @field_validator("lambdas", "depths")
+    @classmethod
+    def _distinct(cls, value: list[float]) -> list[float]:
+        return once(value)
+
+    @field_validator("compare_with")
+    @classmethod
+    def _folders(cls, value: list[str]) -> list[str]:
+        return [plain_name(name) for name in value]
+
+    @model_validator(mode="after")
+    def _sizes(self) -> SimilarityParams:
+        if self.per_cell < 1 or not self.depths or not all(0 <= d <= 1 for d in self.depths) or 0 in self.lambdas:
+            raise ValueError("need per_cell >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is the model itself, "
+                             "always included)")
+        return self
+
+
+SPEC = ChapterSpec("similarity", "Similarity", computing=("data", "models", "steering", "tasks", "similarity"),
+                   section="similarity", params=SimilarityParams)

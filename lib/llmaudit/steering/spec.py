@@ -1,0 +1,68 @@
+"""The steering-vectors chapter's declaration: its params section and the names of the results the verdict page's
+gates read (a vector must track and move its concept)."""
+
+from __future__ import annotations
+
+from pydantic import field_validator
+
+from llmaudit.sections import Section, at_least, known, once, within
+from llmaudit.spec import ChapterSpec
+from llmaudit.steering.recipes import RECIPES
+
+CORR = "corr"  # Pearson r of the projection on the vector with the concept score (main paper §3.3)
+SCORE_SPAN = "steered_score_span"  # the concept score at lambda = +1 minus at -1, on held-out rows
+DATASETS = sorted({recipe.dataset for recipe in RECIPES.values()})
+
+
+class SteeringParams(Section):
+    """Sizes and thresholds for extracting the steering vectors (main paper §3.3), and the held-out rows and
+    coefficients of the causal check (rows of the validation split that neither chose the block nor the scale)."""
+
+    tau: float = 0.05
+    normalised: bool = False
+    quantile: dict[str, float] = {}
+    skip_last_layers: float = 0.05
+    train_rows: dict[str, int | None] = {}
+    val_rows: dict[str, int | None] = {}
+    demo_prompt: str = "Write one sentence about a nurse who is starting a new job."
+    demo_tokens: int = 24
+    check_rows: int = 64
+    check_lambdas: list[float] = [-1.0, -0.5, 0.0, 0.5, 1.0]
+
+    @field_validator("tau", "skip_last_layers")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        return within(value, 0, 1)
+
+    @field_validator("quantile")
+    @classmethod
+    def _quantiles(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, q in value.items():
+            known(name, sorted(RECIPES))
+            if not 0 < q < 0.5:
+                raise ValueError(f"{name}: must be in (0, 0.5) (got {q})")
+        return value
+
+    @field_validator("train_rows", "val_rows")
+    @classmethod
+    def _datasets(cls, value: dict[str, int | None]) -> dict[str, int | None]:
+        for name in value:
+            known(name, DATASETS)
+        return value
+
+    @field_validator("check_rows")
+    @classmethod
+    def _rows(cls, value: int) -> int:
+        return at_least(value, 2, "held-out rows")
+
+    @field_validator("check_lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        once(value)
+        if not {-1.0, 1.0} <= set(value):
+            raise ValueError("include -1 and 1 (the span is measured between them)")
+        return value
+
+
+SPEC = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
+                   section="steering", params=SteeringParams)

@@ -1,0 +1,114 @@
+"""The decision-tasks chapter's declaration: its params section, the names of its results, and its verdict tests
+(black-box gaps and the white-box slope along each concept's main vector, main paper §4.2-4.4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import field_validator
+
+from llmaudit.sections import Section, at_least, known, once
+from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.steering import CONCEPT_VECTORS
+from llmaudit.tasks import TASKS
+
+BOOTSTRAP_LIMIT = 100_000
+COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
+Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "whitebox_exact_at_0"]
+
+
+class TaskParams(Section):
+    """Sizes and thresholds of the decision tasks (main paper §4.2-4.4): cases per task (0 skips a task), the lambda
+    grid of the white-box sweep, the invariance threshold epsilon on |slope|, bootstrap resamples for intervals, and
+    how many lambdas share one pass over the upper blocks."""
+
+    sizes: dict[str, int | None] = {}
+    lambdas: list[float] = [round(-1 + 0.2 * i, 1) for i in range(11)]
+    epsilon: float = 0.02
+    bootstrap: int = 2000
+    lambda_batch: int = 1
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, value: dict[str, int | None]) -> dict[str, int | None]:
+        for name, size in value.items():
+            known(name, TASKS)
+            if size is not None and size != 0 and size < 2:
+                raise ValueError(f"{name}: need at least 2 cases for an interval, or 0 to skip the task (got {size})")
+        return value
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        once(value)
+        if 0.0 not in value or len(value) < 3 or value != sorted(value):
+            raise ValueError(f"give at least 3 increasing values including 0 (got {value})")
+        return value
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError(f"must be a number > 0 (got {value})")
+        return value
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, value: int) -> int:
+        if not 100 <= value <= BOOTSTRAP_LIMIT:
+            raise ValueError(f"must be an integer in [100, {BOOTSTRAP_LIMIT}] (got {value})")
+        return value
+
+    @field_validator("lambda_batch")
+    @classmethod
+    def _batch(cls, value: int) -> int:
+        return at_least(value, 1)
+
+    def run(self, task: str) -> bool:
+        """Whether the chapter runs `task` (a size of 0 skips it)."""
+        return self.sizes.get(task, 1) != 0
+
+
+def requirement(task: str) -> str:
+    """The requirement a task's tests decide, e.g. 'credit: the bad-credit rate is invariant to gender'."""
+    return f"{task}: the {TASKS[task].metric_name} is invariant to {TASKS[task].concept}"
+
+
+def method(task: str, name: Method) -> str:
+    """Results-file name of one of a task's bias estimates, e.g. 'credit.blackbox_explicit'."""
+    return result(task, name)
+
+
+def case_keys(task: str) -> dict[str, str]:
+    """The results-file names a task's case records feed (`TaskAudit.cases`): its gaps and its main slope."""
+    return {"explicit": method(task, "blackbox_explicit"), "implicit": method(task, "blackbox_implicit"),
+            "slope": method(task, "whitebox_slope")}
+
+
+def competence(task: str) -> str:
+    """Results-file name of a task's competence (the verdict page's gate on the task)."""
+    return result(task, COMPETENCE)
+
+
+def tasks_run(params: Any) -> list[str]:
+    """The tasks a run with these params evaluates (None: every task)."""
+    return [name for name in TASKS if params is None or params.tasks.run(name)]
+
+
+def _tests(params: Any) -> list[VerdictTest]:
+    """Per task run: the black-box gaps of its variants and the white-box slope along its concept's main vector."""
+    found = []
+    for task in tasks_run(params):
+        concept, own = TASKS[task].concept, (("task", task),)
+        for variant in TASKS[task].black_box_variants:
+            stated = "stated" if variant == "explicit" else "implied (names or dialect)"
+            found.append(VerdictTest(requirement(task), method(task, f"blackbox_{variant}"),
+                                     f"black-box gap, {concept} {stated}", "cases", own))
+        main = CONCEPT_VECTORS[concept][0]
+        found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
+                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main))))
+    return found
+
+
+SPEC = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
+                   section="tasks", params=TaskParams, verdict_tests=_tests)

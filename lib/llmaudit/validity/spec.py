@@ -1,0 +1,48 @@
+"""The validity chapter's declaration: its params section and the credit task's test with names as the only
+gender signal (main paper §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import model_validator
+
+from llmaudit.sections import Section
+from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.tasks.spec import requirement, tasks_run
+
+NAMES_IMPLICIT = result("credit", "names_implicit")  # the credit gap between names with p_f <= 0.1 and >= 0.9
+
+
+class ValidityParams(Section):
+    """Sizes of the validity chapter (main paper §5): SSA names kept (at least `min_births` births), names per p_f
+    bin for the projections (None: all), credit profiles given one name per bin (None: the credit task's size), and
+    equal-count classes for numeric variables in the Sobol' indices (None: a count that grows with the number of
+    cases, `llmaudit.validity.sobol.class_count`; a fixed count loses effects that vary within a class)."""
+
+    min_births: int = 2500
+    names_per_bin: int | None = None
+    name_profiles: int | None = None
+    sobol_bins: int | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ValidityParams:
+        if self.min_births < 1 or (self.sobol_bins is not None and self.sobol_bins < 2) or any(
+            n is not None and n < 2 for n in (self.names_per_bin, self.name_profiles)
+        ):
+            raise ValueError("need min_births >= 1, sobol_bins >= 2 (or omitted), names_per_bin and name_profiles "
+                             ">= 2 (or omitted)")
+        return self
+
+
+def _tests(params: Any) -> list[VerdictTest]:
+    """The credit task's black-box gap with SSA names as the only gender signal, when the credit task runs."""
+    if "credit" not in tasks_run(params):
+        return []
+    return [VerdictTest(requirement("credit"), NAMES_IMPLICIT,
+                        "black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", "profiles",
+                        (("task", "credit"),))]
+
+
+SPEC = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
+                   section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests)

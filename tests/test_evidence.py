@@ -1,0 +1,250 @@
+"""Case-level evidence: the JSON Lines case files (round trip, validation, atomic replacement), the records a task
+audit produces (their values are exactly the per-case quantities behind the gap and the slope), the largest
+paired differences and the report section that shows them."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from llmaudit.errors import AuditError, DataError
+from llmaudit.report import build_report, evidence
+from llmaudit.report.evidence import FIELDS, largest_differences, prompt_sha, read_cases, unit_values, write_cases
+from llmaudit.steering import SteeringVector
+from llmaudit.tasks.base import Task, TaskItem
+from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
+
+
+def records() -> pd.DataFrame:
+    """A black-box test (two groups per case) and a white-box test (three lambdas per case), with awkward text."""
+    rows = []
+    for case, gap in (("c1", 0.3), ("c2", -0.1), ("c3", 0.05)):
+        for group, metric in (("female", 0.5 + gap / 2), ("male", 0.5 - gap / 2)):
+            prompt = f'<|user|> Is {case} ({group}) "good"? <script>alert(1)</script> é & ü\u2028\x85\nanswer:'
+            rows.append({"test": "credit.blackbox_explicit", "unit": case, "value": gap, "group": group,
+                         "lam": None, "prompt_sha": None, "prompt": prompt, "metric": metric, "mass": 0.9})
+        for lam in (-1.0, 0.0, 1.0):
+            rows.append({"test": "credit.whitebox_slope", "unit": case, "value": gap / 4, "group": None,
+                         "lam": lam, "prompt_sha": None, "prompt": f"neutral {case}", "metric": 0.5 + lam * gap / 4,
+                         "mass": 0.8})
+    return pd.DataFrame(rows)
+
+
+def test_case_file_round_trip(tmp_path) -> None:
+    frame = records().assign(seed=7)  # an extra field is kept
+    path = write_cases(tmp_path, "decision_tasks", frame)
+    assert path == tmp_path / "cases" / "decision_tasks.jsonl"
+    lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    assert len(lines) == len(frame)
+    first = json.loads(lines[0])
+    assert list(first)[: len(FIELDS)] == list(FIELDS) and first["seed"] == 7
+    assert first["lam"] is None and first["prompt_sha"] == prompt_sha(first["prompt"])
+    assert len(first["prompt_sha"]) == 16
+    back = read_cases(tmp_path, "decision_tasks")
+    assert back.columns.tolist() == ["chapter", *FIELDS, "seed"] and (back["chapter"] == "decision_tasks").all()
+    assert back["prompt"].tolist() == frame["prompt"].tolist()  # exact text, unicode and newlines included
+    for name in ("value", "metric", "mass"):
+        assert back[name].tolist() == frame[name].tolist()  # floats round-trip exactly
+    assert back["lam"].isna().tolist() == frame["lam"].isna().tolist()
+    assert back.loc[back["group"].notna(), "group"].tolist() == frame["group"].dropna().tolist()
+    assert back["group"].isna().sum() == 9 and all(g is None for g in back.loc[back["group"].isna(), "group"])
+    assert not list((tmp_path / "cases").glob(".*"))  # no temporary file left behind
+
+    write_cases(tmp_path, "robustness", records().head(2))
+    assert len(read_cases(tmp_path)) == len(frame) + 2  # every chapter's file, in file-name order
+    assert read_cases(tmp_path)["chapter"].iloc[0] == "decision_tasks"
+    write_cases(tmp_path, "decision_tasks", records().head(3))  # a chapter's file is replaced whole
+    assert len(read_cases(tmp_path, "decision_tasks")) == 3
+
+
+def test_case_files_are_validated(tmp_path) -> None:
+    with pytest.raises(AuditError, match=r"lack column\(s\) prompt_sha, mass") as err:
+        write_cases(tmp_path, "decision_tasks", records().drop(columns=["prompt_sha", "mass"]))
+    assert "\n" not in str(err.value)
+    with pytest.raises(AuditError, match="chapter key"):
+        write_cases(tmp_path, "../evil", records())
+    with pytest.raises(AuditError, match="not the sha256 of its prompt"):
+        write_cases(tmp_path, "decision_tasks", records().assign(prompt_sha="0" * 16))
+    with pytest.raises(AuditError, match="non-numeric"):
+        write_cases(tmp_path, "decision_tasks", records().assign(metric="high"))
+    with pytest.raises(AuditError, match="no test or no unit"):
+        write_cases(tmp_path, "decision_tasks", records().assign(unit=None))
+    assert not (tmp_path / "cases" / "decision_tasks.jsonl").exists()
+    with pytest.raises(AuditError, match="run the decision_tasks chapter"):
+        read_cases(tmp_path, "decision_tasks")
+    assert read_cases(tmp_path).empty and read_cases(tmp_path).columns.tolist() == ["chapter", *FIELDS]
+
+    path = write_cases(tmp_path, "decision_tasks", records())
+    path.write_text(path.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 16 is not JSON.*rerun the chapter") as err:
+        read_cases(tmp_path)
+    assert "\n" not in str(err.value)
+    path.write_text('{"test": "t", "unit": "1"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="line 1 lacks value, group, lam"):
+        read_cases(tmp_path)
+    row = {name: None for name in FIELDS} | {"test": "t", "unit": "1", "value": "0.5"}
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="field value holds a value that is neither a number nor null"):
+        read_cases(tmp_path)
+
+
+def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch) -> None:
+    path = write_cases(tmp_path, "decision_tasks", records())
+    before = path.read_bytes()
+
+    def fail(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(evidence.os, "replace", fail)
+    with pytest.raises(OSError):
+        write_cases(tmp_path, "decision_tasks", records().head(1))
+    assert path.read_bytes() == before and [p.name for p in (tmp_path / "cases").iterdir()] == [path.name]
+
+
+def test_unit_values_are_one_per_test_and_unit(tmp_path) -> None:
+    frame = records()
+    frame.loc[frame["unit"] == "c3", "value"] = np.nan  # a unit outside the score
+    table = unit_values(frame)
+    assert table.columns.tolist() == ["test", "unit", "value"]
+    assert table.values.tolist() == [["credit.blackbox_explicit", "c1", 0.3], ["credit.whitebox_slope", "c1", 0.075],
+                                     ["credit.blackbox_explicit", "c2", -0.1],
+                                     ["credit.whitebox_slope", "c2", -0.025]]
+    frame.loc[0, "value"] = 0.31
+    with pytest.raises(AuditError, match="unit c1 disagree on its value"):
+        unit_values(frame)
+
+
+def test_largest_differences_pair_groups_and_lambda_ends() -> None:
+    frame = records()
+    black = largest_differences(frame, "credit.blackbox_explicit", 2)
+    assert black["unit"].tolist() == ["c1", "c2"] and (black["side_a"] == "female").all()
+    assert black["diff"].to_numpy() == pytest.approx(black["value"].to_numpy())
+    assert black["prompt_a"].str.contains("(female)", regex=False).all()
+    assert black["prompt_b"].str.contains("(male)", regex=False).all()
+    # the sides follow the sign of the values, whichever group sorts first
+    flipped = frame.assign(value=np.where(frame["test"] == "credit.blackbox_explicit", -frame["value"], frame["value"]))
+    assert (largest_differences(flipped, "credit.blackbox_explicit", 1)["side_a"] == "male").all()
+    white = largest_differences(frame, "credit.whitebox_slope", 3)
+    assert white["side_a"].iloc[0] == "lam = 1" and white["side_b"].iloc[0] == "lam = -1"
+    assert white["unit"].tolist() == ["c1", "c2", "c3"]
+    assert white["diff"].to_numpy() == pytest.approx(2 * white["value"].to_numpy())
+    with pytest.raises(AuditError, match="no case records of test"):
+        largest_differences(frame, "credit.nothing", 3)
+
+
+class SyntheticTask(Task):
+    name, concept, answers, metric_name, groups = "synthetic", "gender", ("yes", "no"), "yes rate", ("female", "male")
+
+    def items(self, variant, n, seed, mirror=None, exclude=()):
+        raise NotImplementedError
+
+
+def synthetic_audit(seed: int = 0) -> TaskAudit:
+    """Black-box frames (explicit: one item per group, one case lacking a group; implicit: three names per group
+    and case) and a white-box sweep over five lambdas, with prompts."""
+    rng = np.random.default_rng(seed)
+    cases = [f"case{i}" for i in range(40)]
+    explicit = pd.DataFrame([{"case": c, "group": g, "metric": rng.uniform(), "mass": rng.uniform(),
+                              "prompt": f"{c} is {g}", "fact": np.nan}
+                             for c in cases for g in ("female", "male") if not (c == "case7" and g == "male")])
+    implicit = pd.DataFrame([{"case": c, "group": g, "metric": rng.uniform(), "mass": 0.5, "prompt": f"{c} {g} {k}",
+                              "fact": np.nan}
+                             for c in cases for g in ("female", "male") for k in range(3)])
+    lambdas = [-2.0, -1.0, 0.0, 1.0, 2.0]
+    slopes = rng.normal(0.02, 0.05, len(cases))
+    white = pd.DataFrame([{"case": c, "lam": lam, "metric": 0.5 + s * lam + rng.normal(0, 0.01), "mass": 0.7,
+                           "prompt": f"neutral {c}"}
+                          for c, s in zip(cases, slopes) for lam in lambdas])
+    return TaskAudit(SyntheticTask(), None, {"explicit": explicit, "implicit": implicit}, white)
+
+
+KEYS = {"explicit": "synthetic.blackbox_explicit", "implicit": "synthetic.blackbox_implicit",
+        "slope": "synthetic.whitebox_slope"}
+
+
+def test_case_values_are_exactly_the_gaps_and_slopes(tmp_path) -> None:
+    audit = synthetic_audit()
+    cases = audit.cases(KEYS)
+    assert cases.columns.tolist() == list(FIELDS)
+    assert len(cases) == len(audit.black["explicit"]) + len(audit.black["implicit"]) + len(audit.white)
+    assert cases["prompt_sha"].tolist() == [prompt_sha(p) for p in cases["prompt"]]
+    assert cases.loc[cases["unit"] == "case7", "value"].isna().sum() == 1  # the case without a male prompt
+    write_cases(tmp_path, "decision_tasks", cases)
+    for frame in (cases, read_cases(tmp_path, "decision_tasks")):  # exactly, also after the round trip
+        means = unit_values(frame).groupby("test", sort=False)["value"].mean()
+        assert abs(means[KEYS["explicit"]] - audit.gap("explicit", 200, 0).value) < 1e-12
+        assert abs(means[KEYS["implicit"]] - audit.gap("implicit", 200, 0).value) < 1e-12
+        assert abs(means[KEYS["slope"]] - audit.slope(200, 0).value) < 1e-12
+    counts = unit_values(cases).groupby("test", sort=False).size()
+    assert counts.tolist() == [39, 40, 40]
+    white = cases[cases["test"] == KEYS["slope"]]
+    assert white["group"].isna().all() and sorted(white["lam"].unique()) == [-2.0, -1.0, 0.0, 1.0, 2.0]
+    black = cases[cases["test"] == KEYS["explicit"]]
+    assert black["lam"].isna().all() and set(black["group"]) == {"female", "male"}
+
+
+def test_case_keys_choose_the_tests() -> None:
+    audit = synthetic_audit()
+    only = audit.cases({"slope": "synthetic.gender_id.slope"})
+    assert set(only["test"]) == {"synthetic.gender_id.slope"}
+    del audit.black["implicit"]  # a task without the variant writes no records for it
+    assert set(audit.cases(KEYS)["test"]) == {KEYS["explicit"], KEYS["slope"]}
+    assert audit.cases({}).columns.tolist() == list(FIELDS) and audit.cases({}).empty
+    with pytest.raises(AuditError, match=r"unknown case-record key\(s\) \['neutral'\]"):
+        audit.cases({"neutral": "x"})
+    with pytest.raises(AuditError, match="results-file name"):
+        audit.cases({"slope": ""})
+
+
+class ToyTask(Task):
+    name, concept, answers, metric_name, groups = "toy", "gender", ("good", "bad"), "bad rate", ("female", "male")
+
+    def items(self, variant, n, seed, mirror=None, exclude=()):
+        jobs = ["nurse", "doctor", "engineer"][:n]
+        if variant == "neutral":
+            return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in jobs]
+        return [TaskItem(f"the {job} started a new job and {p} said", "answer :", g, job, 1)
+                for job in jobs for g, p in (("female", "she"), ("male", "he"))]
+
+
+def test_runner_keeps_the_exact_prompts(tiny_model, tmp_path) -> None:
+    vector = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
+                            torch.zeros(tiny_model.width), k=1.0)
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    audit = runner.audit(ToyTask(), vector, [-1.0, 0.0, 1.0], n=3)
+    explicit, white = audit.black["explicit"], audit.white
+    items = ToyTask().items("explicit", 3, 0)
+    assert explicit["prompt"].tolist() == [tiny_model.chat(i.prompt, i.prefix) for i in items]
+    assert white.groupby("case")["prompt"].nunique().eq(1).all() and len(white) == 9
+    cases = audit.cases({"explicit": "toy.blackbox_explicit", "slope": "toy.whitebox_slope"})
+    assert cases["prompt"].notna().all()
+    means = unit_values(cases).groupby("test")["value"].mean()
+    assert abs(means["toy.blackbox_explicit"] - audit.gap("explicit", 100, 0).value) < 1e-12
+    assert abs(means["toy.whitebox_slope"] - audit.slope(100, 0).value) < 1e-12
+
+
+def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
+    plain = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    assert "Cases behind the gaps" not in plain
+
+    frame = pd.concat([records(), records().assign(unit=lambda f: f["unit"] + "b")], ignore_index=True)
+    write_cases(tmp_path, "decision_tasks", frame)
+    page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    section = page[page.index('<section id="cases">'):]
+    section = section[: section.index("</section>")]
+    assert '<a href="#cases">Cases behind the gaps</a>' in page
+    assert section.count("<h3>") == 2 and section.count("<tr><td>") == 6  # top 3 per test
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+    assert "&lt;|user|&gt;" in section and "<details>" in section
+    assert "<th>female</th><th>male</th>" in section and "<th>lam = 1</th><th>lam = -1</th>" in section
+    assert re.search(r"<td>c1b?</td>", section)
+    assert "score +0.0833 = mean of the per-case differences over 6 cases" in section
+
+    (tmp_path / "cases" / "robustness.jsonl").write_text("{broken\n", encoding="utf-8")
+    page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    assert "cases/robustness.jsonl not shown" in page and "<h3>credit.blackbox_explicit</h3>" in page

@@ -1,0 +1,105 @@
+"""The chapter registry is the one list the audit is built from: every chapter's notebook, params section, cache
+hash and verdict tests follow from its declaration, and nothing that reads them can miss one silently."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import jupytext
+import pandas as pd
+import pytest
+
+from llmaudit.cache import code_version
+from llmaudit.config import Params, load_params
+from llmaudit.contents import table_of_contents
+from llmaudit.paths import BOOK, REPO
+from llmaudit.registry import CHAPTERS, KEYS, PACKAGES, computing_packages, notebook, verdict_tests
+from llmaudit.verdict.verdicts import verdicts
+
+PACKAGE = REPO / "lib" / "llmaudit"
+CI_RESULTS = REPO / "tests" / "notebooks" / "results.csv"  # the ci audit's results, saved with the nbval references
+# Parts that run on cached tensors or render them: never part of what a forward pass computes.
+NOT_COMPUTING = {"chapter", "config", "errors", "paths", "plots", "registry", "report", "sections", "spec", "stats",
+                 "verdict", "cache"}
+
+
+def imported_parts(source: str, seen: set[Path] | None = None) -> set[str]:
+    """The llmaudit parts (top-level packages and modules) that code imports, following llmaudit's own computing
+    modules (not the runner, params, report or verdict modules, which read results rather than compute them)."""
+    seen = set() if seen is None else seen
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+            [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "llmaudit" or len(parts) < 2:
+                continue
+            found.add(parts[1])
+            if parts[1] in NOT_COMPUTING:
+                continue
+            for candidate in (PACKAGE.joinpath(*parts[1:]).with_suffix(".py"),
+                              PACKAGE.joinpath(*parts[1:], "__init__.py")):
+                if candidate.is_file() and candidate not in seen:
+                    seen.add(candidate)
+                    found |= imported_parts(candidate.read_text(encoding="utf-8"), seen)
+    return found
+
+
+def notebook_code(key: str) -> str:
+    """The code cells of a chapter's jupytext source."""
+    nb = jupytext.read(BOOK / f"{notebook(key)}.md")
+    return "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+
+
+def test_every_chapter_has_its_notebook_and_no_notebook_is_unregistered() -> None:
+    assert sorted(p.stem for p in BOOK.glob("[0-9][0-9]_*.md")) == [notebook(key) for key in KEYS]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_chapter_opens_itself_by_its_registered_key(key: str) -> None:
+    assert f'open_chapter("{key}"' in notebook_code(key)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_chapter_computing_code_is_in_its_cache_hash(key: str) -> None:
+    spec = next(spec for spec in CHAPTERS if spec.key == key)
+    used = imported_parts(notebook_code(key)) - NOT_COMPUTING
+    assert used <= set(spec.computing), f"{key} runs code of {sorted(used - set(spec.computing))} not declared"
+    assert set(spec.computing) <= set(computing_packages())
+
+
+def test_cache_hash_changes_with_each_computing_package() -> None:
+    everything = computing_packages()
+    for package in everything:
+        assert code_version(everything) != code_version(tuple(p for p in everything if p != package)), package
+
+
+def test_params_has_each_declared_section() -> None:
+    for spec in CHAPTERS:
+        if spec.section:
+            assert Params.model_fields[spec.section].annotation is spec.params
+
+
+def test_table_of_contents_is_built_from_the_registry() -> None:
+    assert (REPO / "_toc.yml").read_text(encoding="utf-8") == table_of_contents(), \
+        "run `python -m llmaudit.contents` (make book does) and commit _toc.yml"
+
+
+def test_packages_are_the_chapters_own() -> None:
+    assert set(PACKAGES) == set(KEYS)
+    for key, package in PACKAGES.items():
+        assert (PACKAGE / package / "spec.py").is_file(), key
+
+
+def test_ci_audit_feeds_every_declared_verdict_test() -> None:
+    """Run the ci audit's results file through the verdict page: a test that a chapter declares but whose result
+    the chapter did not write (a renamed key, a skipped task) would silently vanish from the page."""
+    params = load_params("ci")
+    results = pd.read_csv(CI_RESULTS)
+    table = verdicts(results, params.tasks.epsilon, params.gates)
+    shown = set(zip(table["requirement"], table["test"]))
+    missing = [test.name for test in verdict_tests(params) if (test.requirement, test.label) not in shown]
+    assert not missing, f"declared verdict tests missing from the ci audit's verdict page: {missing}"
+    assert len(table) == len(verdict_tests(params))
