@@ -9,9 +9,9 @@ import torch
 from conftest import build_tokenizer
 
 from llmaudit.errors import AuditError
-from llmaudit.models import AuditModel
+from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.sweep import SUPPORTED, _blocks, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.models.sweep import SUPPORTED, _running, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -100,7 +100,7 @@ def hooked_metric(model, text: str, labels: list[int], target: int, vector, lam:
     """p[target] / sum(p) over `labels` of one text from the model's own forward, the edit made by a forward hook
     on the steering block (differentiable in `lam`)."""
     edit = vector.intervention(lam, projection)
-    block = model.hf.model.layers[vector.layer]
+    block = architectures.blocks(model.hf)[vector.layer]
     handle = block.register_forward_hook(lambda module, args, output: with_hidden(output, edit(hidden(output))))
     try:
         ids = torch.tensor([model.tokenizer.encode(text, add_special_tokens=False)])
@@ -181,17 +181,64 @@ def test_unsupported_architecture_is_refused(models) -> None:
         assert "'qwen3'" in message and "AuditModel.forward" in message
 
 
-def test_blocks_restores_the_model_after_an_exception(models) -> None:
+def parts(hf) -> list[tuple[str, int]]:
+    """Every submodule of the model by name and object identity."""
+    return [(name, id(module)) for name, module in hf.named_modules()]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_running_restores_the_model_after_an_exception(models, error) -> None:
     model = models("gemma3_text")
-    inner = model.hf.model
-    layers, norm, config = inner.layers, inner.norm, model.hf.config.to_dict()
+    hf = model.hf
+    inner, before_parts = hf.model, parts(hf)
+    layers, norm, attention, config = inner.layers, inner.norm, hf.config._attn_implementation, hf.config.to_dict()
     texts, labels = texts_of(model), labels_of(model)
     before = model.forward(texts, labels).probs
-    with pytest.raises(RuntimeError, match="inside"):
-        with _blocks(model.hf, slice(3, None), final_norm=False):
-            assert inner.layers is not layers and inner.norm is not norm
-            raise RuntimeError("inside")
-    assert inner.layers is layers and inner.norm is norm
-    assert [type(block) for block in inner.layers] == [type(layers[0])] * model.n_layers
-    assert model.hf.config.to_dict() == config
+    with pytest.raises(error, match="inside"):
+        with _running(hf, range(3, 6), final_norm=False, eager_attention=True):
+            assert inner.layers is not layers and inner.norm is not norm and hf.config._attn_implementation == "eager"
+            assert [block is layers[i] for i, block in enumerate(inner.layers)] == [False] * 3 + [True] * 3
+            raise error("inside")
+    assert inner.layers is layers and inner.norm is norm and parts(hf) == before_parts
+    assert hf.config._attn_implementation == attention and hf.config.to_dict() == config
     assert torch.equal(model.forward(texts, labels).probs, before)
+
+
+class Failure(Exception):
+    """Raised by a test hook in the middle of a sweep."""
+
+
+@pytest.mark.parametrize("error", [Failure, KeyboardInterrupt])
+@pytest.mark.parametrize(("where", "call"), [("lower", 1), ("sweep", 2), ("derivative", 1)])
+def test_a_forward_failing_mid_sweep_leaves_the_model_as_it_was(models, where, call, error) -> None:
+    """A block that raises on its `call`-th run: in the lower blocks (block 0), in the second lambda group of the
+    sweep, or inside the forward-mode derivative (the last block; no lambdas, so the derivative runs it first)."""
+    model = models("qwen2")
+    hf = model.hf
+    texts, labels = texts_of(model), labels_of(model)
+    vector = random_vector(model, 2)
+    before_parts, attention = parts(hf), hf.config._attn_implementation
+    before = model.forward(texts, labels).probs
+    with torch.no_grad():
+        logits = hf(**model.tokenizer(texts[:1], return_tensors="pt", add_special_tokens=False)).logits
+    runs = []
+
+    def fail(module, args, output):
+        runs.append(1)
+        if len(runs) == call:
+            raise error("mid-sweep")
+
+    block = architectures.blocks(hf)[0 if where == "lower" else model.n_layers - 1]
+    handle = block.register_forward_hook(fail)
+    try:
+        with pytest.raises(error, match="mid-sweep"):
+            sweep_with_sensitivity(model, texts, labels, vector, [] if where == "derivative" else LAMBDAS,
+                                   [0] * len(texts), lambda_batch=2)
+    finally:
+        handle.remove()
+    assert len(runs) == call
+    assert parts(hf) == before_parts and hf.config._attn_implementation == attention
+    assert torch.equal(model.forward(texts, labels).probs, before)
+    with torch.no_grad():
+        again = hf(**model.tokenizer(texts[:1], return_tensors="pt", add_special_tokens=False)).logits
+    assert torch.equal(again, logits)

@@ -1,4 +1,5 @@
-"""Load the model a params file names: the embedded GGUF (offline), a hub id, a local folder, or NDIF."""
+"""Load the model a params file names: the embedded GGUF (offline), a hub id, a local folder, or NDIF; a hub or
+local model can be spread over the machine's devices (`device_map`, placed by accelerate)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
+from llmaudit.models.architectures import input_device
 from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, locate_gguf
 from llmaudit.models.runtime import AuditModel
 
@@ -30,11 +32,12 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
         lm, hf = _remote(spec), None
         tokenizer = lm.tokenizer
         weights = {"source": f"ndif:{spec.hf}", "sha256": None}
+        device = "cpu"
     else:
         hf, tokenizer, weights = _local(spec)
         lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
+        device = str(input_device(hf)) if spec.device_map else spec.device
     provenance = {**weights, "load_seconds": round(time.perf_counter() - started, 2)}
-    device = "cpu" if spec.remote else spec.device
     return AuditModel(
         name, lm, tokenizer, hf=hf, remote=spec.remote, system_prompt=spec.system_prompt,
         provenance=provenance, device=device, chat_template=spec.chat_template,
@@ -42,7 +45,8 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
 
 
 def _local(spec: ModelSpec):
-    """HF model + tokenizer in eval mode, plus a description of where the weights came from."""
+    """HF model + tokenizer in eval mode, plus a description of where the weights came from. With `device_map` the
+    model is placed by accelerate as it loads (blocks spread over the devices) and is not moved afterwards."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = DTYPES[spec.dtype]
@@ -57,14 +61,17 @@ def _local(spec: ModelSpec):
         source = {"source": folder, "sha256": _weights_sha256(Path(spec.path)) if spec.path else None}
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
-        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code)
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
+                                                  device_map=spec.device_map)
     except (OSError, ValueError) as err:
         raise _unreachable(folder, err, "check the id, log in for gated models, or set model.path to a local copy") from None
     if spec.hf:  # a hub snapshot is pinned by its commit, which pins every weight file's sha256
         source["revision"] = getattr(hf.config, "_commit_hash", None)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of torch")
-    hf.to(spec.device).eval()
+    if spec.device_map is None:
+        hf.to(spec.device)
+    hf.eval()
     return hf, tokenizer, source
 
 

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import torch
 from tqdm import tqdm
 
+from llmaudit.models import architectures
 from llmaudit.models.layers import hidden
-from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, token_batches
+from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, readout, token_batches
 
 
 def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
@@ -44,7 +45,7 @@ def forward_shared_prefix(
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
     with torch.inference_mode(), memory_guard(batch_tokens):
         prefix = torch.tensor([encoded[0][:shared]], device=device)
-        cache = model.hf.model(input_ids=prefix, use_cache=True).past_key_values if shared else None
+        cache = architectures.decoder(model.hf)(input_ids=prefix, use_cache=True).past_key_values if shared else None
         rest = [e[shared:] for e in encoded]
         order = sorted(range(len(texts)), key=lambda i: -len(rest[i]))
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
@@ -72,21 +73,22 @@ def _continue(
     attention = torch.cat([torch.ones(rows, shared, dtype=mask.dtype, device=mask.device), mask], dim=1)
     positions = (shared + torch.arange(width, device=ids.device)).expand(rows, width)
     last = mask.sum(1) - 1
-    picked = torch.arange(rows, device=ids.device)
     saved: dict[int, torch.Tensor] = {}
-    hooks = [
-        model.hf.model.layers[layer].register_forward_hook(
-            lambda module, args, output, layer=layer: saved.__setitem__(layer, hidden(output)[picked, last])
-        )
-        for layer in layers
-    ]
+    blocks, hooks = architectures.blocks(model.hf), []
     try:
-        out = model.hf.model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                             use_cache=cache is not None)
+        for layer in layers:
+            hooks.append(blocks[layer].register_forward_hook(
+                lambda module, args, output, layer=layer: saved.__setitem__(layer, _at(hidden(output), last))
+            ))
+        out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
+                                              past_key_values=cache, use_cache=cache is not None)
     finally:
         for hook in hooks:
             hook.remove()
-    logits = model.hf.lm_head(out.last_hidden_state[picked, last])
-    probs = torch.log_softmax(logits.float(), dim=-1)[:, list(labels)].exp()
-    acts = torch.stack([saved[layer].float() for layer in layers], dim=1) if layers else None
-    return probs.cpu(), acts.cpu() if acts is not None else None
+    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last))
+    return readout(logits, labels, [saved[layer] for layer in layers])
+
+
+def _at(h: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """Row i of (rows, tokens, width) hidden states at token `last[i]`, on the device `h` is on."""
+    return h[torch.arange(len(h), device=h.device), last.to(h.device)]

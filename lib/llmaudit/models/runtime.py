@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from llmaudit.errors import AuditError
+from llmaudit.models import architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.tokens import single_token_ids
 from llmaudit.models.intervention import Intervention
@@ -41,7 +42,14 @@ def memory_guard(batch_tokens: int) -> Iterator[None]:
 
 
 class AuditModel:
-    """A causal LM with its tokenizer and chat template, wrapped for batched, steerable forward passes."""
+    """A causal LM with its tokenizer and chat template, wrapped for batched, steerable forward passes.
+
+    Two engines run it. `lm`, the nnsight wrapper, runs `forward` and `generate`, local and remote (NDIF) models
+    alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself (None
+    for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
+    (`models.sweep`), the shared-prefix key/value cache (`models.prefix`) and sampling (`sample`). Both are the same
+    weights; the sweep and the prefix cache are tested equal to `forward`. Inputs go to `device`, where the
+    embedding computes (with `device_map`, accelerate moves them on from block to block)."""
 
     def __init__(
         self,
@@ -66,6 +74,7 @@ class AuditModel:
         self.system_prompt = system_prompt
         self.chat_template = chat_template
         config = lm.config
+        architectures.layout(lm)  # an architecture whose layout is unknown is refused here, not mid-chapter
         self.n_layers: int = config.num_hidden_layers
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
@@ -148,7 +157,7 @@ class AuditModel:
         intervention: Intervention | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One traced forward pass of a padded batch; returns label probabilities and saved activations."""
-        blocks = self.lm.model.layers
+        blocks, unembedding = architectures.blocks(self.lm), architectures.unembedding(self.lm)
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
         saved: dict[int, torch.Tensor] = {}
         with torch.inference_mode():
@@ -167,11 +176,8 @@ class AuditModel:
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
                         saved[layer] = h[:, -1, :].save()
-                logits = self.lm.lm_head.output[:, -1, :].save()
-            log_probs = torch.log_softmax(logits.float(), dim=-1)
-            probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
-            acts = torch.stack([saved[layer].float() for layer in layers], dim=1) if layers else None
-        return probs.cpu(), acts.cpu() if acts is not None else None
+                logits = unembedding.output[:, -1, :].save()
+            return readout(logits, labels, [saved[layer] for layer in layers])
 
     def sample(self, texts: Sequence[str], n: int, max_new_tokens: int, seed: int) -> torch.Tensor:
         """`n` sampled continuations of each chat-formatted text (temperature 1 over the whole vocabulary), as
@@ -207,6 +213,17 @@ class AuditModel:
                 break
             new.append(token)
         return self.tokenizer.decode(new, skip_special_tokens=True)
+
+
+def readout(
+    logits: torch.Tensor, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
+    last-position logits, and the block outputs `acts`, each (n, width) and maybe on its own device, stacked as
+    (n, blocks, width); None when there are none."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
+    return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
 
 
 def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:

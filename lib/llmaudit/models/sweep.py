@@ -9,18 +9,20 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
-exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same
-intervention is the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with the
-blocks of the other part swapped for pass-throughs, not cut out of the layer list, because some models pick a
-block's attention mask and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral and
-Gemma 3 index `config.layer_types[i]` with the loop counter `i` to choose between the sliding-window and the
-global mask (and, in Gemma 3, between the local and the global rotary embedding), so a block run from a shortened
-list would get the mask of another block. Llama and Mistral give every block the same mask. Gemma 3 scales the
-token embeddings inside its embedding module, so the edited hidden states passed as `inputs_embeds` are not
-rescaled. No KV cache is built (`use_cache=False`): nothing is generated, and a cache keyed by block index would
-hold only the blocks run. The architectures in `SUPPORTED` are the ones whose forward was read and tested for
-this; any other is refused, and the plain steered forward is its fallback. Models traced remotely cannot be split
-and use that path.
+exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention is
+the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with the blocks of the other
+part swapped for pass-throughs (by `_running`, the one place the model is edited, undone on any exception), not cut
+out of the layer list, because some models pick a block's attention mask and rotary embedding by its position in
+the loop over `layers`: Qwen2, Ministral and Gemma 3 index `config.layer_types[i]` with the loop counter `i` to
+choose between the sliding-window and the global mask (and, in Gemma 3, between the local and the global rotary
+embedding), so a block run from a shortened list would get the mask of another block. Llama and Mistral give every
+block the same mask. Gemma 3 scales the token embeddings inside its embedding module, so the edited hidden states
+passed as `inputs_embeds` are not rescaled. No KV cache is built (`use_cache=False`): nothing is generated, and a
+cache keyed by block index would hold only the blocks run. The architectures in `SUPPORTED` are the ones whose
+forward was read and tested for this; any other is refused, and the plain steered forward is its fallback. Models
+traced remotely cannot be split and use that path. A model spread over devices (`device_map`) runs as it is:
+accelerate's hooks move the hidden state to each block's device, and the edit is made where the steering block left
+it.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
+from torch.autograd import forward_ad
 
 from llmaudit.errors import AuditError
+from llmaudit.models import architectures
 from llmaudit.models.runtime import AuditModel, memory_guard
 from llmaudit.models.vector import SteeringVector
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
-SUPPORTED = frozenset({"llama", "qwen2", "mistral", "ministral", "gemma3_text"})
+SUPPORTED = frozenset(name for name, layout in architectures.ARCHITECTURES.items() if layout.split)
 
 
 def sweep(
@@ -90,9 +94,10 @@ def sweep_with_sensitivity(
     d metric / d lambda at lambda = 0 (metric = p[target] / sum(p) over `labels`), by one forward-mode
     derivative (torch.func.jvp) of the upper blocks along the edit's tangent k v. The blocks below the
     steering layer run once per batch for both."""
-    if model.hf is None:
+    hf = model.hf
+    if hf is None:
         raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
-    model_type = model.hf.config.model_type
+    model_type = hf.config.model_type
     if model_type not in SUPPORTED:
         raise AuditError(
             f"the split sweep is not verified for architecture '{model_type}': run the plain steered forward"
@@ -103,21 +108,21 @@ def sweep_with_sensitivity(
     with memory_guard(batch_tokens):
         for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens, desc):
             with torch.inference_mode():
-                with _blocks(model.hf, slice(0, vector.layer + 1), final_norm=False):
-                    hidden = model.hf.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                            use_cache=False).last_hidden_state
+                with _running(hf, range(vector.layer + 1), final_norm=False):
+                    hidden = architectures.decoder(hf)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                                       use_cache=False).last_hidden_state
                 if lambdas:
-                    probs[:, batch] = _upper_sweep(model, hidden, mask, positions, labels, vector, lambdas,
+                    probs[:, batch] = _upper_sweep(hf, hidden, mask, positions, labels, vector, lambdas,
                                                    projection, lambda_batch)
             if derivative is not None:
-                chosen = torch.as_tensor([targets[i] for i in batch], device=hidden.device)
-                derivative[batch] = _upper_derivative(model, hidden.clone(), mask, positions, labels, chosen,
+                chosen = torch.as_tensor([targets[i] for i in batch])
+                derivative[batch] = _upper_derivative(hf, hidden.clone(), mask, positions, labels, chosen,
                                                       vector, projection)
     return probs, derivative
 
 
 def _upper_sweep(
-    model: AuditModel,
+    hf: torch.nn.Module,
     hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
@@ -129,25 +134,25 @@ def _upper_sweep(
 ) -> torch.Tensor:
     """(lambdas, batch, labels): the upper blocks on the edited hidden states, `lambda_batch` lambdas per pass."""
     results = []
-    for start in range(0, len(lambdas), lambda_batch):
-        group = lambdas[start : start + lambda_batch]
-        edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
-        repeat = len(group)
-        with _blocks(model.hf, slice(vector.layer + 1, None), final_norm=True):
-            logits = model.hf(
+    with _running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
+        for start in range(0, len(lambdas), lambda_batch):
+            group = lambdas[start : start + lambda_batch]
+            edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
+            repeat = len(group)
+            logits = hf(
                 inputs_embeds=edited,
                 attention_mask=mask.repeat(repeat, 1),
                 position_ids=positions.repeat(repeat, 1),
                 use_cache=False,
                 logits_to_keep=1,
             ).logits[:, -1, :]
-        probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
-        results.append(probs.reshape(repeat, len(hidden), len(labels)))
+            probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
+            results.append(probs.reshape(repeat, len(hidden), len(labels)))
     return torch.cat(results).cpu()
 
 
 def _upper_derivative(
-    model: AuditModel,
+    hf: torch.nn.Module,
     hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
@@ -157,7 +162,6 @@ def _upper_derivative(
     projection: bool,
 ) -> torch.Tensor:
     """d metric / d lambda at lambda = 0 of one batch, from the lower blocks' output `hidden`."""
-    hf = model.hf
     start = vector.intervention(0.0, projection)(hidden)
     tangent = (vector.k * vector.direction).to(start.device, start.dtype).expand_as(start).contiguous()
 
@@ -165,11 +169,23 @@ def _upper_derivative(
         logits = hf(inputs_embeds=h, attention_mask=mask, position_ids=positions, use_cache=False,
                     logits_to_keep=1).logits
         probs = torch.softmax(logits[:, -1, list(labels)].float(), dim=-1)
-        return probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+        return probs.gather(-1, chosen.to(probs.device).unsqueeze(-1)).squeeze(-1)
 
-    with _blocks(hf, slice(vector.layer + 1, None), final_norm=True), _eager_attention(hf), torch.no_grad():
-        _, derivative = torch.func.jvp(metric, (start,), (tangent,))
+    upper = range(vector.layer + 1, hf.config.num_hidden_layers)
+    with _running(hf, upper, eager_attention=True), torch.no_grad():
+        if _offloaded(hf):
+            with forward_ad.dual_level():
+                derivative = forward_ad.unpack_dual(metric(forward_ad.make_dual(start, tangent))).tangent
+        else:
+            _, derivative = torch.func.jvp(metric, (start,), (tangent,))
     return derivative.cpu()
+
+
+def _offloaded(hf: torch.nn.Module) -> bool:
+    """Whether accelerate loads some weights in each forward (`device_map` offloading to cpu or disk). It cannot
+    inside torch.func.jvp (tensors made in a torch.func transform have no storage), so such a model takes the
+    derivative with autograd's forward mode: the same derivative, equal to the last bits or nearly."""
+    return any(getattr(getattr(module, "_hf_hook", None), "offload", False) for module in hf.modules())
 
 
 class _PassThrough(torch.nn.Module):
@@ -181,29 +197,30 @@ class _PassThrough(torch.nn.Module):
 
 
 @contextmanager
-def _blocks(hf, which: slice, final_norm: bool) -> Iterator[None]:
-    """Temporarily run only the decoder blocks in `which` (and the final norm or not), the others replaced by
-    pass-throughs: every block keeps its index in the layer list, so the model's own forward gives it the same
-    mask and position embeddings as in the full forward. The model is restored on exit, also after an error."""
-    inner = hf.model
-    layers, norm = inner.layers, inner.norm
-    kept = set(range(len(layers))[which])
-    skip = _PassThrough()
+def _running(
+    hf: torch.nn.Module, kept: range, final_norm: bool = True, eager_attention: bool = False
+) -> Iterator[None]:
+    """While open, the model's own forward runs only the decoder blocks in `kept`, the others replaced by
+    pass-throughs, so that every block keeps its index in the layer list and gets the mask and position embeddings
+    of the full forward; it skips the final norm unless `final_norm`, and with `eager_attention` uses plain-PyTorch
+    attention (fused kernels have no forward-mode derivative). These are the only edits the sweep makes to the
+    model: the original objects are taken before any change and put back in the `finally`, so that any exception,
+    KeyboardInterrupt included, leaves the model as it was."""
+    layout = architectures.layout(hf)
+    blocks_owner, blocks_name = architectures.locate(hf, layout.blocks)
+    norm_owner, norm_name = architectures.locate(hf, layout.final_norm)
+    blocks, norm = getattr(blocks_owner, blocks_name), getattr(norm_owner, norm_name)
+    attention, skip = hf.config._attn_implementation, _PassThrough()
     try:
-        inner.layers = torch.nn.ModuleList([block if i in kept else skip for i, block in enumerate(layers)])
+        setattr(blocks_owner, blocks_name,
+                torch.nn.ModuleList([block if i in kept else skip for i, block in enumerate(blocks)]))
         if not final_norm:
-            inner.norm = torch.nn.Identity()
+            setattr(norm_owner, norm_name, torch.nn.Identity())
+        if eager_attention:
+            hf.config._attn_implementation = "eager"
         yield
     finally:
-        inner.layers, inner.norm = layers, norm
-
-
-@contextmanager
-def _eager_attention(hf) -> Iterator[None]:
-    """Plain-PyTorch attention for the duration (fused attention kernels have no forward-mode derivative)."""
-    previous = hf.config._attn_implementation
-    hf.config._attn_implementation = "eager"
-    try:
-        yield
-    finally:
-        hf.config._attn_implementation = previous
+        setattr(blocks_owner, blocks_name, blocks)
+        setattr(norm_owner, norm_name, norm)
+        if hf.config._attn_implementation != attention:
+            hf.config._attn_implementation = attention
