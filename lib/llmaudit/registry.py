@@ -19,7 +19,7 @@ from llmaudit.validity import spec as validity
 
 # Each chapter package's `spec` module, in book order: a new chapter is one more entry here.
 MODULES: tuple[ModuleType, ...] = (steering, tasks, robustness, validity, framing, similarity, markedness)
-CHAPTERS: tuple[ChapterSpec, ...] = tuple(module.SPEC for module in MODULES)
+CHAPTERS: tuple[ChapterSpec, ...] = tuple(module.CHAPTER for module in MODULES)
 KEYS: tuple[str, ...] = tuple(spec.key for spec in CHAPTERS)
 PACKAGES: dict[str, str] = {spec.key: module.__name__.split(".")[1] for spec, module in zip(CHAPTERS, MODULES)}
 

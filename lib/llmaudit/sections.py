@@ -38,6 +38,17 @@ def once(values: Sequence[Any]) -> Sequence[Any]:
     return values
 
 
+def sizes(value: dict[str, int | None], names: Iterable[str], unit: str) -> dict[str, int | None]:
+    """A mapping of known names to sizes (None: all, 0: skip, else at least 2 `unit` for an interval), else
+    ValueError naming the offending entry."""
+    names = list(names)
+    for name, size in value.items():
+        known(name, names)
+        if size is not None and size != 0 and size < 2:
+            raise ValueError(f"{name}: need at least 2 {unit} for an interval, or 0 to skip it (got {size})")
+    return value
+
+
 def within(value: float, lo: float, hi: float, shown: str | None = None) -> float:
     """`value` if lo <= value < hi, else ValueError naming the range ([lo, `shown` or hi))."""
     if not lo <= value < hi:

@@ -57,17 +57,23 @@ def case_clusters(frame: pd.DataFrame, clusters: np.ndarray | None, cases: pd.In
     return per_case.first().reindex(cases).to_numpy()
 
 
+def paired_gaps(frame: pd.DataFrame, a: str, b: str) -> pd.Series:
+    """Per case (index): metric(group a) - metric(group b) (columns case, group, metric); cases lacking a group are
+    left out."""
+    wide = frame.pivot_table(index="case", columns="group", values="metric")
+    missing = {a, b} - set(wide.columns)
+    if missing:
+        raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
+    return (wide[a] - wide[b]).dropna()
+
+
 def group_gap(
     frame: pd.DataFrame, a: str, b: str, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
     clusters: np.ndarray | None = None,
 ) -> Estimate:
     """mean metric(group a) - mean metric(group b), paired by case (columns case, group, metric); `clusters` (one
     id per row) resamples clusters of cases instead of cases."""
-    wide = frame.pivot_table(index="case", columns="group", values="metric")
-    missing = {a, b} - set(wide.columns)
-    if missing:
-        raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
-    gaps = (wide[a] - wide[b]).dropna()
+    gaps = paired_gaps(frame, a, b)
     return bootstrap_mean(gaps.to_numpy(), n_boot, seed, alpha, case_clusters(frame, clusters, gaps.index))
 
 

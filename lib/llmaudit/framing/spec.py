@@ -31,5 +31,5 @@ class FramingParams(Section):
         return self
 
 
-SPEC = ChapterSpec("framing", "Framing", computing=("data", "models", "steering", "tasks", "framing"),
+CHAPTER = ChapterSpec("framing", "Framing", computing=("data", "models", "steering", "tasks", "framing"),
                    section="framing", params=FramingParams)

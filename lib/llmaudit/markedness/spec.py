@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from llmaudit.markedness.metrics import KINDS
-from llmaudit.sections import SEED_LIMIT, Section, known, once
+from llmaudit.sections import SEED_LIMIT, Section, once, sizes
 from llmaudit.spec import ChapterSpec, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
@@ -29,11 +29,7 @@ class MarkednessParams(Section):
     @field_validator("templates")
     @classmethod
     def _templates(cls, value: dict[str, int | None]) -> dict[str, int | None]:
-        for name, size in value.items():
-            known(name, PROBE_SETS)
-            if size is not None and size != 0 and size < 2:
-                raise ValueError(f"{name}: need at least 2 templates, or 0 to skip the probe set (got {size})")
-        return value
+        return sizes(value, PROBE_SETS, "templates")
 
     @field_validator("seeds")
     @classmethod
@@ -68,5 +64,5 @@ def _tests(params: Any) -> list[VerdictTest]:
             for probes in probe_sets_run(params) for kind in KINDS]
 
 
-SPEC = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
+CHAPTER = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
                    section="markedness", params=MarkednessParams, verdict_tests=_tests)

@@ -34,13 +34,13 @@ import numpy as np
 import pandas as pd
 
 from llmaudit.errors import AuditError, DataError
+from llmaudit.paths import PLAIN_NAME
 
 FOLDER = "cases"
 FIELDS = ("test", "unit", "value", "group", "lam", "prompt_sha", "prompt", "metric", "mass")
 TEXT = ("test", "unit", "group", "prompt_sha", "prompt")
 NUMBERS = ("value", "lam", "metric", "mass")
 SHA_CHARS = 16
-_CHAPTER = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _FIX = "delete it and rerun the chapter (its forward passes are cached)"
 DIFFERENCES = ["test", "unit", "value", "side_a", "side_b", "metric_a", "metric_b", "diff", "prompt_a", "prompt_b",
                "n_a", "n_b"]
@@ -53,7 +53,7 @@ def prompt_sha(text: str) -> str:
 
 def cases_path(report_dir: Path, chapter: str) -> Path:
     """reports/<model>/cases/<chapter>.jsonl; a chapter name that is not a plain file name is a one-line error."""
-    if not isinstance(chapter, str) or not _CHAPTER.fullmatch(chapter):
+    if not isinstance(chapter, str) or not PLAIN_NAME.fullmatch(chapter):
         raise AuditError(f"case file name {chapter!r}: use a chapter key (letters, digits and ._-, not starting "
                          "with a dot)")
     return Path(report_dir) / FOLDER / f"{chapter}.jsonl"

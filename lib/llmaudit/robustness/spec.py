@@ -27,6 +27,6 @@ def _tests(params: Any) -> list[VerdictTest]:
     return found
 
 
-SPEC = ChapterSpec("robustness", "Robustness", computing=("data", "models", "steering", "tasks", "robustness"),
+CHAPTER = ChapterSpec("robustness", "Robustness", computing=("data", "models", "steering", "tasks", "robustness"),
                    reads=("tasks",),
                    verdict_tests=_tests)

@@ -37,5 +37,5 @@ class SimilarityParams(Section):
         return self
 
 
-SPEC = ChapterSpec("similarity", "Similarity", computing=("data", "models", "steering", "tasks", "similarity"),
+CHAPTER = ChapterSpec("similarity", "Similarity", computing=("data", "models", "steering", "tasks", "similarity"),
                    section="similarity", params=SimilarityParams)

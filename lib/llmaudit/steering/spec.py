@@ -64,5 +64,5 @@ class SteeringParams(Section):
         return value
 
 
-SPEC = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
+CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
                    section="steering", params=SteeringParams)

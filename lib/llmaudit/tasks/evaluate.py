@@ -4,7 +4,6 @@ cached by content, so a re-run or a resumed audit recomputes nothing."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
-from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, pearson, sweep_slope
+from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
 
@@ -82,12 +81,7 @@ class TaskAudit:
     def case_gaps(self, variant: str) -> pd.Series:
         """Per case (index), metric(group A) - metric(group B) of a black-box variant, exactly the values whose mean
         `gap` reports (cases lacking one group left out)."""
-        a, b = self.task.groups
-        wide = self.black[variant].pivot_table(index="case", columns="group", values="metric")
-        missing = {a, b} - set(wide.columns)
-        if missing:
-            raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
-        return (wide[a] - wide[b]).dropna()
+        return paired_gaps(self.black[variant], *self.task.groups)
 
     def case_slopes(self) -> pd.Series:
         """Per case (index), the OLS slope of the metric on lambda, exactly the values whose mean `slope` reports."""
@@ -119,11 +113,6 @@ class TaskAudit:
         return pd.concat(parts, ignore_index=True)
 
 
-def _prompt_sha(text: str | None) -> str | None:
-    """The first 16 hex digits of the sha256 of a prompt (report/evidence.py's prompt_sha), None without one."""
-    return None if not isinstance(text, str) else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def _case_records(frame: pd.DataFrame, test: str, values: pd.Series, group: pd.Series | None,
                   lam: pd.Series | None) -> pd.DataFrame:
     """Records of one test: each item of `frame` with its case's value (null where the case has none)."""
@@ -135,7 +124,7 @@ def _case_records(frame: pd.DataFrame, test: str, values: pd.Series, group: pd.S
             "value": frame["case"].map(values).astype(float).to_numpy(),
             "group": [None] * len(frame) if group is None else group.astype(object).to_numpy(),
             "lam": float("nan") if lam is None else lam.astype(float).to_numpy(),
-            "prompt_sha": [_prompt_sha(p) for p in prompts],
+            "prompt_sha": None,  # computed from the prompt when the records are written (report/evidence.py)
             "prompt": prompts,
             "metric": frame["metric"].astype(float).to_numpy(),
             "mass": frame["mass"].astype(float).to_numpy(),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from llmaudit.sections import Section, at_least, known, once
+from llmaudit.sections import Section, at_least, once, sizes
 from llmaudit.spec import ChapterSpec, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
@@ -31,11 +31,7 @@ class TaskParams(Section):
     @field_validator("sizes")
     @classmethod
     def _sizes(cls, value: dict[str, int | None]) -> dict[str, int | None]:
-        for name, size in value.items():
-            known(name, TASKS)
-            if size is not None and size != 0 and size < 2:
-                raise ValueError(f"{name}: need at least 2 cases for an interval, or 0 to skip the task (got {size})")
-        return value
+        return sizes(value, TASKS, "cases")
 
     @field_validator("lambdas")
     @classmethod
@@ -110,5 +106,5 @@ def _tests(params: Any) -> list[VerdictTest]:
     return found
 
 
-SPEC = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
+CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
                    section="tasks", params=TaskParams, verdict_tests=_tests)

@@ -44,5 +44,5 @@ def _tests(params: Any) -> list[VerdictTest]:
                         (("task", "credit"),))]
 
 
-SPEC = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
+CHAPTER = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
                    section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests)
