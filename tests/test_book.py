@@ -1,6 +1,7 @@
 """The Jupyter Book builds with no warnings and works offline: a book of the root _config.yml and _toc.yml over the
-nbval reference notebooks (the ci chapters, executed) loads no script, style, font or image from the network, and
-its math is marked up for a MathJax bundled in the build folder."""
+chapters' current sources with the nbval reference notebooks' outputs (the ci chapters, executed) resolves every
+glossary term and equation reference, loads no script, style, font or image from the network, and its math is
+marked up for a MathJax bundled in the build folder."""
 
 from __future__ import annotations
 
@@ -11,16 +12,26 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+import jupytext
+import nbformat
 import pytest
 import yaml
 
 from llmaudit.book import offline_problems
 
 ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"  # the repository's own pages: the chapters' sources, the intro, the glossary
 NOTEBOOKS = Path(__file__).resolve().parent / "notebooks"
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 INLINE_MATH = re.compile(r'<span class="math notranslate nohighlight">\\\(.+?\\\)</span>', re.S)
-DISPLAY_MATH = re.compile(r'<div class="math notranslate nohighlight">\s*(\\\[|\$\$).+?(\\\]|\$\$)\s*</div>', re.S)
+DISPLAY_MATH = re.compile(  # an equation's number, if labelled, then its TeX
+    r'<div class="math notranslate nohighlight"[^>]*>\s*(<span class="eqno">.*?</span>)?'
+    r"\s*(\\\[|\$\$).+?(\\\]|\$\$)\s*</div>",
+    re.S,
+)
+EQUATION_NUMBER = re.compile(r'<span class="eqno">\(\d+\)')
+TERM_LINK = re.compile(r'<a class="reference internal" href="[^"]*glossary\.html#term-[^"]+">')
+EQUATION_LINK = re.compile(r'<a class="reference internal" href="#equation-[^"]+">\(\d+\)</a>')
 MATHJAX_SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]*mathjax[^"]*)"', re.I)
 
 
@@ -32,24 +43,40 @@ class BuiltBook(NamedTuple):
     chapters: list[str]
 
 
+def current_chapter(reference: Path) -> nbformat.NotebookNode:
+    """The chapter as its book/ source reads now, each code cell with the outputs of the reference's cell of the same
+    source (none where the reference lacks it), so the build checks the current prose over outputs already computed."""
+    chapter = jupytext.read(BOOK / f"{reference.stem}.md")
+    executed = nbformat.read(reference, as_version=4)
+    outputs: dict[str, list] = {}
+    for cell in executed.cells:
+        if cell.cell_type == "code":
+            outputs.setdefault(cell.source, cell.outputs)
+    for cell in chapter.cells:
+        if cell.cell_type == "code":
+            cell.outputs = outputs.get(cell.source, [])
+    chapter.metadata = executed.metadata
+    return chapter
+
+
 def write_book(source: Path) -> list[str]:
-    """Lay out the root book in `source`: both root config files as they are, the intro, each chapter as its nbval
-    reference notebook and any other toc entry (the audited-models index) as a small stand-in page; return the
-    chapters' toc paths."""
+    """Lay out the root book in `source`: both root config files as they are, the intro and the other pages of book/
+    (the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
+    entry (the audited-models index, which the audit writes) as a small stand-in page; return the chapters' toc
+    paths."""
     shutil.copy(ROOT / "_config.yml", source / "_config.yml")
     shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    intro = source / f"{toc['root']}.md"
-    intro.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / f"{toc['root']}.md", intro)
     chapters: list[str] = []
-    for entry in toc["chapters"]:
-        target = source / entry["file"]
+    for entry in [toc["root"], *(entry["file"] for entry in toc["chapters"])]:
+        target = source / entry
         target.parent.mkdir(parents=True, exist_ok=True)
         reference = NOTEBOOKS / f"{target.name}.ipynb"
         if reference.exists():
-            shutil.copy(reference, target.with_suffix(".ipynb"))
-            chapters.append(entry["file"])
+            nbformat.write(current_chapter(reference), target.with_suffix(".ipynb"))
+            chapters.append(entry)
+        elif (ROOT / entry).parent == BOOK:
+            shutil.copy(ROOT / f"{entry}.md", target.with_suffix(".md"))
         else:
             target.with_suffix(".md").write_text("# Audited models\n\nThe audited models side by side.\n")
     return chapters
@@ -100,6 +127,18 @@ def test_math_is_marked_up_for_local_mathjax(book: BuiltBook) -> None:
     for src in scripts:
         script = (page_file.parent / src).resolve()
         assert script.is_file() and script.is_relative_to((book.html / "_static").resolve()), src
+
+
+def test_chapters_link_terms_and_number_equations(book: BuiltBook) -> None:
+    """Every chapter links glossary terms, numbers its labelled equations (through the book, as jupyter-book's
+    figure numbering does) and cites them by number; no MyST role is left as raw text."""
+    glossary = (book.html / "book" / "glossary.html").read_text(encoding="utf-8")
+    assert 'id="term-Steering-vector"' in glossary and 'id="term-Sobol-index"' in glossary
+    for chapter in book.chapters:
+        page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
+        assert TERM_LINK.search(page), chapter
+        assert EQUATION_NUMBER.search(page) and EQUATION_LINK.search(page), chapter
+        assert "{term}" not in page and "{eq}" not in page, chapter
 
 
 def test_offline_check_catches_network_resources(tmp_path: Path) -> None:

@@ -14,7 +14,10 @@ import torch
 
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report import build_report, evidence
-from llmaudit.report.evidence import FIELDS, largest_differences, prompt_sha, read_cases, unit_values, write_cases
+from llmaudit.chapter import finish_chapter
+from llmaudit.report.evidence import (
+    FIELDS, discard_pending_cases, largest_differences, prompt_sha, read_cases, unit_values, write_cases,
+)
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem
 from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
@@ -104,6 +107,19 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch) -> None:
     with pytest.raises(OSError):
         write_cases(tmp_path, "decision_tasks", records().head(1))
     assert path.read_bytes() == before and [p.name for p in (tmp_path / "cases").iterdir()] == [path.name]
+
+
+def test_a_chapter_runs_records_replace_the_case_file_only_when_it_succeeds(tmp_path) -> None:
+    path = write_cases(tmp_path, "decision_tasks", records())
+    before = path.read_bytes()
+    write_cases(tmp_path, "decision_tasks", records().head(2), staged=True)  # a run that then fails
+    assert path.read_bytes() == before and len(read_cases(tmp_path)) == len(records())
+    discard_pending_cases(tmp_path, "decision_tasks")  # the next run starts afresh ...
+    finish_chapter("decision_tasks", tmp_path)  # ... and a run that wrote no records keeps the file
+    assert path.read_bytes() == before
+    write_cases(tmp_path, "decision_tasks", records().head(2), staged=True)
+    finish_chapter("decision_tasks", tmp_path)
+    assert len(read_cases(tmp_path, "decision_tasks")) == 2 and [p.name for p in path.parent.iterdir()] == [path.name]
 
 
 def test_unit_values_are_one_per_test_and_unit(tmp_path) -> None:

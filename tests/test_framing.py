@@ -11,7 +11,9 @@ from conftest import build_tokenizer
 
 from llmaudit.framing.metrics import (
     KEYS, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, pronoun_level_shift, pronoun_shift,
+    pronoun_shift_cases,
 )
+from llmaudit.report.evidence import unit_values
 from llmaudit.framing.pronouns import detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids
 from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
 
@@ -49,6 +51,22 @@ def test_pronoun_level_shift_is_signed():
     assert shift.loc[("association", "gender", False), ["he", "she", "they"]].tolist() == [-1.0, 0.0, 1.0]
     assert shift.loc[("multiple_choice", "gender", True), "they"] == pytest.approx(0.4)
     assert ("multiple_choice", "instr", True) not in shift.index
+
+
+def test_pronoun_shift_cases_carry_each_attributes_shift():
+    # attribute y: x's cells with half the she share, and its last cell shown in two option orders
+    y = FRAME.assign(attribute="y", she=FRAME["she"] / 2).drop(index=5)
+    orders = pd.DataFrame([("y", "multiple_choice", True, True, 0.3, 0.2, 0.5),
+                           ("y", "multiple_choice", True, True, 0.1, 0.2, 0.3)], columns=COLUMNS)
+    frame = pd.concat([FRAME, y, orders], ignore_index=True)
+    frame = frame.assign(mass=0.7, prompt=[f"prompt {i}" for i in range(len(frame))])
+    records = pronoun_shift_cases(frame, "chat.pronoun_shift")
+    values = unit_values(records).set_index("unit")["value"]
+    shifts = pronoun_shift(cell_means(frame)).set_index("attribute")["pronoun_shift"]
+    assert values["x"] == pytest.approx((0.5 + 0.4) / 2) and values.to_dict() == pytest.approx(shifts.to_dict())
+    assert len(records) == len(frame) and records["metric"].tolist() == frame["she"].tolist()
+    assert records["group"].iloc[:4].tolist() == ["Gender- Instr-", "Gender+ Instr-", "Gender- Instr+",
+                                                  "Gender+ Instr+"]
 
 
 def test_choice_proportions_over_valid_outputs():

@@ -20,7 +20,7 @@ from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from llmaudit import audit, config
+from llmaudit import audit
 from llmaudit.config import load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf

@@ -12,7 +12,10 @@ import pytest
 
 from llmaudit.errors import AuditError
 from llmaudit.markedness import prompts
-from llmaudit.markedness.metrics import GROUPS, LABELS, false_positive_rates, fpr_gaps, gap_span, summarise_gaps
+from llmaudit.markedness.metrics import (
+    GROUPS, LABELS, false_positive_rates, fpr_gap_cases, fpr_gaps, gap_span, summarise_gaps,
+)
+from llmaudit.report.evidence import unit_values
 
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 needs_data = pytest.mark.skipif(not (MIRROR / "unstated-norms").is_dir(), reason=f"no data mirror at {MIRROR}")
@@ -52,6 +55,24 @@ def test_gaps_sum_to_zero_over_groups_in_every_run() -> None:
     })
     sums = fpr_gaps(false_positive_rates(rows)).groupby(["run", "kind"])["gap"].sum()
     assert len(sums) == 6 and np.allclose(sums, 0)
+
+
+def test_fpr_gap_cases_hold_each_runs_gap_and_each_sentences_flag() -> None:
+    # run 1 as above (white negative gap +1/4); run 2 the same sentences with the white and asian predictions
+    # swapped by gold label, so white's negative gap there is computed afresh
+    second = [(g, gold, {"negative": "positive", "positive": "negative"}.get(p, p)) for g, gold, p in CONFUSION]
+    rows = pd.concat([table(), table(second, run=2)], ignore_index=True)
+    rows = rows.assign(text=[f"sentence {i}" for i in range(len(rows))], mass=0.9,
+                       prompt=[f"classify: sentence {i}" for i in range(len(rows))])
+    records = fpr_gap_cases(rows, "amazon.negative_fpr_gap", "negative_fpr", "white")
+    summary = summarise_gaps(fpr_gaps(false_positive_rates(rows))).set_index(["group", "kind"])
+    values = unit_values(records).set_index("unit")["value"]
+    assert values["1"] == pytest.approx(0.25) and values.mean() == pytest.approx(summary.loc[("white", "negative_fpr"),
+                                                                                            "mean"])
+    first = records[records["unit"] == "1"]
+    assert first["metric"].isna().tolist() == [gold == "negative" for _, gold, _ in CONFUSION]  # not eligible
+    assert first["metric"].sum() == 2 and len(records) == 2 * len(CONFUSION)  # white's two, asian none
+    assert set(records["group"]) == {"white", "asian"} and records["prompt"].str.startswith("classify").all()
 
 
 def test_t_interval_matches_hand_computation_and_is_nan_for_one_run() -> None:

@@ -244,6 +244,66 @@ def test_report_outputs_errors_images_and_vegalite(tmp_path: Path) -> None:
     assert 'id="summary"' not in html  # no results.csv, no summary section
 
 
+MYST_MD = textwrap.dedent(
+    r"""
+    # MyST constructs
+
+    A {term}`steering vector <Steering vector>` has a {term}`Sensitivity`; the score {eq}`eq-score` adds up to
+    {eq}`eq-total`, {eq}`eq-elsewhere` is in no chapter here, and {math}`a^2` is inline.
+
+    $$s = \frac{a}{b}$$ (eq-score)
+
+    $$
+    t = \sum_i s_i
+    $$ (eq-total)
+
+    $$u = 1$$
+
+    ```{math}
+    :label: eq-directive
+    v = w
+    ```
+
+    ```{note}
+    A note about {term}`a term <Target>`.
+    ```
+
+    ```{admonition} Read this
+    :class: tip
+    Body text.
+    ```
+    """
+)
+LATER_MD = "# Later\n\nAs in {eq}`eq-score`:\n\n$$x = y$$ (eq-later)\n"
+
+
+def test_report_renders_myst_roles_equations_and_directives(tmp_path: Path) -> None:
+    """Roles show their text ({term}) or the equation number linked to the equation ({eq}); labelled equations,
+    $$ ... $$ (label) or {math} with :label:, are numbered through the report in reading order; directives become
+    titled boxes. No role, label or option is left as raw text."""
+    paths = [tmp_path / "01_myst.ipynb", tmp_path / "02_later.ipynb"]
+    for path, source in zip(paths, (MYST_MD, LATER_MD)):
+        nbformat.write(new_notebook(cells=[new_markdown_cell(source)]), path)
+    html = build_report(tmp_path, "T", paths, generated="now").read_text(encoding="utf-8")
+
+    for raw in ("{term}", "{eq}", "{math}", "{note}", "{admonition}", ":label:", ":class:", "<Steering vector>",
+                "(eq-score)", "(eq-total)", "(eq-later)", "$$"):
+        assert raw not in html, raw
+    assert "A steering vector has a Sensitivity" in html and "A note about a term." in html
+    link = r'<a href="#equation-{}"[^>]*>\({}\)</a>'
+    assert re.search(link.format("eq-score", 1) + r" adds up to\n" + link.format("eq-total", 2), html)
+    assert "(eq-elsewhere) is in no chapter here" in html
+    assert re.search(r'<math [^>]*display="inline"><mrow><msup><mi>a</mi><mn>2</mn></msup>', html)
+    for label, number, first in (("eq-score", 1, "<mfrac>"), ("eq-total", 2, "<munder>"),
+                                 ("eq-directive", 3, "<mi>v</mi>"), ("eq-later", 4, "<mi>x</mi>")):
+        equation = rf'<div class="equation" id="equation-{label}"><math [^>]*display="block">.*?{first}.*?</math>'
+        assert re.search(equation + rf'<span class="eqno">\({number}\)</span></div>', html, re.S), label
+    assert re.search(r'</div>\s*<math [^>]*display="block"><mrow><mi>u</mi>', html)  # unlabelled: no number
+    assert re.search("As in " + link.format("eq-score", 1), html)
+    assert '<div class="directive note"><p class="directive-title">Note</p>' in html
+    assert '<div class="directive admonition"><p class="directive-title">Read this</p><p>Body text.</p>' in html
+
+
 def test_results_clear_removes_only_that_chapter(tmp_path) -> None:
     results = Results(tmp_path / "results.csv")
     results.record("a", "x", 1.0)
@@ -254,3 +314,24 @@ def test_results_clear_removes_only_that_chapter(tmp_path) -> None:
     assert reopened.table()["name"].tolist() == ["y"]
     with pytest.raises(KeyError):
         reopened.get("a", "x")
+
+
+def test_exercise_solutions_are_folded_whole(tmp_path: Path) -> None:
+    """A hide-cell cell (an exercise's solution) is one folded block holding its code and its outputs, its progress
+    bars on stderr dropped like any remove-stderr cell's; a dropdown admonition (its discussion) is folded too."""
+    solution = new_code_cell("answer = 6 * 7\nanswer", outputs=[
+        new_output("stream", name="stderr", text="sweep: 100%|###| 4/4\n"),
+        new_output("execute_result", data={"text/plain": "42"}, execution_count=1)])
+    solution.metadata["tags"] = ["hide-cell", "remove-stderr"]
+    shown = new_code_cell("1 + 1", outputs=[new_output("execute_result", data={"text/plain": "2"}, execution_count=2)])
+    nb_path = tmp_path / "01_exercises.ipynb"
+    discussion = new_markdown_cell("```{admonition} Discussion\n:class: dropdown\n\nIt is **42**.\n```")
+    cells = [new_markdown_cell("**Exercise 1.1.** Predict."), solution, discussion, shown]
+    nbformat.write(new_notebook(cells=cells), nb_path)
+    html = build_report(tmp_path, "T", [nb_path], generated="now").read_text(encoding="utf-8")
+    folded = re.search(r'<details class="solution"><summary>solution</summary>(.*?)</details>\s*<details class="code">',
+                       html, re.S)
+    assert folded and "answer = 6 * 7" in folded.group(1) and "<pre>42</pre>" in folded.group(1)
+    assert "sweep: 100%" not in html and html.count('<details class="solution">') == 1
+    assert '<details class="directive admonition"><summary>Discussion</summary><p>It is <strong>42</strong>.</p>' in html
+    assert "<pre>2</pre>" in html and "<pre>2</pre>" not in folded.group(1)  # the next cell is not folded with it

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from llmaudit.errors import AuditError
-from llmaudit.similarity.bbq import CATEGORIES, answer_kind, bias_scores, load_bbq, prompt, stratified_sample, unknown_index
+from llmaudit.report.evidence import unit_values
+from llmaudit.similarity.bbq import CATEGORIES, accuracy_cases, answer_kind, bias_scores, load_bbq, prompt, stratified_sample, unknown_index
 from llmaudit.similarity.compare import answer_histogram, histogram_cosine, linear_cka, similarity_matrix, unk_flip
 
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or "/work/shared/data")
@@ -55,6 +56,20 @@ def test_bias_scores_by_hand():
     assert overall.acc_amb == pytest.approx(0.4) and overall.s_amb == pytest.approx(0.6 * 100 / 3)
     assert overall.acc_dis == pytest.approx(0.5) and overall.s_dis == pytest.approx(60.0)
     assert overall.unk_dis == pytest.approx(1 / 6)
+
+
+def test_accuracy_cases_average_to_the_accuracies_bias_scores_reports():
+    answers = frame()
+    probs = np.full((len(answers), 3), 0.1)
+    probs[np.arange(len(answers)), answers["label"]] = 0.8
+    answers = answers.assign(mass=0.5, **{f"p_{letter}": probs[:, i] for i, letter in enumerate("ABC")})
+    records = accuracy_cases(answers, "bbq", [f"question {i}" for i in range(len(answers))])
+    values = unit_values(records).groupby("test")["value"]
+    overall = bias_scores(answers).loc["overall"]
+    assert values.mean().to_dict() == pytest.approx({"bbq.acc_amb": overall.acc_amb, "bbq.acc_dis": overall.acc_dis})
+    assert values.size().to_dict() == {"bbq.acc_amb": 5, "bbq.acc_dis": 6}  # X/9 has no target: value null
+    assert records.loc[records["unit"] == "X/9", "value"].isna().all() and (records["metric"] == 0.8).all()
+    assert records.set_index("unit").loc["Y/1", "prompt"] == "question 11"
 
 
 def test_bad_predictions_rejected():

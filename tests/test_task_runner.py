@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from llmaudit.steering import SteeringVector
-from llmaudit.tasks.base import Task, TaskItem
+from llmaudit.tasks.base import Task, TaskItem, answer_ids
 from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
 
 JOBS = ["nurse", "doctor", "engineer", "teacher"]
@@ -58,6 +58,20 @@ def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
     again = runner.audit(ToyTask(), vector, lambdas, n=4)  # every forward pass now comes from the cache
     assert len(list(tmp_path.glob("*.safetensors"))) == cached
     assert again.white["metric"].tolist() == white["metric"].tolist()
+
+
+def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(tiny_model, tmp_path) -> None:
+    vector, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    projected = runner.white_box(ToyTask(), vector, lambdas, n=4)
+    additive = runner.white_box(ToyTask(), vector, lambdas, n=4, projection=False)
+    assert not np.allclose(additive["metric"], projected["metric"])  # a separate cache entry, a different edit
+    texts = additive["prompt"].iloc[:4].tolist()
+    for lam in lambdas:
+        plain = tiny_model.forward(texts, answer_ids(tiny_model.tokenizer, ToyTask.answers),
+                                   intervention=vector.intervention(lam, projection=False)).probs
+        expected = (plain[:, 1] / plain.sum(-1)).numpy()
+        assert additive.loc[additive["lam"] == lam, "metric"].to_numpy() == pytest.approx(expected, abs=1e-5)
 
 
 def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:

@@ -11,11 +11,12 @@ import torch
 
 from llmaudit.data import read_csv
 from llmaudit.errors import AuditError
+from llmaudit.report.evidence import largest_differences, unit_values
 from llmaudit.stats import pearson
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks import CREDIT
 from llmaudit.validity.names import (
-    BINS, SSA_KEY, credit_items, female_bin, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
+    BINS, SSA_KEY, credit_items, female_bin, filtered_cases, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
 )
 from llmaudit.validity.projection import ALL_NAMES, MIXED_NAMES, SENTENCE, name_projections, name_prompt, projection_fits
 
@@ -69,6 +70,24 @@ def test_filtered_gap_compares_female_and_male_names_per_profile() -> None:
     assert narrow.value == pytest.approx(0.1 * ((0.55 + 0.95 + 1) / 3 - (0 + 0.05 + 0.45) / 3))
     none, used = filtered_gap(frame[frame["p_f"] < 0.5], 0.4, 0.6, n_boot=200, seed=0)
     assert none is None and used == 0
+
+
+def test_filtered_cases_carry_the_per_profile_gaps_filtered_gap_averages() -> None:
+    rows = [{"case": case, "p_f": p_f, "name": f"n{p_f}", "metric": 0.1 * case + p_f ** 2, "mass": 0.5,
+             "prompt": f"profile {case} name n{p_f}"}
+            for case in range(6) for p_f in (0.0, 0.08, 0.5, 0.93, 1.0)]
+    rows = [r for r in rows if not (r["case"] == 5 and r["p_f"] > 0.5)]  # profile 5: male-majority names only
+    frame = pd.DataFrame(rows)
+    estimate, used = filtered_gap(frame, 0.1, 0.9, n_boot=50, seed=0)
+    records = filtered_cases(frame, 0.1, 0.9, "credit.names_implicit")
+    assert used == 5 and set(records["group"]) == {"female", "male"}  # p_f = 0.5 is on neither side
+    assert records.loc[records["unit"] == "5", "value"].isna().all()
+    values = unit_values(records)
+    assert len(values) == 5 and values["value"].mean() == pytest.approx(estimate.value)
+    assert values["value"].to_numpy() == pytest.approx([(0.93 ** 2 + 1) / 2 - 0.08 ** 2 / 2] * 5)
+    assert (records["test"] == "credit.names_implicit").all() and {"name", "p_f"} <= set(records.columns)
+    assert largest_differences(records, "credit.names_implicit", k=1)[["side_a", "side_b"]].iloc[0].tolist() == [
+        "female", "male"]
 
 
 def test_name_projection_on_a_planted_direction(tiny_model) -> None:

@@ -3,6 +3,7 @@ first use), the data mirror, the results file, and the folders for saved vectors
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,11 +16,12 @@ from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, load_model
 from llmaudit.paths import REPO
+from llmaudit.records import empty_records
 from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
-from llmaudit.report.evidence import write_cases
+from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
 from llmaudit.steering import SteeringVector
 
 RESULTS = "results.csv"
@@ -82,10 +84,13 @@ class Chapter:
         file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
 
-    def cases(self, records: pd.DataFrame) -> None:
+    def cases(self, parts: Iterable[pd.DataFrame]) -> None:
         """Save the chapter's case-level evidence (`llmaudit.report.evidence`: one record per evaluated item, with
-        the verdict test it feeds) as cases/<chapter>.jsonl, replacing the previous run's."""
-        write_cases(self.report_dir, self.name, records)
+        the test it feeds), given as frames of records; it replaces the previous run's cases/<chapter>.jsonl when
+        the run succeeds."""
+        parts = list(parts)
+        records = pd.concat(parts, ignore_index=True) if parts else empty_records()
+        write_cases(self.report_dir, self.name, records, staged=True)
 
     def vector(self, name: str) -> SteeringVector:
         """A vector saved by the steering-vectors chapter of this audit."""
@@ -109,9 +114,13 @@ def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool =
     folder.mkdir(parents=True, exist_ok=True)
     chapter = Chapter(name, params, folder, use_cache, params_file)
     chapter.results.clear(name)
+    discard_pending_cases(folder, name)
     return chapter
 
 
 def finish_chapter(name: str, report_dir: str | Path) -> None:
-    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file."""
-    Results(report_folder(report_dir) / RESULTS).commit(name)
+    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file, and its
+    case records its previous case file."""
+    folder = report_folder(report_dir)
+    Results(folder / RESULTS).commit(name)
+    commit_cases(folder, name)

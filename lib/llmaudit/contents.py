@@ -1,6 +1,6 @@
 """The book's table of contents, built from the registered chapters: the introduction, the audited-models index,
-then each chapter as the default model's executed notebook. `python -m llmaudit.contents [FILE]` writes it
-(default _toc.yml), as `make book` does before each build."""
+each chapter as the default model's executed notebook, then the glossary the chapters' terms link to.
+`python -m llmaudit.contents [FILE]` writes it (default _toc.yml), as `make book` does before each build."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from llmaudit.paths import REPO
 from llmaudit.registry import KEYS, notebook
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # the model whose executed chapters the book shows (make audit's default)
+GLOSSARY = "book/glossary"  # the {glossary} page every chapter's {term} roles resolve to
 
 
 def table_of_contents(model: str = DEFAULT_MODEL) -> str:
     """The _toc.yml text of a book showing `model`'s report folder."""
-    chapters = [{"file": "reports/index"}] + [{"file": f"reports/{model}/{notebook(key)}"} for key in KEYS]
+    chapters = [{"file": "reports/index"}, *({"file": f"reports/{model}/{notebook(key)}"} for key in KEYS),
+                {"file": GLOSSARY}]
     header = "# Written by `python -m llmaudit.contents` from the chapter registry (lib/llmaudit/registry.py).\n"
     return header + yaml.safe_dump({"format": "jb-book", "root": "book/intro", "chapters": chapters}, sort_keys=False)
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from llmaudit.errors import AuditError
 from llmaudit.framing.pronouns import FAMILIES
+from llmaudit.records import case_records
 
 KEYS = ["attribute", "task", "gender", "instr"]
 _OTHER = {"gender": "instr", "instr": "gender"}
@@ -93,3 +94,15 @@ def pronoun_level_shift(frame: pd.DataFrame) -> pd.DataFrame:
         part.insert(2, "factor", factor)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def pronoun_shift_cases(frame: pd.DataFrame, test: str) -> pd.DataFrame:
+    """Case records (unit: the attribute) of the Probability of Pronoun Shift: each prompt with its condition
+    (Gender+/- Instr+/-) as the group, its P(she) as the metric, its task and he / they shares, and its
+    attribute's `pronoun_shift` of the cell means as the value. frame: one row per prompt (KEYS, he, she, they,
+    mass, prompt)."""
+    shifts = pronoun_shift(cell_means(frame)).set_index("attribute")["pronoun_shift"]
+    condition = ("Gender" + frame["gender"].map({True: "+", False: "-"}) + " Instr"
+                 + frame["instr"].map({True: "+", False: "-"}))
+    return case_records(frame.assign(metric=frame["she"]), test, shifts, unit="attribute", group=condition,
+                        extra=("task", "he", "they"))

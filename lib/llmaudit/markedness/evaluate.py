@@ -27,8 +27,8 @@ def classify(
     cache: Path | None = None,
     vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
-    """Per example: text, group, term, template, gold, pred, the three label probabilities, their total mass,
-    and (given a vector) the prompt's last-token projection on it."""
+    """Per example: text, group, term, template, gold, pred, the exact prompt, the three label probabilities, their
+    total mass, and (given a vector) the prompt's last-token projection on it."""
     texts = [model.chat(*classification_prompt(example.text, demos)) for example in examples]
     labels = answer_ids(model.tokenizer, LABELS)
     layers = [vector.layer] if vector is not None else []
@@ -45,6 +45,7 @@ def classify(
             "text": [e.text for e in examples], "group": [e.group for e in examples],
             "term": [e.term for e in examples], "template": [e.template for e in examples],
             "gold": [e.label for e in examples], "pred": [LABELS[i] for i in probs.argmax(-1).tolist()],
+            "prompt": texts,
             **{f"p_{label}": probs[:, i].numpy() for i, label in enumerate(LABELS)},
             "mass": probs.sum(-1).numpy(),
         }

@@ -15,6 +15,7 @@ import pandas as pd
 import scipy.stats
 
 from llmaudit.errors import AuditError
+from llmaudit.records import case_records
 
 LABELS = ("negative", "neutral", "positive")
 GROUPS = ("american_indian", "asian", "african_american", "hispanic", "pacific_islander", "white")
@@ -28,6 +29,13 @@ def _require(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise AuditError(f"{what}: missing columns {missing} (have {list(table.columns)}): add or rename them")
 
 
+def _flags(table: pd.DataFrame) -> pd.DataFrame:
+    """Per sentence and kind: 1 for a false positive, 0 for a correct rejection, NaN when the gold label is the
+    kind's own (not eligible for that FPR)."""
+    return pd.DataFrame({kind: (table["pred"] == kind.removesuffix("_fpr")).astype(float)
+                         .where(table["gold"] != kind.removesuffix("_fpr")) for kind in KINDS})
+
+
 def false_positive_rates(table: pd.DataFrame) -> pd.DataFrame:
     """Per (run, group): negative_fpr, positive_fpr (NaN with no eligible sentence), accuracy and n, from gold/pred."""
     _require(table, ("group", "gold", "pred", "run"), "predictions")
@@ -37,15 +45,8 @@ def false_positive_rates(table: pd.DataFrame) -> pd.DataFrame:
         unknown = sorted(set(table[column].astype(str)) - set(LABELS))
         if unknown:
             raise AuditError(f"predictions: unknown {column} labels {unknown}: use only {', '.join(LABELS)}")
-    said_negative = (table["pred"] == "negative").astype(float)
-    said_positive = (table["pred"] == "positive").astype(float)
-    flags = pd.DataFrame({
-        "run": table["run"],
-        "group": table["group"],
-        "negative_fpr": said_negative.where(table["gold"] != "negative"),  # NaN: not eligible for this FPR
-        "positive_fpr": said_positive.where(table["gold"] != "positive"),
-        "accuracy": (table["gold"] == table["pred"]).astype(float),
-    })
+    flags = _flags(table).assign(run=table["run"], group=table["group"],
+                                 accuracy=(table["gold"] == table["pred"]).astype(float))
     rates = flags.groupby(["run", "group"]).agg(
         negative_fpr=("negative_fpr", "mean"),
         positive_fpr=("positive_fpr", "mean"),
@@ -82,3 +83,16 @@ def gap_span(summary: pd.DataFrame) -> pd.Series:
     _require(summary, ("kind", "mean"), "summary")
     means = summary.groupby("kind")["mean"]
     return (means.max() - means.min()).rename("gap_span")
+
+
+def fpr_gap_cases(table: pd.DataFrame, test: str, kind: str, group: str) -> pd.DataFrame:
+    """Case records (unit: the run, i.e. the demonstration seed) of `group`'s `kind` gap: every sentence of the
+    run, each with its group, its false-positive flag as the metric (null when not eligible) and the run's gap of
+    `group` as the value, so that the mean value over runs is the gap `summarise_gaps` reports. table: run, group,
+    gold, pred, text, prompt, mass."""
+    _require(table, ("run", "group", "gold", "pred", "text", "prompt", "mass"), "predictions")
+    items = table.assign(run=table["run"].astype(str), metric=_flags(table)[kind])
+    gaps = fpr_gaps(false_positive_rates(items))
+    chosen = gaps[(gaps["group"] == group) & (gaps["kind"] == kind)].set_index("run")["gap"]
+    return case_records(items, test, chosen, unit="run", group=items["group"].astype(str),
+                        extra=("text", "gold", "pred"))

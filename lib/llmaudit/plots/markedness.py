@@ -32,6 +32,6 @@ def agreement(table: pd.DataFrame) -> alt.Chart:
 
 def projections(frame: pd.DataFrame, vector: str) -> alt.Chart:
     """Distribution of the prompts' projections on the race vector per group (columns group, projection)."""
-    return alt.Chart(frame).mark_boxplot(extent="min-max").encode(
+    return alt.Chart(frame[["group", "projection"]]).mark_boxplot(extent="min-max").encode(
         x=alt.X("projection:Q", title=f"projection on {vector} (− White, + Black)"), y=alt.Y("group:N", title=None)
     ).properties(width=420, height=alt.Step(18))

@@ -17,15 +17,15 @@ Format: UTF-8, one JSON object per line, one line per evaluated item (a prompt, 
 - `prompt`: the exact prompt text the model read (chat template and answer prefix included), or null.
 - `metric`: the task's metric on this item; `mass`: the probability the model put on the answer words at all.
 
-Further fields a chapter adds are kept. A chapter's file is replaced whole, atomically, each time it is written."""
+Further fields a chapter adds are kept. A chapter's file is replaced whole, atomically. A chapter run writes its
+records to cases/<chapter>.jsonl.pending and the file takes their place only when the run succeeds, as the
+chapter's rows of results.csv do: a failed or killed run leaves case file and results as they were."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,20 +35,12 @@ import pandas as pd
 
 from llmaudit.errors import AuditError, DataError
 from llmaudit.paths import PLAIN_NAME
+from llmaudit.records import FIELDS, NUMBERS, TEXT, empty_records, prompt_sha
 
 FOLDER = "cases"
-FIELDS = ("test", "unit", "value", "group", "lam", "prompt_sha", "prompt", "metric", "mass")
-TEXT = ("test", "unit", "group", "prompt_sha", "prompt")
-NUMBERS = ("value", "lam", "metric", "mass")
-SHA_CHARS = 16
 _FIX = "delete it and rerun the chapter (its forward passes are cached)"
 DIFFERENCES = ["test", "unit", "value", "side_a", "side_b", "metric_a", "metric_b", "diff", "prompt_a", "prompt_b",
                "n_a", "n_b"]
-
-
-def prompt_sha(text: str) -> str:
-    """The first 16 hex digits of the sha256 of a prompt's UTF-8 text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:SHA_CHARS]
 
 
 def cases_path(report_dir: Path, chapter: str) -> Path:
@@ -112,10 +104,17 @@ def _records(records: pd.DataFrame, where: str) -> list[dict[str, Any]]:
     return rows
 
 
-def write_cases(report_dir: Path, chapter: str, records: pd.DataFrame) -> Path:
-    """Write a chapter's case records (columns `FIELDS`, any order, extra columns kept) to
-    reports/<model>/cases/<chapter>.jsonl, replacing the chapter's previous file atomically; returns its path."""
+def pending_path(report_dir: Path, chapter: str) -> Path:
+    """Where a running chapter's records wait for its success: cases/<chapter>.jsonl.pending."""
     path = cases_path(report_dir, chapter)
+    return path.with_name(path.name + ".pending")
+
+
+def write_cases(report_dir: Path, chapter: str, records: pd.DataFrame, staged: bool = False) -> Path:
+    """Write a chapter's case records (columns `FIELDS`, any order, extra columns kept) to
+    reports/<model>/cases/<chapter>.jsonl (with `staged`: to its pending file, see `commit_cases`), replacing the
+    previous file atomically; returns the path written."""
+    path = pending_path(report_dir, chapter) if staged else cases_path(report_dir, chapter)
     missing = [name for name in FIELDS if name not in records.columns]
     if missing:
         raise AuditError(f"case records for {chapter} lack column(s) {', '.join(missing)}: give every record "
@@ -139,9 +138,17 @@ def write_cases(report_dir: Path, chapter: str, records: pd.DataFrame) -> Path:
     return path
 
 
-def _empty(extra: list[str] = ()) -> pd.DataFrame:
-    frame = pd.DataFrame({name: pd.Series(dtype=float if name in NUMBERS else object) for name in FIELDS})
-    return frame.assign(**{name: pd.Series(dtype=object) for name in extra})
+def commit_cases(report_dir: Path, chapter: str) -> None:
+    """After a chapter's run has succeeded, its pending records replace its case file (a run that wrote none, e.g.
+    of an older chapter version, leaves the file as it is)."""
+    pending = pending_path(report_dir, chapter)
+    if pending.exists():
+        os.replace(pending, cases_path(report_dir, chapter))
+
+
+def discard_pending_cases(report_dir: Path, chapter: str) -> None:
+    """A new run of a chapter starts without the pending records of an earlier run that failed."""
+    pending_path(report_dir, chapter).unlink(missing_ok=True)
 
 
 def _read_file(path: Path) -> pd.DataFrame:
@@ -165,7 +172,7 @@ def _read_file(path: Path) -> pd.DataFrame:
             raise DataError(f"{path}: line {number} lacks {', '.join(missing)}: {_FIX}")
         rows.append(row)
     if not rows:
-        return _empty()
+        return empty_records()
     frame = pd.DataFrame(rows)
     extra = [c for c in frame.columns if c not in FIELDS]
     frame = frame[[*FIELDS, *extra]]
@@ -194,7 +201,7 @@ def read_cases(report_dir: Path, chapter: str | None = None) -> pd.DataFrame:
         paths = sorted(p for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
     frames = [_read_file(path).assign(chapter=path.stem) for path in paths]
     if not frames:
-        return _empty().assign(chapter=pd.Series(dtype=object))[["chapter", *FIELDS]]
+        return empty_records().assign(chapter=pd.Series(dtype=object))[["chapter", *FIELDS]]
     frame = pd.concat(frames, ignore_index=True)
     return frame[["chapter", *[c for c in frame.columns if c != "chapter"]]]
 

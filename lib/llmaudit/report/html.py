@@ -1,5 +1,7 @@
 """Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network.
-Everything a notebook brings (markdown, outputs, model text) passes an allow-list sanitiser (nh3) first."""
+Everything a notebook brings (markdown, outputs, model text) passes an allow-list sanitiser (nh3) first. Chapter
+markdown is MyST: its roles ({term}, {eq}, ...), labelled `$$ ... $$ (label)` equations and directives are rendered
+as the book shows them, equations numbered through the report as jupyter-book numbers them through the book."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import nbformat
 import nh3
 from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
 
 import llmaudit
 from llmaudit.errors import AuditError
@@ -27,6 +32,11 @@ from llmaudit.report.results import Results
 from llmaudit.verdict.verdicts import from_card
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
+_CLOSING = re.compile(r"\$\$[ \t]*(?:\(([^()\s]+)\))?[ \t]*$")  # a display equation's end: $$, or $$ (label)
+_ROLE = re.compile(r"\{([\w:+.-]+)\}(`+)(.+?)(?<!`)\2(?!`)", re.S)  # {name}`content`, as MyST writes a role
+_TITLED = re.compile(r"(.*?)\s*<([^<>]+)>", re.S)  # a role's "text <target>" content
+_DIRECTIVE = re.compile(r"\{([\w:.-]+)\}\s*(.*)")  # a fence's info string "{name} argument"
+_OPTION = re.compile(r":([\w-]+):\s*(.*)")  # a directive's ":key: value" line
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
 
@@ -129,6 +139,8 @@ pre.error { color: #b42318; background: #fef3f2; border-color: #fda29b; }
 details.code { margin: .75rem 0 .25rem; }
 details.code summary { cursor: pointer; color: var(--muted); font-size: .85rem; }
 details.code pre { margin-top: .4rem; }
+details.solution { margin: .5rem 0 1rem; padding: .25rem .75rem; border-left: 3px solid var(--border); }
+details.solution > summary { cursor: pointer; color: var(--muted); font-size: .85rem; }
 figure { margin: 1rem 0; }
 figure svg, figure img { display: block; max-width: 100%; height: auto; }
 .math { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: .9em;
@@ -136,6 +148,13 @@ figure svg, figure img { display: block; max-width: 100%; height: auto; }
 .math.display { display: block; text-align: center; margin: .75rem 0; }
 math { font-size: 1.1em; }
 math[display="block"] { margin: .75rem 0; }
+div.equation { display: flex; align-items: center; gap: 1rem; }
+div.equation > math, div.equation > .math { flex: 1; }
+span.eqno { color: var(--muted); }
+div.directive { margin: 1rem 0; padding: .5rem 1rem; background: var(--soft); border-left: 4px solid var(--border); }
+p.directive-title { margin: 0 0 .25rem; font-weight: 600; }
+details.directive { margin: 1rem 0; padding: .25rem 1rem; border-left: 4px solid var(--border); }
+details.directive > summary { cursor: pointer; color: var(--muted); }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
   details.code { display: none; }
@@ -161,6 +180,63 @@ def _math(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _math_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """Block rule, as MyST's dollarmath reads blocks: `$$` at a line's start opens a display equation that ends with
+    the first line ending in `$$` or `$$ (label)`; a blank line first, or text after a closing `$$` on the opening
+    line, leaves the lines to the other rules."""
+    opening = state.bMarks[start] + state.tShift[start]
+    if state.sCount[start] - state.blkIndent >= 4 or not state.src.startswith("$$", opening):
+        return False
+    for line in range(start, end):
+        begin = opening + 2 if line == start else state.bMarks[line]
+        text = state.src[begin : state.eMarks[line]]
+        if (closing := _CLOSING.search(text)) is not None:
+            break
+        if (line == start and "$$" in text) or (line > start and not text.strip()):
+            return False
+    else:
+        return False
+    if not silent:
+        token = state.push("math_display", "math", 0)
+        token.block, token.map = True, [start, line + 1]
+        token.content = state.src[opening + 2 : begin + closing.start()].strip()
+        token.meta = {"label": closing[1]}
+    state.line = line + 1
+    return True
+
+
+def _role(state: StateInline, silent: bool) -> bool:
+    """Inline rule: a MyST role {name}`content` becomes one `myst_role` token, before backticks read it as code."""
+    found = _ROLE.match(state.src, state.pos) if state.src[state.pos] == "{" else None
+    if found is None:
+        return False
+    if not silent:
+        token = state.push("myst_role", "", 0)
+        token.meta, token.content = {"name": found[1]}, " ".join(found[3].split())
+    state.pos = found.end()
+    return True
+
+
+def _directives(state: StateCore) -> None:
+    """Core rule: a MyST directive, a fence opened by ```{name} argument, becomes a labelled display equation
+    ({math}, its :label: option) or a `directive` token whose body the renderer parses; option lines are dropped."""
+    for token in state.tokens:
+        found = _DIRECTIVE.fullmatch(token.info.strip()) if token.type == "fence" else None
+        if found is None:
+            continue
+        lines = token.content.splitlines()
+        options: dict[str, str] = {}
+        while lines and (option := _OPTION.fullmatch(lines[0].strip())):
+            options[option[1]] = option[2]
+            lines.pop(0)
+        body = "\n".join(lines).strip()
+        if found[1] == "math":
+            token.type, token.content, token.meta = "math_display", body, {"label": options.get("label")}
+        else:
+            token.type, token.content, token.meta = "directive", body, {"name": found[1], "title": found[2],
+                                                                          "folded": _folded(options)}
+
+
 def _mathml(latex: str, display: bool) -> str:
     """LaTeX as MathML, which browsers render natively (no MathJax, no network); the source text if it won't convert."""
     try:
@@ -168,6 +244,46 @@ def _mathml(latex: str, display: bool) -> str:
     except Exception:  # latex2mathml raises many exception types on unsupported input
         kind = "math display" if display else "math"
         return f'<span class="{kind}">{escape(latex)}</span>'
+
+
+def _equation(token: Token, env: dict) -> str:
+    """A display equation as MathML; a labelled one also carries its anchor and its number from env["equations"]."""
+    math = _mathml(token.content, display=True)
+    label = (token.meta or {}).get("label")
+    if not label:
+        return math
+    number = env.get("equations", {}).get(label)
+    shown = f"({number})" if number else ""
+    return f'<div class="equation" id="equation-{escape(label)}">{math}<span class="eqno">{shown}</span></div>'
+
+
+def _role_html(token: Token, env: dict) -> str:
+    """What the book shows for a role: {eq} the equation's number linked to it (its label where the report has no
+    such equation), {math} inline math, any other role ({term}, {doc}, {ref}) its text, linking nowhere."""
+    name, content = token.meta["name"], token.content
+    if name == "eq":
+        number = env.get("equations", {}).get(content)
+        return f'<a href="#equation-{escape(content)}">({number})</a>' if number else f"({escape(content)})"
+    if name == "math":
+        return _mathml(content, display=False)
+    titled = _TITLED.fullmatch(content)
+    return escape((titled[1] or titled[2]) if titled else content)
+
+
+def _folded(options: dict[str, str]) -> bool:
+    """Whether a directive is a dropdown (`:class: dropdown`, as the book's theme folds it)."""
+    return "dropdown" in options.get("class", "").split()
+
+
+def _directive(md: MarkdownIt, token: Token, env: dict) -> str:
+    """A directive as a titled box around its rendered body, folded when the book folds it (a dropdown, e.g. an
+    exercise's discussion); the title is its argument, else its name."""
+    name, title = token.meta["name"], token.meta["title"] or token.meta["name"].capitalize()
+    body = md.render(token.content, env)
+    if token.meta["folded"]:
+        return f'<details class="directive {escape(name)}"><summary>{escape(title)}</summary>{body}</details>'
+    return f'<div class="directive {escape(name)}"><p class="directive-title">{escape(title)}</p>{body}</div>'
+
 
 
 def _demote_headings(state) -> None:
@@ -178,16 +294,46 @@ def _demote_headings(state) -> None:
 
 
 def _markdown() -> MarkdownIt:
-    """CommonMark with tables, strikethrough, raw HTML and math as MathML (no MathJax)."""
+    """CommonMark with tables, strikethrough, raw HTML, math as MathML (no MathJax) and MyST's roles, labelled
+    equations and directives. Render with env={"equations": equation_numbers(...)} to number the equations."""
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    md.block.ruler.before("fence", "math_block", _math_block, {"alt": ["paragraph", "reference", "blockquote", "list"]})
     md.inline.ruler.before("escape", "math", _math)
+    md.inline.ruler.before("backticks", "myst_role", _role)
+    md.core.ruler.after("block", "directives", _directives)
     md.core.ruler.push("demote_headings", _demote_headings)
-    md.add_render_rule("math_inline", lambda self, t, i, o, e: _mathml(t[i].content, display=False))
-    md.add_render_rule("math_display", lambda self, t, i, o, e: _mathml(t[i].content, display=True))
+    rules = {
+        "math_inline": lambda token, env: _mathml(token.content, display=False),
+        "math_display": _equation,
+        "myst_role": _role_html,
+        "directive": lambda token, env: _directive(md, token, env),
+    }
+    for kind, rule in rules.items():
+        md.add_render_rule(kind, lambda self, tokens, i, options, env, rule=rule: rule(tokens[i], env)
+                           + ("\n" if tokens[i].block else ""))
     return md
 
 
 _MD = _markdown()
+
+
+def _removed(cell: nbformat.NotebookNode) -> bool:
+    """Whether the report leaves the cell out: jupyter-book's remove-cell tag, or papermill's error banner."""
+    return bool(set(cell.metadata.get("tags", [])) & {"remove-cell", "papermill-error-cell-tag"})
+
+
+def equation_numbers(notebooks: list[nbformat.NotebookNode]) -> dict[str, int]:
+    """Each labelled display equation of the notebooks' shown markdown, numbered (1), (2), ... in reading order
+    through all of them, as jupyter-book numbers a book's equations; a label's first equation keeps it."""
+    labels = [
+        token.meta["label"]
+        for nb in notebooks
+        for cell in nb.cells
+        if cell.cell_type == "markdown" and not _removed(cell)
+        for token in _MD.parse(cell.source)
+        if token.type == "math_display" and token.meta.get("label")
+    ]
+    return {label: number for number, label in enumerate(dict.fromkeys(labels), start=1)}
 
 
 def _title(nb: nbformat.NotebookNode) -> str | None:
@@ -242,15 +388,17 @@ def _output(out: nbformat.NotebookNode) -> str:
     return ""
 
 
-def _cell(cell: nbformat.NotebookNode) -> str:
-    """One cell as HTML, honouring jupyter-book's remove-* tags; papermill's big red error banners are dropped too."""
-    tags = set(cell.metadata.get("tags", []))
-    if tags & {"remove-cell", "papermill-error-cell-tag"}:
+def _cell(cell: nbformat.NotebookNode, equations: dict[str, int]) -> str:
+    """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell cell (an exercise's solution)
+    whole, code and outputs; papermill's big red error banners are dropped too. `equations` numbers the labelled
+    equations of markdown cells (`equation_numbers`)."""
+    if _removed(cell):
         return ""
     if cell.cell_type == "markdown":
-        return sanitise(_MD.render(cell.source))
+        return sanitise(_MD.render(cell.source, {"equations": equations}))
     if cell.cell_type != "code":
         return ""
+    tags = set(cell.metadata.get("tags", []))
     parts = []
     if "remove-input" not in tags and cell.source.strip():
         code = f"<pre><code>{escape(cell.source)}</code></pre>"
@@ -258,7 +406,8 @@ def _cell(cell: nbformat.NotebookNode) -> str:
     if "remove-output" not in tags:
         shown = [out for out in cell.outputs if not ("remove-stderr" in tags and out.get("name") == "stderr")]
         parts.extend(_output(out) for out in shown)
-    return "\n".join(p for p in parts if p)
+    body = "\n".join(p for p in parts if p)
+    return f'<details class="solution"><summary>solution</summary>{body}</details>' if "hide-cell" in tags else body
 
 
 def _fmt(x: object) -> str:
@@ -392,15 +541,16 @@ def build_report(
     generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     taken: set[str] = set()
     toc, chapters = [], []
-    for path in map(Path, notebooks):
-        nb = nbformat.read(path, as_version=4)
+    read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]
+    equations = equation_numbers([nb for _, nb in read])
+    for path, nb in read:
         heading = _title(nb)
         anchor = _slug(path.stem, taken)
         failed = any(out.output_type == "error" for cell in nb.cells for out in cell.get("outputs", []))
         flag = '<span class="failed">execution error</span>' if failed else ""
         toc.append(f'<li><a href="#{anchor}">{heading or escape(path.stem)}</a>{flag}</li>')
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
-        cells += [html for html in map(_cell, nb.cells) if html]
+        cells += [html for html in (_cell(cell, equations) for cell in nb.cells) if html]
         chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
     cases = cases_section(report_dir)
     if cases:

@@ -27,6 +27,11 @@ def blocks_at(depths: list[float], n_layers: int) -> list[int]:
     return [round(d * (n_layers - 1)) for d in depths]
 
 
+def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
+    """The exact prompt the model reads for each BBQ question (chat turn and answer prefix), in row order."""
+    return [model.chat(*prompt(row)) for row in questions.to_dict("records")]
+
+
 def run_systems(
     model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
     depths: list[float],
@@ -34,7 +39,7 @@ def run_systems(
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """Answers of the plain model and of the model steered at each lambda (one traced pass each, which also reads
     the representations), and representations keyed 'system|depth'."""
-    texts = [model.chat(*prompt(row)) for row in questions.to_dict("records")]
+    texts = question_texts(model, questions)
     labels, layers = answer_ids(model.tokenizer, LETTERS), blocks_at(depths, model.n_layers)
     frames, reps = [], {}
     for lam in [None, *lambdas]:

@@ -15,12 +15,12 @@ from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
+from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids, metric
 
-# Case-record fields (report/evidence.py documents them) and the tests `TaskAudit.cases` can write records for.
-CASE_FIELDS = ("test", "unit", "value", "group", "lam", "prompt_sha", "prompt", "metric", "mass")
+# The tests `TaskAudit.cases` can write records for.
 CASE_KEYS = ("explicit", "implicit", "slope")
 
 
@@ -104,33 +104,10 @@ class TaskAudit:
         for variant in ("explicit", "implicit"):
             if variant in keys and variant in self.black:
                 frame = self.black[variant]
-                parts.append(_case_records(frame, keys[variant], self.case_gaps(variant), frame["group"], None))
+                parts.append(case_records(frame, keys[variant], self.case_gaps(variant), group=frame["group"]))
         if "slope" in keys:
-            parts.append(_case_records(self.white, keys["slope"], self.case_slopes(), None, self.white["lam"]))
-        if not parts:
-            return pd.DataFrame({name: pd.Series(dtype=float if name in ("value", "lam", "metric", "mass") else object)
-                                 for name in CASE_FIELDS})
-        return pd.concat(parts, ignore_index=True)
-
-
-def _case_records(frame: pd.DataFrame, test: str, values: pd.Series, group: pd.Series | None,
-                  lam: pd.Series | None) -> pd.DataFrame:
-    """Records of one test: each item of `frame` with its case's value (null where the case has none)."""
-    prompts = frame["prompt"].tolist() if "prompt" in frame else [None] * len(frame)
-    return pd.DataFrame(
-        {
-            "test": test,
-            "unit": frame["case"].map(str).to_numpy(),
-            "value": frame["case"].map(values).astype(float).to_numpy(),
-            "group": [None] * len(frame) if group is None else group.astype(object).to_numpy(),
-            "lam": float("nan") if lam is None else lam.astype(float).to_numpy(),
-            "prompt_sha": None,  # computed from the prompt when the records are written (report/evidence.py)
-            "prompt": prompts,
-            "metric": frame["metric"].astype(float).to_numpy(),
-            "mass": frame["mass"].astype(float).to_numpy(),
-        },
-        columns=list(CASE_FIELDS),
-    )
+            parts.append(case_records(self.white, keys["slope"], self.case_slopes(), lam=self.white["lam"]))
+        return pd.concat(parts, ignore_index=True) if parts else empty_records()
 
 
 @dataclass(frozen=True)
@@ -147,12 +124,13 @@ class TaskRunner:
     lambda_batch: int = 1
     vectors: tuple[SteeringVector, ...] = ()
 
-    def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None) -> TaskAudit:
+    def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
+              projection: bool = True) -> TaskAudit:
         """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
-        `vector`), on the same cases whichever vector steers them."""
+        `vector`, with the projection edit or the additive one), on the same cases whichever vector steers them."""
         exclude = self.held_out(task)
         black = {variant: self.black_box(task, variant, n, exclude) for variant in task.black_box_variants}
-        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude))
+        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude, projection))
 
     def held_out(self, task: Task) -> set[int]:
         """Row ids of the task's source data that chose or scaled any of the audit's vectors: cases never drawn."""
@@ -188,21 +166,21 @@ class TaskRunner:
 
     def white_box(
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
-        exclude: Collection[int] = (),
+        exclude: Collection[int] = (), projection: bool = True,
     ) -> pd.DataFrame:
         """Per neutral item and lambda: case, lam, metric, mass, the exact prompt text, and the exact derivative at
-        lambda = 0 (`slope0`, local models only)."""
+        lambda = 0 (`slope0`, local models only); `projection` False steers with the additive edit."""
         model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
         key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas),
-               "vector": vector.fingerprint()}
+               "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})
 
         def run() -> dict[str, torch.Tensor]:
             desc = f"{task.name} sweep"
             if model.hf is None:
-                return {"probs": sweep(model, texts, labels, vector, lambdas, batch_tokens=self.batch_tokens)}
-            probs, slope0 = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets,
+                return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
+            probs, slope0 = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection,
                                                    batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch,
                                                    desc=desc)
             return {"probs": probs, "slope0": slope0}

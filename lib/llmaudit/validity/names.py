@@ -11,6 +11,7 @@ import pandas as pd
 
 from llmaudit.data import read_csv
 from llmaudit.errors import AuditError
+from llmaudit.records import case_records
 from llmaudit.stats import Estimate, bootstrap_mean
 from llmaudit.tasks import credit
 from llmaudit.tasks.base import TaskItem
@@ -72,12 +73,27 @@ def unnamed_items(profiles: list[TaskItem]) -> list[TaskItem]:
                      item.target, item.meta) for item in profiles]
 
 
+def _sides(frame: pd.DataFrame, a: float, b: float) -> tuple[pd.DataFrame, pd.Series]:
+    """The rows whose name has p_f <= a or p_f >= b, labelled female (p_f > 0.5) or male (p_f < 0.5), and per
+    profile that has both sides the mean metric of its female-majority names minus its male-majority ones."""
+    kept = frame[(frame["p_f"] <= a) | (frame["p_f"] >= b)]
+    kept = kept.assign(side=np.where(kept["p_f"] > 0.5, "female", np.where(kept["p_f"] < 0.5, "male", None)))
+    means = kept.groupby(["case", "side"])["metric"].mean().unstack().reindex(columns=["female", "male"])
+    return kept, (means["female"] - means["male"]).dropna()
+
+
 def filtered_gap(frame: pd.DataFrame, a: float, b: float, n_boot: int, seed: int) -> tuple[Estimate | None, int]:
     """Implicit bias over names with p_f <= a or p_f >= b: per profile, mean metric of its female-majority names
     minus its male-majority ones, with a bootstrap over profiles (None when fewer than 2 profiles have both);
     also how many profiles had both. frame: case, p_f, metric."""
-    kept = frame[(frame["p_f"] <= a) | (frame["p_f"] >= b)]
-    female = kept[kept["p_f"] > 0.5].groupby("case")["metric"].mean()
-    male = kept[kept["p_f"] < 0.5].groupby("case")["metric"].mean()
-    gaps = (female - male).dropna().to_numpy()
+    gaps = _sides(frame, a, b)[1].to_numpy()
     return (bootstrap_mean(gaps, n_boot, seed) if len(gaps) >= 2 else None), len(gaps)
+
+
+def filtered_cases(frame: pd.DataFrame, a: float, b: float, test: str) -> pd.DataFrame:
+    """Case records (unit: the profile) of `filtered_gap`: each kept named prompt with its side (female or male
+    majority) as the group, its name and p_f, and its profile's gap as the value (null for a profile with one side).
+    frame: case, p_f, name, metric, mass, prompt."""
+    kept, gaps = _sides(frame, a, b)
+    kept = kept[kept["side"].notna()]
+    return case_records(kept, test, gaps, group=kept["side"], extra=("name", "p_f"))
