@@ -292,6 +292,7 @@ def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
 
 
 def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
+    from llmaudit.ledger import Ledger
     from llmaudit.models.prefix import common_prefix, forward_shared_prefix
 
     demos = "the nurse said good . the doctor said bad . the engineer said good . "
@@ -303,6 +304,14 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
         shared = forward_shared_prefix(tiny_model, texts, labels, layers=[1, 3], batch_tokens=budget)
         assert torch.allclose(shared.probs, plain.probs, atol=1e-5) and torch.allclose(shared.acts, plain.acts, atol=1e-4)
     assert common_prefix([[1, 2, 3], [1, 2, 4], [1, 2]]) == 1 and common_prefix([[5, 6], [7]]) == 0
+    # activations alone: the blocks above the deepest read never run, and the activations are the same
+    runs, ran = {}, {}
+    for name, asked in (("early", ()), ("full", labels)):
+        tiny_model.ledger = Ledger(tiny_model.n_layers)
+        runs[name] = forward_shared_prefix(tiny_model, texts, asked, layers=[1], batch_tokens=40)
+        ran[name] = tiny_model.ledger.actual
+    assert runs["early"].probs.shape == (3, 0) and torch.allclose(runs["early"].acts, plain.acts[:, :1], atol=1e-4)
+    assert ran["early"] * tiny_model.n_layers == ran["full"] * 2  # the same tokens through blocks 0 and 1 only
 
 
 def test_sampling_is_seeded_and_stops_at_the_end_token(tiny_model) -> None:

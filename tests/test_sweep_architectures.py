@@ -11,7 +11,8 @@ from conftest import build_tokenizer
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.sweep import SUPPORTED, _running, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.models.blocks import running
+from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -195,7 +196,7 @@ def test_running_restores_the_model_after_an_exception(models, error) -> None:
     texts, labels = texts_of(model), labels_of(model)
     before = model.forward(texts, labels).probs
     with pytest.raises(error, match="inside"):
-        with _running(hf, range(3, 6), final_norm=False, eager_attention=True):
+        with running(hf, range(3, 6), final_norm=False, eager_attention=True):
             assert inner.layers is not layers and inner.norm is not norm and hf.config._attn_implementation == "eager"
             assert [block is layers[i] for i, block in enumerate(inner.layers)] == [False] * 3 + [True] * 3
             raise error("inside")

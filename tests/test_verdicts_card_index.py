@@ -10,6 +10,7 @@ import pytest
 
 from llmaudit.config import load_params, params_path
 from llmaudit.report import Results, build_report
+from llmaudit.ledger import Ledger, ledger_path
 from llmaudit.report.card import CARD, write_card, write_model
 from llmaudit.report.index import build_index, side_by_side
 from llmaudit.verdict.verdicts import overall, verdicts
@@ -83,6 +84,20 @@ def test_report_opens_with_verdicts_and_card(tmp_path) -> None:
     assert "1 requirements: 1 fail." in html and "&epsilon; = 0.02" in html
     assert '<span class="verdict fail">fail</span>' in html and "[-0.0600, -0.0400]" in html
     assert "ab" * 32 in html and "params file" in html
+
+
+def test_card_reports_each_chapters_compute_against_its_minimum(tmp_path) -> None:
+    folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
+    for chapter, actual, minimum in (("decision_tasks", 3_000_000, 2_000_000), ("framing", 500_000, 500_000)):
+        ledger = Ledger(30, actual, minimum, ledger_path(folder, chapter))
+        ledger.save()
+    (folder / "ledger" / "validity.json").write_text("{damaged")  # cost information only: left out, never fatal
+    write_card(folder, load_params("ci"), params_path("ci"), {})
+    card = json.loads((folder / CARD).read_text())
+    assert card["compute"] == {"decision_tasks": {"blocks": 30, "actual": 3_000_000, "minimum": 2_000_000},
+                               "framing": {"blocks": 30, "actual": 500_000, "minimum": 500_000}}
+    html = build_report(folder, "Audit of m", [], generated="now").read_text()
+    assert "decision_tasks 1.50, framing 1.00; audit 1.40 (3.5 M token-blocks run)" in html
 
 
 def test_index_puts_models_side_by_side(tmp_path) -> None:

@@ -14,6 +14,7 @@ from llmaudit.cache import code_version
 from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
+from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
@@ -39,8 +40,11 @@ class Chapter:
 
     @cached_property
     def model(self) -> AuditModel:
-        """The audited model, loaded on first use; its description goes to the report folder for the model card."""
+        """The audited model, loaded on first use; its description goes to the report folder for the model card, and
+        its compute ledger (local models) to ledger/<chapter>.json after each computing call."""
         model = load_model(self.params.name, self.params.model)
+        if model.hf is not None:
+            model.ledger.path = ledger_path(self.report_dir, self.name)
         write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,
                                       "width": model.width})
         return model

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
 
 from llmaudit.models import architectures
+from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden
 from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, readout, token_batches
 
@@ -35,15 +37,18 @@ def forward_shared_prefix(
     desc: str | None = None,
 ) -> ForwardOutput:
     """`model.forward(texts, labels, layers)` for chat-formatted texts with a common beginning, computing that
-    beginning once; remote models take the ordinary path."""
+    beginning once, and, when no label is read, no block above the deepest layer read; remote models take the
+    ordinary path."""
     if model.hf is None:
         return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
-    encoded = [model.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    encoded = model.encode(texts)
     shared = common_prefix(encoded)
     device = model.device
     probs = torch.empty(len(texts), len(labels))
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
-    with torch.inference_mode(), memory_guard(batch_tokens):
+    depth = max(layers) + 1 if layers and not labels else model.n_layers  # activations only: stop at the deepest
+    upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
+    with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
         prefix = torch.tensor([encoded[0][:shared]], device=device)
         cache = architectures.decoder(model.hf)(input_ids=prefix, use_cache=True).past_key_values if shared else None
         rest = [e[shared:] for e in encoded]
@@ -85,7 +90,7 @@ def _continue(
     finally:
         for hook in hooks:
             hook.remove()
-    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last))
+    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if labels else None
     return readout(logits, labels, [saved[layer] for layer in layers])
 
 

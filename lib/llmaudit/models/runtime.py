@@ -14,6 +14,7 @@ from tqdm import tqdm
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.ledger import Ledger
 from llmaudit.models.tokens import single_token_ids
 from llmaudit.models.intervention import Intervention
 
@@ -79,6 +80,14 @@ class AuditModel:
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        self.ledger = Ledger(self.n_layers)
+        if hf is not None:  # every block counts the token positions it runs on, whichever engine runs it
+            for block in architectures.blocks(hf):
+                block.register_forward_hook(lambda module, args, output: self.ledger.ran(_positions(output)))
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
+        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
 
     @property
     def identity(self) -> dict:
@@ -122,8 +131,11 @@ class AuditModel:
         activations in input order. Only the last position's logits are computed."""
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
-        with memory_guard(batch_tokens):
-            for batch, tensors in self.padded_batches(texts, batch_tokens, desc):
+        encoded = self.encode(texts)
+        depth = max(layers) + 1 if labels is not None and not labels and layers else None  # activations only
+        steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
+        with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered):
+            for batch, tensors in self.padded_batches(encoded, batch_tokens, desc):
                 p, a = self._forward_batch(*tensors, labels, layers, intervention)
                 for row, i in enumerate(batch):
                     probs[i] = p[row]
@@ -134,13 +146,12 @@ class AuditModel:
         )
 
     def padded_batches(
-        self, texts: Sequence[str], batch_tokens: int, desc: str | None = None
+        self, encoded: Sequence[Sequence[int]], batch_tokens: int, desc: str | None = None
     ) -> Iterator[tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
-        """Length-sorted batches of chat-formatted texts, each as (input indices, (ids, mask, position ids)),
+        """Length-sorted batches of encoded texts (`encode`), each as (input indices, (ids, mask, position ids)),
         left-padded on the model's device; position ids follow the attention mask so padding changes nothing."""
-        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
-        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+        with tqdm(total=len(encoded), desc=desc, disable=desc is None, leave=False) as bar:
             for batch in token_batches(order, [len(e) for e in encoded], batch_tokens):
                 ids, mask = pad([encoded[i] for i in batch], self.tokenizer.pad_token_id)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -184,7 +195,7 @@ class AuditModel:
         (len(texts) * n, max_new_tokens) token ids with -1 from the end-of-sequence token on; seeded."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
-        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        encoded = self.encode(texts)
         ids, mask = pad(encoded, self.tokenizer.pad_token_id)
         torch.manual_seed(seed)
         with torch.inference_mode():
@@ -197,12 +208,17 @@ class AuditModel:
         ended = (new == self.tokenizer.eos_token_id).cumsum(-1) > 0
         tokens = torch.full((len(new), max_new_tokens), -1, dtype=torch.long)
         tokens[:, : new.shape[1]] = new.masked_fill(ended, -1)
+        # needed: each prompt, and each continuation up to its last token (whose successor is never asked for)
+        continued = [encoded[row // n] + [t for t in sequence if t >= 0][:-1]
+                     for row, sequence in enumerate(tokens.tolist())]
+        self.ledger.need(continued)
+        self.ledger.save()
         return tokens
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
         because each step reruns the whole sequence (cheap for a short demo, and exactly the main paper's intervention, §3.3)."""
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids = self.encode([text])[0]
         new: list[int] = []
         for _ in range(max_new_tokens):
             sequence = torch.tensor([ids + new], device=self.device)
@@ -212,17 +228,34 @@ class AuditModel:
             if token == self.tokenizer.eos_token_id:
                 break
             new.append(token)
+        steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
+        self.ledger.need([ids + new], steered=steered)
+        self.ledger.save()
         return self.tokenizer.decode(new, skip_special_tokens=True)
 
 
+def edit_key(intervention: Intervention) -> tuple:
+    """What makes two edits compute the same (for the ledger): the coefficient, the form and the direction."""
+    return (intervention.alpha, intervention.mean is None, id(intervention.direction))
+
+
+def _positions(output: object) -> int:
+    """Token positions a block ran on: batch x tokens of its hidden-state output."""
+    h = hidden(output)
+    return h.shape[0] * h.shape[1]
+
+
 def readout(
-    logits: torch.Tensor, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
+    logits: torch.Tensor | None, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
-    last-position logits, and the block outputs `acts`, each (n, width) and maybe on its own device, stacked as
-    (n, blocks, width); None when there are none."""
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
-    probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
+    last-position logits (None when no label is read: an (n, 0) result), and the block outputs `acts`, each
+    (n, width) and maybe on its own device, stacked as (n, blocks, width); None when there are none."""
+    if logits is None:
+        probs = torch.empty(len(acts[0]), 0)
+    else:
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
     return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
 
 

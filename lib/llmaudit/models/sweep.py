@@ -11,8 +11,8 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
 exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention is
 the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with the blocks of the other
-part swapped for pass-throughs (by `_running`, the one place the model is edited, undone on any exception), not cut
-out of the layer list, because some models pick a block's attention mask and rotary embedding by its position in
+part swapped for pass-throughs (by `models.blocks.running`, the one place the model is edited, undone on any
+exception), not cut out of the layer list, because some models pick a block's attention mask and rotary embedding by its position in
 the loop over `layers`: Qwen2, Ministral and Gemma 3 index `config.layer_types[i]` with the loop counter `i` to
 choose between the sliding-window and the global mask (and, in Gemma 3, between the local and the global rotary
 embedding), so a block run from a shortened list would get the mask of another block. Llama and Mistral give every
@@ -27,15 +27,15 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import torch
 from torch.autograd import forward_ad
 
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
-from llmaudit.models.runtime import AuditModel, memory_guard
+from llmaudit.models.blocks import running
+from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.vector import SteeringVector
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
@@ -105,10 +105,13 @@ def sweep_with_sensitivity(
         )
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     derivative = torch.empty(len(texts)) if targets is not None else None
-    with memory_guard(batch_tokens):
-        for batch, (ids, mask, positions) in model.padded_batches(texts, batch_tokens, desc):
+    encoded = model.encode(texts)
+    edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas]
+    edits += [("derivative", *edit_key(vector.intervention(0.0, projection)))] if targets is not None else []
+    with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits)):
+        for batch, (ids, mask, positions) in model.padded_batches(encoded, batch_tokens, desc):
             with torch.inference_mode():
-                with _running(hf, range(vector.layer + 1), final_norm=False):
+                with running(hf, range(vector.layer + 1), final_norm=False):
                     hidden = architectures.decoder(hf)(input_ids=ids, attention_mask=mask, position_ids=positions,
                                                        use_cache=False).last_hidden_state
                 if lambdas:
@@ -134,7 +137,7 @@ def _upper_sweep(
 ) -> torch.Tensor:
     """(lambdas, batch, labels): the upper blocks on the edited hidden states, `lambda_batch` lambdas per pass."""
     results = []
-    with _running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
+    with running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
         for start in range(0, len(lambdas), lambda_batch):
             group = lambdas[start : start + lambda_batch]
             edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
@@ -172,7 +175,7 @@ def _upper_derivative(
         return probs.gather(-1, chosen.to(probs.device).unsqueeze(-1)).squeeze(-1)
 
     upper = range(vector.layer + 1, hf.config.num_hidden_layers)
-    with _running(hf, upper, eager_attention=True), torch.no_grad():
+    with running(hf, upper, eager_attention=True), torch.no_grad():
         if _offloaded(hf):
             with forward_ad.dual_level():
                 derivative = forward_ad.unpack_dual(metric(forward_ad.make_dual(start, tangent))).tangent
@@ -186,41 +189,3 @@ def _offloaded(hf: torch.nn.Module) -> bool:
     inside torch.func.jvp (tensors made in a torch.func transform have no storage), so such a model takes the
     derivative with autograd's forward mode: the same derivative, equal to the last bits or nearly."""
     return any(getattr(getattr(module, "_hf_hook", None), "offload", False) for module in hf.modules())
-
-
-class _PassThrough(torch.nn.Module):
-    """Stands in for a decoder block that is not run: returns the hidden states it is given."""
-
-    def forward(self, hidden_states: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
-        """The input hidden states, unchanged."""
-        return hidden_states
-
-
-@contextmanager
-def _running(
-    hf: torch.nn.Module, kept: range, final_norm: bool = True, eager_attention: bool = False
-) -> Iterator[None]:
-    """While open, the model's own forward runs only the decoder blocks in `kept`, the others replaced by
-    pass-throughs, so that every block keeps its index in the layer list and gets the mask and position embeddings
-    of the full forward; it skips the final norm unless `final_norm`, and with `eager_attention` uses plain-PyTorch
-    attention (fused kernels have no forward-mode derivative). These are the only edits the sweep makes to the
-    model: the original objects are taken before any change and put back in the `finally`, so that any exception,
-    KeyboardInterrupt included, leaves the model as it was."""
-    layout = architectures.layout(hf)
-    blocks_owner, blocks_name = architectures.locate(hf, layout.blocks)
-    norm_owner, norm_name = architectures.locate(hf, layout.final_norm)
-    blocks, norm = getattr(blocks_owner, blocks_name), getattr(norm_owner, norm_name)
-    attention, skip = hf.config._attn_implementation, _PassThrough()
-    try:
-        setattr(blocks_owner, blocks_name,
-                torch.nn.ModuleList([block if i in kept else skip for i, block in enumerate(blocks)]))
-        if not final_norm:
-            setattr(norm_owner, norm_name, torch.nn.Identity())
-        if eager_attention:
-            hf.config._attn_implementation = "eager"
-        yield
-    finally:
-        setattr(blocks_owner, blocks_name, blocks)
-        setattr(norm_owner, norm_name, norm)
-        if hf.config._attn_implementation != attention:
-            hf.config._attn_implementation = attention

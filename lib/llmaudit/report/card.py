@@ -16,6 +16,7 @@ import llmaudit
 from llmaudit.cache import code_version
 from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
+from llmaudit.ledger import read_ledgers
 from llmaudit.paths import REPO
 from llmaudit.registry import computing_packages
 
@@ -88,7 +89,8 @@ def _damaged(path: Path, problem: str) -> DataError:
 
 
 def write_card(report_dir: Path, params: Params, params_file: Path, timings: dict[str, float]) -> Path:
-    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time."""
+    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time, and the
+    compute ledger of each chapter is its last computing run's (`llmaudit.ledger`)."""
     report_dir = Path(report_dir)
     previous = read_json(report_dir / CARD)
     text = params_file.read_text(encoding="utf-8")
@@ -103,6 +105,7 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
             "files": {key: entry["sha256"] for key, entry in load_manifest().items()},
         },
         "wall_seconds": {**previous.get("wall_seconds", {}), **{k: round(v, 1) for k, v in timings.items()}},
+        "compute": read_ledgers(report_dir),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
     path = report_dir / CARD

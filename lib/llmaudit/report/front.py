@@ -116,6 +116,17 @@ def _row(label: str, value: Any) -> str:
     return f"<dt>{escape(label)}</dt><dd>{value}</dd>"
 
 
+def compute_summary(ledgers: dict[str, dict[str, int]]) -> str:
+    """Token-blocks run per chapter and for the audit, as a ratio to the minimum the results need (1.0: nothing
+    run twice, no padding, no block run that no result reads)."""
+    if not ledgers:
+        return "not recorded (a run from a warm cache computes nothing)"
+    parts = [f"{name} {t['actual'] / t['minimum']:.2f}" for name, t in ledgers.items() if t["minimum"]]
+    actual, minimum = (sum(t[key] for t in ledgers.values()) for key in ("actual", "minimum"))
+    audit = f"; audit {actual / minimum:.2f} ({actual / 1e6:.1f} M token-blocks run)" if minimum else ""
+    return escape("actual / minimum token-blocks: " + ", ".join(parts) + audit)
+
+
 def card_section(card: dict[str, Any]) -> str:
     """The model card: model and weights hash, params, code and library versions, data hashes, wall times."""
     if not card:
@@ -141,6 +152,7 @@ def card_section(card: dict[str, Any]) -> str:
                      f"{len(data['files'])} files pinned by sha256"),
         _row("Wall time", escape(", ".join(f"{k} {v / 60:.1f} min" for k, v in walls.items())
                                  + f"; total {total / 60:.1f} min")),
+        _row("Compute", compute_summary(card.get("compute", {}))),
         _row("Generated", escape(card["generated"])),
     ]
     return (

@@ -1,0 +1,81 @@
+"""The compute ledger: the token-blocks each engine runs (counted by block hooks) and the minimum its prompts need
+(distinct prefixes, through the blocks their use needs, once per edit above the steering block), by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from llmaudit.ledger import Ledger
+from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.sweep import sweep_with_sensitivity
+from llmaudit.steering import SteeringVector
+
+
+@pytest.fixture
+def model(tiny_model):
+    """The tiny model with a fresh ledger (the session's model is shared by many tests)."""
+    tiny_model.ledger = Ledger(tiny_model.n_layers)
+    return tiny_model
+
+
+def distinct_prefixes(encoded: list[list[int]]) -> int:
+    return len({tuple(tokens[:i]) for tokens in encoded for i in range(1, len(tokens) + 1)})
+
+
+def test_shared_beginnings_are_needed_once_and_as_deep_as_their_deepest_use() -> None:
+    ledger = Ledger(blocks=4)
+    ledger.need([[1, 2, 3], [1, 2, 4]])
+    assert ledger.minimum == 4 * 4  # prefixes 1, 12, 123, 124 through all four blocks
+    ledger.need([[1, 2, 3]], depth=2)  # already needed deeper: nothing more
+    ledger.need([[5, 6]], depth=2)
+    assert ledger.minimum == 16 + 2 * 2
+    ledger.need([[5, 6]])  # now read at the top: the two blocks above the first use
+    assert ledger.minimum == 16 + 2 * 4
+    ledger.need([[1, 2]], steered=(1, ["+1", "-1"]))  # blocks 0-1 known; blocks 2-3 once per edit
+    assert ledger.minimum == 24 + 2 * 2 * 2
+    ledger.need([[1, 2]], steered=(1, ["+1"]))
+    assert ledger.minimum == 32
+
+
+def test_a_forward_runs_its_padded_batch_through_every_block(model) -> None:
+    texts = [model.chat("the nurse said"), model.chat("the nurse said she was tired of it")]
+    encoded = model.encode(texts)
+    model.forward(texts, [5, 6], batch_tokens=4096)
+    assert model.ledger.actual == 2 * max(map(len, encoded)) * model.n_layers  # one left-padded batch
+    assert model.ledger.minimum == distinct_prefixes(encoded) * model.n_layers
+
+
+def test_activations_alone_need_only_the_blocks_up_to_the_deepest_read(model) -> None:
+    texts = [model.chat("the doctor said")]
+    model.forward(texts, [], layers=[1])
+    tokens = len(model.encode(texts)[0])
+    assert model.ledger.minimum == tokens * 2 and model.ledger.actual == tokens * model.n_layers
+
+
+def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp_path) -> None:
+    model.ledger.path = tmp_path / "ledger" / "chapter.json"
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
+    texts = [model.chat("the engineer said")]
+    sweep_with_sensitivity(model, texts, [5, 6], vector, [-1.0, 0.0, 1.0], targets=[0])
+    tokens, upper = len(model.encode(texts)[0]), model.n_layers - 2
+    assert model.ledger.actual == tokens * (2 + upper * 3 + upper)  # lower once, upper per lambda and derivative
+    assert model.ledger.minimum == model.ledger.actual
+    assert json.loads(model.ledger.path.read_text()) == {"blocks": model.n_layers, "actual": model.ledger.actual,
+                                                         "minimum": model.ledger.minimum}
+
+
+def test_the_prefix_cache_runs_the_shared_beginning_once(model) -> None:
+    texts = [model.chat(f"a long shared instruction about jobs and people , then {word}") for word in
+             ("nurse", "doctor", "teacher")]
+    encoded = model.encode(texts)
+    forward_shared_prefix(model, texts, [5, 6])
+    assert model.ledger.minimum == distinct_prefixes(encoded) * model.n_layers
+    assert model.ledger.actual == model.ledger.minimum  # equal-length continuations: no padding
+    plain = Ledger(model.n_layers)
+    model.ledger = plain
+    model.forward(texts, [5, 6])
+    assert plain.actual > plain.minimum  # the plain forward runs the beginning once per prompt
