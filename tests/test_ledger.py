@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from llmaudit.ledger import Ledger
-from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
@@ -40,17 +39,17 @@ def test_shared_beginnings_are_needed_once_and_as_deep_as_their_deepest_use() ->
     assert ledger.minimum == 32
 
 
-def test_a_forward_runs_its_padded_batch_through_every_block(model) -> None:
+def test_a_traced_forward_runs_its_padded_batch_through_every_block(model) -> None:
     texts = [model.chat("the nurse said"), model.chat("the nurse said she was tired of it")]
     encoded = model.encode(texts)
-    model.forward(texts, [5, 6], batch_tokens=4096)
+    model.traced_forward(texts, [5, 6], batch_tokens=4096)
     assert model.ledger.actual == 2 * max(map(len, encoded)) * model.n_layers  # one left-padded batch
     assert model.ledger.minimum == distinct_prefixes(encoded) * model.n_layers
 
 
 def test_activations_alone_need_only_the_blocks_up_to_the_deepest_read(model) -> None:
     texts = [model.chat("the doctor said")]
-    model.forward(texts, [], layers=[1])
+    model.traced_forward(texts, [], layers=[1])
     tokens = len(model.encode(texts)[0])
     assert model.ledger.minimum == tokens * 2 and model.ledger.actual == tokens * model.n_layers
 
@@ -68,14 +67,14 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
                                                          "minimum": model.ledger.minimum}
 
 
-def test_the_prefix_cache_runs_the_shared_beginning_once(model) -> None:
+def test_the_forward_of_a_local_model_runs_the_shared_beginning_once(model) -> None:
     texts = [model.chat(f"a long shared instruction about jobs and people , then {word}") for word in
              ("nurse", "doctor", "teacher")]
     encoded = model.encode(texts)
-    forward_shared_prefix(model, texts, [5, 6])
+    model.forward(texts, [5, 6])  # unsteered and local: the shared-prefix engine
     assert model.ledger.minimum == distinct_prefixes(encoded) * model.n_layers
     assert model.ledger.actual == model.ledger.minimum  # equal-length continuations: no padding
-    plain = Ledger(model.n_layers)
-    model.ledger = plain
-    model.forward(texts, [5, 6])
-    assert plain.actual > plain.minimum  # the plain forward runs the beginning once per prompt
+    traced = Ledger(model.n_layers)
+    model.ledger = traced
+    model.traced_forward(texts, [5, 6])
+    assert traced.actual > traced.minimum  # the traced forward runs the beginning once per prompt

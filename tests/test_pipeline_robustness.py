@@ -22,10 +22,11 @@ def test_out_of_memory_names_the_setting_to_lower(tiny_model, monkeypatch) -> No
     def exhausted(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(tiny_model, "_forward_batch", exhausted)
-    with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64: lower batch_tokens") as info:
-        tiny_model.forward(["the nurse"], [1], batch_tokens=64)
-    assert "\n" not in str(info.value)
+    monkeypatch.setattr(tiny_model.hf.model, "forward", exhausted)  # under every engine
+    for run in (tiny_model.forward, tiny_model.traced_forward):
+        with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64: lower batch_tokens") as info:
+            run(["the nurse"], [1], batch_tokens=64)
+        assert "\n" not in str(info.value)
 
 
 def test_cpu_allocation_failure_is_the_same_error(tiny_model, monkeypatch) -> None:
@@ -47,9 +48,10 @@ def test_other_runtime_errors_pass_through(tiny_model, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("shape mismatch")
 
-    monkeypatch.setattr(tiny_model, "_forward_batch", broken)
-    with pytest.raises(RuntimeError, match="shape mismatch"):
-        tiny_model.forward(["the nurse"], [1])
+    monkeypatch.setattr(tiny_model.hf.model, "forward", broken)
+    for run in (tiny_model.forward, tiny_model.traced_forward):
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            run(["the nurse"], [1])
 
 
 def test_empty_task_after_filtering() -> None:

@@ -12,7 +12,7 @@ from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.blocks import running
-from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.models.sweep import SUPPORTED, _shareable, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -111,12 +111,23 @@ def hooked_metric(model, text: str, labels: list[int], target: int, vector, lam:
     return probs[target] / probs.sum()
 
 
+def shared_beginning(model, texts: list[str], window: int | None, monkeypatch) -> int:
+    """With `window`, every sliding block sees the whole prompt; returns how many beginning tokens the sweep shares
+    (none while the model's own window is shorter than the prompts, see `sweep._shareable`)."""
+    if window is not None and hasattr(model.hf.config, "sliding_window"):  # Llama has no window
+        monkeypatch.setattr(model.hf.config, "sliding_window", window)
+    return _shareable(model.hf, model.encode(texts))
+
+
+@pytest.mark.parametrize("window", [None, 10_000])
 @pytest.mark.parametrize("projection", [True, False])
 @pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_sweep_equals_plain_steered_forward(models, arch, which, projection) -> None:
+def test_sweep_equals_plain_steered_forward(models, arch, which, projection, window, monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
+    shared = shared_beginning(model, texts, window, monkeypatch)
+    assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     engine = sweep(model, texts, labels, vector, LAMBDAS, projection, batch_tokens=60, lambda_batch=2)
     reference = torch.stack(
@@ -127,12 +138,14 @@ def test_sweep_equals_plain_steered_forward(models, arch, which, projection) -> 
     assert (engine[0] - engine[-1]).abs().max() > 1e-3  # steering moves the answers
 
 
+@pytest.mark.parametrize("window", [None, 10_000])
 @pytest.mark.parametrize("projection", [True, False])
 @pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projection) -> None:
+def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projection, window, monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
+    shared_beginning(model, texts, window, monkeypatch)
     targets = [i % len(labels) for i in range(len(texts))]
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     probs, exact = sweep_with_sensitivity(model, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)

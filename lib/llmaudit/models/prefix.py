@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
@@ -16,7 +17,10 @@ from tqdm import tqdm
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden
-from llmaudit.models.runtime import AuditModel, ForwardOutput, memory_guard, pad, readout, token_batches
+from llmaudit.models.batching import ForwardOutput, memory_guard, pad, readout, token_batches
+
+if TYPE_CHECKING:
+    from llmaudit.models.runtime import AuditModel
 
 
 def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
@@ -31,22 +35,23 @@ def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
 def forward_shared_prefix(
     model: AuditModel,
     texts: Sequence[str],
-    labels: Sequence[int],
+    labels: Sequence[int] | None,
     layers: Sequence[int] = (),
     batch_tokens: int = 4096,
     desc: str | None = None,
 ) -> ForwardOutput:
-    """`model.forward(texts, labels, layers)` for chat-formatted texts with a common beginning, computing that
-    beginning once, and, when no label is read, no block above the deepest layer read; remote models take the
-    ordinary path."""
+    """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
+    chat-formatted texts, their common beginning computed once and, when no label is read, no block above the
+    deepest layer read; equal to `traced_forward`, which remote models take."""
     if model.hf is None:
-        return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+        return model.traced_forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     device = model.device
-    probs = torch.empty(len(texts), len(labels))
+    probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
-    depth = max(layers) + 1 if layers and not labels else model.n_layers  # activations only: stop at the deepest
+    reads_logits = labels is None or len(labels) > 0
+    depth = model.n_layers if reads_logits or not layers else max(layers) + 1  # activations only: stop there
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
         prefix = torch.tensor([encoded[0][:shared]], device=device)
@@ -57,15 +62,17 @@ def forward_shared_prefix(
             # the budget counts the tokens each batch computes: the continuations (the prefix is cached)
             for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
                 p, a = _continue(model, cache, shared, [rest[i] for i in batch], labels, layers)
-                probs[batch] = p
+                for row, i in enumerate(batch):
+                    probs[i] = p[row]
                 if acts is not None:
                     acts[batch] = a
                 bar.update(len(batch))
-    return ForwardOutput(probs=probs, acts=acts)
+    return ForwardOutput(probs=torch.stack(probs), acts=acts)  # type: ignore[arg-type]
 
 
 def _continue(
-    model: AuditModel, cache, shared: int, suffixes: list[list[int]], labels: Sequence[int], layers: Sequence[int]
+    model: AuditModel, cache, shared: int, suffixes: list[list[int]], labels: Sequence[int] | None,
+    layers: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One right-padded batch of continuations after the cached prefix: label probabilities and block outputs at
     each row's last real token (causal attention keeps the padding after it invisible)."""
@@ -90,7 +97,8 @@ def _continue(
     finally:
         for hook in hooks:
             hook.remove()
-    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if labels else None
+    reads_logits = labels is None or len(labels) > 0
+    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if reads_logits else None
     return readout(logits, labels, [saved[layer] for layer in layers])
 
 

@@ -5,51 +5,29 @@ steering intervention. Interventions run through nnsight, so the same code trace
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
 
 from llmaudit.errors import AuditError
-from llmaudit.models import architectures
-from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.ledger import Ledger
-from llmaudit.models.tokens import single_token_ids
+from llmaudit.models import architectures
+from llmaudit.models.batching import ForwardOutput, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
-
-
-@dataclass
-class ForwardOutput:
-    """`probs`: (n, labels) next-token probabilities, or (n, vocab) log-probs when no labels were asked for;
-    `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks."""
-
-    probs: torch.Tensor
-    acts: torch.Tensor | None
-
-
-@contextmanager
-def memory_guard(batch_tokens: int) -> Iterator[None]:
-    """Turn running out of GPU or CPU memory mid-batch into a one-line error naming the setting to lower."""
-    try:
-        yield
-    except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError, and so is the CPU allocator's failure
-        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
-            raise
-        raise AuditError(
-            f"out of memory with batch_tokens={batch_tokens}: lower batch_tokens in the params file"
-            " (or tasks.lambda_batch, which multiplies it in sweeps)"
-        ) from None
+from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.tokens import single_token_ids
 
 
 class AuditModel:
     """A causal LM with its tokenizer and chat template, wrapped for batched, steerable forward passes.
 
-    Two engines run it. `lm`, the nnsight wrapper, runs `forward` and `generate`, local and remote (NDIF) models
-    alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself (None
-    for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
-    (`models.sweep`), the shared-prefix key/value cache (`models.prefix`) and sampling (`sample`). Both are the same
-    weights; the sweep and the prefix cache are tested equal to `forward`. Inputs go to `device`, where the
+    Two engines run it. `lm`, the nnsight wrapper, runs `traced_forward` and `generate`, local and remote (NDIF)
+    models alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself
+    (None for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
+    (`models.sweep`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses for a local model's
+    unsteered prompts) and sampling (`sample`). Both are the same weights; the sweep and the prefix cache are tested
+    equal to `traced_forward`. Inputs go to `device`, where the
     embedding computes (with `device_map`, accelerate moves them on from block to block)."""
 
     def __init__(
@@ -127,8 +105,24 @@ class AuditModel:
         batch_tokens: int = 4096,
         desc: str | None = None,
     ) -> ForwardOutput:
-        """Run `texts` (already chat-formatted) in length-sorted batches and return label probabilities and
-        activations in input order. Only the last position's logits are computed."""
+        """Label probabilities and activations of `texts` (already chat-formatted) in input order: a local model's
+        unsteered prompts through the shared-prefix engine (their common beginning runs once), everything else
+        through `traced_forward`."""
+        if self.hf is not None and intervention is None:
+            return forward_shared_prefix(self, texts, labels, layers, batch_tokens, desc)
+        return self.traced_forward(texts, labels, layers, intervention, batch_tokens, desc)
+
+    def traced_forward(
+        self,
+        texts: Sequence[str],
+        labels: Sequence[int] | None = None,
+        layers: Sequence[int] = (),
+        intervention: Intervention | None = None,
+        batch_tokens: int = 4096,
+        desc: str | None = None,
+    ) -> ForwardOutput:
+        """Run `texts` through nnsight's trace in length-sorted, left-padded batches, each prompt whole, and return
+        label probabilities and activations in input order. Only the last position's logits are computed."""
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
         encoded = self.encode(texts)
@@ -243,41 +237,3 @@ def _positions(output: object) -> int:
     """Token positions a block ran on: batch x tokens of its hidden-state output."""
     h = hidden(output)
     return h.shape[0] * h.shape[1]
-
-
-def readout(
-    logits: torch.Tensor | None, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
-    last-position logits (None when no label is read: an (n, 0) result), and the block outputs `acts`, each
-    (n, width) and maybe on its own device, stacked as (n, blocks, width); None when there are none."""
-    if logits is None:
-        probs = torch.empty(len(acts[0]), 0)
-    else:
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
-    return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
-
-
-def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad token lists into (ids, attention mask); left padding puts every row's last token at position -1."""
-    width = max(len(e) for e in encoded)
-    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), width), dtype=torch.long)
-    for row, tokens in enumerate(encoded):
-        where = slice(width - len(tokens), width) if left else slice(0, len(tokens))
-        ids[row, where] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, where] = 1
-    return ids, mask
-
-
-def token_batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
-    """Group indices (sorted longest first) so each padded batch holds at most `batch_tokens` tokens."""
-    batch: list[int] = []
-    for i in order:
-        if batch and (len(batch) + 1) * lengths[batch[0]] > batch_tokens:
-            yield batch
-            batch = []
-        batch.append(i)
-    if batch:
-        yield batch

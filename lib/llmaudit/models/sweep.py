@@ -27,14 +27,18 @@ it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch.autograd import forward_ad
+from transformers.cache_utils import Cache
 
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
+from llmaudit.models.prefix import common_prefix
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.vector import SteeringVector
 
@@ -108,20 +112,112 @@ def sweep_with_sensitivity(
     encoded = model.encode(texts)
     edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas]
     edits += [("derivative", *edit_key(vector.intervention(0.0, projection)))] if targets is not None else []
+    shared = _shareable(hf, encoded)
+    lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
     with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits)):
-        for batch, (ids, mask, positions) in model.padded_batches(encoded, batch_tokens, desc):
+        prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
+        rest = [e[shared:] for e in encoded]
+        for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
             with torch.inference_mode():
-                with running(hf, range(vector.layer + 1), final_norm=False):
-                    hidden = architectures.decoder(hf)(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                                       use_cache=False).last_hidden_state
+                with running(hf, lower, final_norm=False):
+                    hidden = architectures.decoder(hf)(
+                        input_ids=ids, attention_mask=prefix.mask(mask), position_ids=positions + shared,
+                        past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
                 if lambdas:
-                    probs[:, batch] = _upper_sweep(hf, hidden, mask, positions, labels, vector, lambdas,
-                                                   projection, lambda_batch)
+                    probs[:, batch] = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector,
+                                                   lambdas, projection, lambda_batch, prefix)
             if derivative is not None:
                 chosen = torch.as_tensor([targets[i] for i in batch])
-                derivative[batch] = _upper_derivative(hf, hidden.clone(), mask, positions, labels, chosen,
-                                                      vector, projection)
+                whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
+                derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
+                                                      projection)
     return probs, derivative
+
+
+def _shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]]) -> int:
+    """How many beginning tokens every prompt shares and the sweep computes once. The continuations are left-padded
+    after the shared beginning, so padding sits between the two: harmless under full attention, but a sliding
+    window shorter than the padded prompts would count it, so such a model shares nothing."""
+    window = getattr(hf.config, "sliding_window", None)
+    if window is not None and max(len(e) for e in encoded) > window:
+        return 0
+    return common_prefix(encoded)
+
+
+@dataclass
+class _Prefix:
+    """The beginning every prompt of a sweep shares, computed once: its lower blocks' output and key/value cache,
+    and, per lambda, the cache of the upper blocks on its edited output. With no shared beginning (empty), every
+    method leaves the batch as it is."""
+
+    hidden: torch.Tensor | None  # (1, p, width): the lower blocks' output on the prefix
+    lower_cache: Cache | None  # the prefix's keys and values in the lower blocks
+    upper_caches: dict[float, Cache]  # lambda -> the prefix's keys and values in every block, edited above
+    length: int
+
+    @classmethod
+    def run(cls, hf: torch.nn.Module, tokens: list[int], device: str, lower: range, upper: range,
+            vector: SteeringVector, lambdas: Sequence[float], projection: bool) -> _Prefix:
+        """Compute the shared beginning `tokens` (none: an empty prefix)."""
+        if not tokens:
+            return cls(None, None, {}, 0)
+        ids = torch.tensor([tokens], device=device)
+        with torch.inference_mode():
+            with running(hf, lower, final_norm=False):
+                out = architectures.decoder(hf)(input_ids=ids, use_cache=True)
+            caches = {}
+            for lam in lambdas:
+                with running(hf, upper, final_norm=False):
+                    edited = vector.intervention(lam, projection)(out.last_hidden_state)
+                    above = architectures.decoder(hf)(inputs_embeds=edited, use_cache=True).past_key_values
+                caches[lam] = copy.deepcopy(out.past_key_values)
+                for block in upper:
+                    caches[lam].layers[block] = above.layers[block]
+        return cls(out.last_hidden_state, out.past_key_values, caches, len(tokens))
+
+    @property
+    def cached(self) -> bool:
+        """Whether there is a shared beginning."""
+        return self.length > 0
+
+    def mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """The attention mask of the continuations after the prefix."""
+        if not self.cached:
+            return mask
+        return torch.cat([torch.ones(len(mask), self.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
+
+    def positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """Position ids of the whole prompts: the prefix's, then the continuations' after them."""
+        if not self.cached:
+            return positions
+        start = torch.arange(self.length, device=positions.device).expand(len(positions), -1)
+        return torch.cat([start, positions + self.length], dim=1)
+
+    def whole(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The lower blocks' output of the whole prompts: the prefix's, then the continuations'."""
+        if not self.cached:
+            return hidden
+        return torch.cat([self.hidden.expand(len(hidden), -1, -1).to(hidden.device), hidden], dim=1)
+
+    def lower(self, rows: int) -> Cache | None:
+        """A copy of the prefix's lower cache for `rows` continuations."""
+        return _repeated([self.lower_cache], rows) if self.cached else None
+
+    def upper(self, lambdas: Sequence[float], rows: int) -> Cache | None:
+        """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each."""
+        return _repeated([self.upper_caches[lam] for lam in lambdas], rows) if self.cached else None
+
+
+def _repeated(caches: Sequence[Cache], rows: int) -> Cache:
+    """One cache whose batch holds each of `caches` (batch 1) `rows` times, in order; the originals stay as they are."""
+    stacked = copy.deepcopy(caches[0])
+    for block, layer in enumerate(stacked.layers):
+        if not layer.is_initialized:  # a block the prefix did not run (above the steering block, in the lower cache)
+            continue
+        for name in ("keys", "values"):
+            parts = [getattr(cache.layers[block], name) for cache in caches]
+            setattr(layer, name, torch.cat(parts).repeat_interleave(rows, dim=0))
+    return stacked
 
 
 def _upper_sweep(
@@ -134,8 +230,10 @@ def _upper_sweep(
     lambdas: Sequence[float],
     projection: bool,
     lambda_batch: int,
+    prefix: _Prefix,
 ) -> torch.Tensor:
-    """(lambdas, batch, labels): the upper blocks on the edited hidden states, `lambda_batch` lambdas per pass."""
+    """(lambdas, batch, labels): the upper blocks on the edited hidden states (continuations of `prefix`),
+    `lambda_batch` lambdas per pass."""
     results = []
     with running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
         for start in range(0, len(lambdas), lambda_batch):
@@ -146,7 +244,8 @@ def _upper_sweep(
                 inputs_embeds=edited,
                 attention_mask=mask.repeat(repeat, 1),
                 position_ids=positions.repeat(repeat, 1),
-                use_cache=False,
+                past_key_values=prefix.upper(group, len(hidden)),
+                use_cache=prefix.cached,
                 logits_to_keep=1,
             ).logits[:, -1, :]
             probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]

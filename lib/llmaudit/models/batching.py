@@ -1,0 +1,73 @@
+"""Batches of prompts for one forward pass: the output type, padding, token-budgeted batches, the readout of
+answer probabilities and activations, and the out-of-memory message every engine shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from llmaudit.errors import AuditError
+
+
+@dataclass
+class ForwardOutput:
+    """`probs`: (n, labels) next-token probabilities, or (n, vocab) log-probs when no labels were asked for;
+    `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks."""
+
+    probs: torch.Tensor
+    acts: torch.Tensor | None
+
+
+@contextmanager
+def memory_guard(batch_tokens: int) -> Iterator[None]:
+    """Turn running out of GPU or CPU memory mid-batch into a one-line error naming the setting to lower."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError, and so is the CPU allocator's failure
+        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+            raise
+        raise AuditError(
+            f"out of memory with batch_tokens={batch_tokens}: lower batch_tokens in the params file"
+            " (or tasks.lambda_batch, which multiplies it in sweeps)"
+        ) from None
+
+
+def readout(
+    logits: torch.Tensor | None, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
+    last-position logits (None when no label is read: an (n, 0) result), and the block outputs `acts`, each
+    (n, width) and maybe on its own device, stacked as (n, blocks, width); None when there are none."""
+    if logits is None:
+        probs = torch.empty(len(acts[0]), 0)
+    else:
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
+    return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
+
+
+def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token lists into (ids, attention mask); left padding puts every row's last token at position -1."""
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, tokens in enumerate(encoded):
+        where = slice(width - len(tokens), width) if left else slice(0, len(tokens))
+        ids[row, where] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, where] = 1
+    return ids, mask
+
+
+def token_batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
+    """Group indices (sorted longest first) so each padded batch holds at most `batch_tokens` tokens."""
+    batch: list[int] = []
+    for i in order:
+        if batch and (len(batch) + 1) * lengths[batch[0]] > batch_tokens:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
