@@ -211,7 +211,8 @@ class AuditModel:
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
-        because each step reruns the whole sequence (cheap for a short demo, and exactly the main paper's intervention, §3.3)."""
+        because each step reruns the whole sequence (cheap for a short demo, and exactly the main paper's
+        intervention, §3.3)."""
         ids = self.encode([text])[0]
         new: list[int] = []
         for _ in range(max_new_tokens):

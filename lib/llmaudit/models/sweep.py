@@ -5,24 +5,29 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
 * the blocks below the steering layer run once per prompt, not once per lambda: their output does not
   depend on lambda (the edit happens above them);
 * the blocks above run once per lambda on the edited hidden states, several lambdas stacked in one batch;
+* the beginning every prompt of the call shares (chat template, system prompt, instruction) runs once: below the
+  steering layer once, above it once per lambda, its key/value caches serving every continuation;
 * only the last position goes through the final norm and the unembedding, and only the answer tokens'
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
-exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention is
-the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with the blocks of the other
-part swapped for pass-throughs (by `models.blocks.running`, the one place the model is edited, undone on any
-exception), not cut out of the layer list, because some models pick a block's attention mask and rotary embedding by its position in
-the loop over `layers`: Qwen2, Ministral and Gemma 3 index `config.layer_types[i]` with the loop counter `i` to
-choose between the sliding-window and the global mask (and, in Gemma 3, between the local and the global rotary
-embedding), so a block run from a shortened list would get the mask of another block. Llama and Mistral give every
-block the same mask. Gemma 3 scales the token embeddings inside its embedding module, so the edited hidden states
-passed as `inputs_embeds` are not rescaled. No KV cache is built (`use_cache=False`): nothing is generated, and a
-cache keyed by block index would hold only the blocks run. The architectures in `SUPPORTED` are the ones whose
-forward was read and tested for this; any other is refused, and the plain steered forward is its fallback. Models
-traced remotely cannot be split and use that path. A model spread over devices (`device_map`) runs as it is:
-accelerate's hooks move the hidden state to each block's device, and the edit is made where the steering block left
-it.
+exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention
+(the traced forward) is the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with
+the blocks of the other part swapped for pass-throughs (by `models.blocks.running`, the one place the model is
+edited, undone on any exception), not cut out of the layer list, because some models pick a block's attention mask
+and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral and Gemma 3 index
+`config.layer_types[i]` with the loop counter `i` to choose between the sliding-window and the global mask (and, in
+Gemma 3, between the local and the global rotary embedding), so a block run from a shortened list would get the mask
+of another block. Llama and Mistral give every block the same mask. Gemma 3 scales the token embeddings inside its
+embedding module, so the edited hidden states passed as `inputs_embeds` are not rescaled. The only key/value caches
+are the shared beginning's: the lower one from the lower run, and per lambda one whose upper blocks come from the
+upper run on the edited beginning, so that every block of the cache holds the beginning (a model reads the cache's
+length from its first block). The continuations are left-padded after the beginning, so a model whose sliding window
+is shorter than the prompts shares nothing (the padding would count inside its window). The architectures in
+`SUPPORTED` are the ones whose forward was read and tested for this; any other is refused, and the plain steered
+forward is its fallback. Models traced remotely cannot be split and use that path. A model spread over devices
+(`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
+where the steering block left it.
 """
 
 from __future__ import annotations
@@ -97,7 +102,8 @@ def sweep_with_sensitivity(
     """The sweep's probabilities (lambdas, texts, labels) and, given each text's target answer, the exact
     d metric / d lambda at lambda = 0 (metric = p[target] / sum(p) over `labels`), by one forward-mode
     derivative (torch.func.jvp) of the upper blocks along the edit's tangent k v. The blocks below the
-    steering layer run once per batch for both."""
+    steering layer run once per batch for both, the prompts' shared beginning once per call (the derivative runs
+    whole prompts above the steering layer)."""
     hf = model.hf
     if hf is None:
         raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
