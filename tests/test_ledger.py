@@ -42,14 +42,14 @@ def test_shared_beginnings_are_needed_once_and_as_deep_as_their_deepest_use() ->
 def test_a_traced_forward_runs_its_padded_batch_through_every_block(model) -> None:
     texts = [model.chat("the nurse said"), model.chat("the nurse said she was tired of it")]
     encoded = model.encode(texts)
-    model.traced_forward(texts, [5, 6], batch_tokens=4096)
+    model.forward(texts, [5, 6], batch_tokens=4096, traced=True)
     assert model.ledger.actual == 2 * max(map(len, encoded)) * model.n_layers  # one left-padded batch
     assert model.ledger.minimum == distinct_prefixes(encoded) * model.n_layers
 
 
 def test_activations_alone_need_only_the_blocks_up_to_the_deepest_read(model) -> None:
     texts = [model.chat("the doctor said")]
-    model.traced_forward(texts, [], layers=[1])
+    model.forward(texts, [], layers=[1], traced=True)
     tokens = len(model.encode(texts)[0])
     assert model.ledger.minimum == tokens * 2 and model.ledger.actual == tokens * model.n_layers
 
@@ -63,6 +63,10 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
     tokens, upper = len(model.encode(texts)[0]), model.n_layers - 2
     assert model.ledger.actual == tokens * (2 + upper * 3 + upper)  # lower once, upper per lambda and derivative
     assert model.ledger.minimum == model.ledger.actual
+    needed = model.ledger.minimum  # the same vector loaded again (equal tensors, new objects) needs nothing more
+    again = SteeringVector("v", "gender", 1, direction.clone(), torch.zeros(model.width), k=2.0)
+    sweep_with_sensitivity(model, texts, [5, 6], again, [-1.0, 0.0, 1.0], targets=[0])
+    assert model.ledger.minimum == needed and model.ledger.actual == 2 * needed
     assert json.loads(model.ledger.path.read_text()) == {"blocks": model.n_layers, "actual": model.ledger.actual,
                                                          "minimum": model.ledger.minimum}
 
@@ -76,5 +80,5 @@ def test_the_forward_of_a_local_model_runs_the_shared_beginning_once(model) -> N
     assert model.ledger.actual == model.ledger.minimum  # equal-length continuations: no padding
     traced = Ledger(model.n_layers)
     model.ledger = traced
-    model.traced_forward(texts, [5, 6])
+    model.forward(texts, [5, 6], traced=True)
     assert traced.actual > traced.minimum  # the traced forward runs the beginning once per prompt

@@ -23,9 +23,9 @@ def test_out_of_memory_names_the_setting_to_lower(tiny_model, monkeypatch) -> No
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(tiny_model.hf.model, "forward", exhausted)  # under every engine
-    for run in (tiny_model.forward, tiny_model.traced_forward):
+    for traced in (False, True):
         with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64: lower batch_tokens") as info:
-            run(["the nurse"], [1], batch_tokens=64)
+            tiny_model.forward(["the nurse"], [1], batch_tokens=64, traced=traced)
         assert "\n" not in str(info.value)
 
 
@@ -49,9 +49,9 @@ def test_other_runtime_errors_pass_through(tiny_model, monkeypatch) -> None:
         raise RuntimeError("shape mismatch")
 
     monkeypatch.setattr(tiny_model.hf.model, "forward", broken)
-    for run in (tiny_model.forward, tiny_model.traced_forward):
+    for traced in (False, True):
         with pytest.raises(RuntimeError, match="shape mismatch"):
-            run(["the nurse"], [1])
+            tiny_model.forward(["the nurse"], [1], traced=traced)
 
 
 def test_empty_task_after_filtering() -> None:

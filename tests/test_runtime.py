@@ -58,7 +58,7 @@ def test_batched_equals_one_by_one(tiny_model, monkeypatch) -> None:
         return original(ids, mask, *args, **kwargs)
 
     monkeypatch.setattr(model, "_forward_batch", spy)
-    out = model.traced_forward(texts, labels, layers, batch_tokens=max(lengths) + 3)
+    out = model.forward(texts, labels, layers, batch_tokens=max(lengths) + 3, traced=True)
     monkeypatch.undo()
 
     # several batches, and at least one of them mixes lengths (left padding happens)
@@ -131,7 +131,7 @@ def test_zero_additive_intervention_is_identity(tiny_model) -> None:
     layers = list(range(model.n_layers))
     torch.manual_seed(1)
     v = torch.nn.functional.normalize(torch.randn(model.width), dim=0)
-    plain = model.traced_forward(texts, label_ids(model), layers, batch_tokens=60)
+    plain = model.forward(texts, label_ids(model), layers, batch_tokens=60, traced=True)
     zero = model.forward(texts, label_ids(model), layers, Intervention(1, v, 0.0, None), batch_tokens=60)
     assert torch.equal(plain.probs, zero.probs)
     assert torch.equal(plain.acts, zero.acts)
@@ -299,7 +299,7 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
     texts = [tiny_model.chat(demos + f"the {job} {verb}", "answer :")
              for job, verb in (("teacher", "said"), ("person", "wrote about a new job"), ("nurse", "is"))]
     labels = tiny_model.single_token_ids(["good", "bad"])
-    plain = tiny_model.traced_forward(texts, labels, layers=[1, 3], batch_tokens=4096)
+    plain = tiny_model.forward(texts, labels, layers=[1, 3], batch_tokens=4096, traced=True)
     for budget in (4096, 40):  # one batch with right padding, and one prompt per batch
         shared = forward_shared_prefix(tiny_model, texts, labels, layers=[1, 3], batch_tokens=budget)
         assert torch.allclose(shared.probs, plain.probs, atol=1e-5) and torch.allclose(shared.acts, plain.acts, atol=1e-4)

@@ -35,11 +35,17 @@ def memory_guard(batch_tokens: int) -> Iterator[None]:
         ) from None
 
 
+def activations_only(labels: Sequence[int] | None, layers: Sequence[int]) -> bool:
+    """Whether a forward reads block outputs but no answer: an empty label list with layers to read (None asks for
+    the whole vocabulary). Such a forward needs no block above the deepest layer read, and no unembedding."""
+    return labels is not None and len(labels) == 0 and len(layers) > 0
+
+
 def readout(
     logits: torch.Tensor | None, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
-    last-position logits (None when no label is read: an (n, 0) result), and the block outputs `acts`, each
+    last-position logits (None for `activations_only`: an (n, 0) result), and the block outputs `acts`, each
     (n, width) and maybe on its own device, stacked as (n, blocks, width); None when there are none."""
     if logits is None:
         probs = torch.empty(len(acts[0]), 0)

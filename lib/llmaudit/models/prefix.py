@@ -17,7 +17,7 @@ from tqdm import tqdm
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden
-from llmaudit.models.batching import ForwardOutput, memory_guard, pad, readout, token_batches
+from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 
 if TYPE_CHECKING:
     from llmaudit.models.runtime import AuditModel
@@ -42,16 +42,15 @@ def forward_shared_prefix(
 ) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
     chat-formatted texts, their common beginning computed once and, when no label is read, no block above the
-    deepest layer read; equal to `traced_forward`, which remote models take."""
+    deepest layer read; equal to the traced forward, which remote models take."""
     if model.hf is None:
-        return model.traced_forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+        return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     device = model.device
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
-    reads_logits = labels is None or len(labels) > 0
-    depth = model.n_layers if reads_logits or not layers else max(layers) + 1  # activations only: stop there
+    depth = max(layers) + 1 if activations_only(labels, layers) else model.n_layers
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
         prefix = torch.tensor([encoded[0][:shared]], device=device)
@@ -97,8 +96,8 @@ def _continue(
     finally:
         for hook in hooks:
             hook.remove()
-    reads_logits = labels is None or len(labels) > 0
-    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if reads_logits else None
+    unembedded = not activations_only(labels, layers)
+    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
     return readout(logits, labels, [saved[layer] for layer in layers])
 
 

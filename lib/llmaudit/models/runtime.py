@@ -4,6 +4,7 @@ steering intervention. Interventions run through nnsight, so the same code trace
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -12,7 +13,7 @@ from tqdm import tqdm
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
 from llmaudit.models import architectures
-from llmaudit.models.batching import ForwardOutput, memory_guard, pad, readout, token_batches
+from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import forward_shared_prefix
@@ -22,12 +23,12 @@ from llmaudit.models.tokens import single_token_ids
 class AuditModel:
     """A causal LM with its tokenizer and chat template, wrapped for batched, steerable forward passes.
 
-    Two engines run it. `lm`, the nnsight wrapper, runs `traced_forward` and `generate`, local and remote (NDIF)
+    Two engines run it. `lm`, the nnsight wrapper, runs the traced `forward` and `generate`, local and remote (NDIF)
     models alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself
     (None for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
     (`models.sweep`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses for a local model's
     unsteered prompts) and sampling (`sample`). Both are the same weights; the sweep and the prefix cache are tested
-    equal to `traced_forward`. Inputs go to `device`, where the
+    equal to the traced forward. Inputs go to `device`, where the
     embedding computes (with `device_map`, accelerate moves them on from block to block)."""
 
     def __init__(
@@ -104,29 +105,18 @@ class AuditModel:
         intervention: Intervention | None = None,
         batch_tokens: int = 4096,
         desc: str | None = None,
+        traced: bool = False,
     ) -> ForwardOutput:
-        """Label probabilities and activations of `texts` (already chat-formatted) in input order: a local model's
-        unsteered prompts through the shared-prefix engine (their common beginning runs once), everything else
-        through `traced_forward`."""
-        if self.hf is not None and intervention is None:
+        """Label probabilities and activations of `texts` (already chat-formatted) in input order. A local model's
+        unsteered prompts go through the shared-prefix engine (their common beginning runs once); steered or
+        remote ones, and all with `traced`, through nnsight's trace in length-sorted, left-padded batches, each
+        prompt whole (the tests' reference). Only the last position's logits are computed."""
+        if self.hf is not None and intervention is None and not traced:
             return forward_shared_prefix(self, texts, labels, layers, batch_tokens, desc)
-        return self.traced_forward(texts, labels, layers, intervention, batch_tokens, desc)
-
-    def traced_forward(
-        self,
-        texts: Sequence[str],
-        labels: Sequence[int] | None = None,
-        layers: Sequence[int] = (),
-        intervention: Intervention | None = None,
-        batch_tokens: int = 4096,
-        desc: str | None = None,
-    ) -> ForwardOutput:
-        """Run `texts` through nnsight's trace in length-sorted, left-padded batches, each prompt whole, and return
-        label probabilities and activations in input order. Only the last position's logits are computed."""
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
         encoded = self.encode(texts)
-        depth = max(layers) + 1 if labels is not None and not labels and layers else None  # activations only
+        depth = max(layers) + 1 if activations_only(labels, layers) else None
         steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
         with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered):
             for batch, tensors in self.padded_batches(encoded, batch_tokens, desc):
@@ -230,8 +220,11 @@ class AuditModel:
 
 
 def edit_key(intervention: Intervention) -> tuple:
-    """What makes two edits compute the same (for the ledger): the coefficient, the form and the direction."""
-    return (intervention.alpha, intervention.mean is None, id(intervention.direction))
+    """What makes two edits compute the same (for the ledger): block, coefficient, direction and, for the
+    projection form, the neutral mean, by value (two loads of one vector are one edit)."""
+    tensors = [intervention.direction] + ([] if intervention.mean is None else [intervention.mean])
+    values = hashlib.sha256(b"".join(t.detach().float().cpu().numpy().tobytes() for t in tensors)).hexdigest()
+    return (intervention.layer, intervention.alpha, intervention.mean is None, values)
 
 
 def _positions(output: object) -> int:
