@@ -56,10 +56,11 @@ def test_shared_prefix_equals_plain_forward_on_few_shot_prompts(setting) -> None
 
     model = setting[0]
     demos = demonstrations(demonstration_pool("sst5", data_dir()), seed=2024)
-    sentences = ["The White person is a doctor.", "The person is a doctor.", "The Asian person earned money quickly."]
+    sentences = ["The White person is a doctor.", "The person is a doctor.", "The Asian person earned money quickly.",
+                 "The White person earned money quickly."]  # the two White sentences form a branch
     texts = [model.chat(*classification_prompt(text, demos)) for text in sentences]
     labels = answer_ids(model.tokenizer, LABELS)
-    plain = model.forward(texts, labels, layers=[20])
+    plain = model.forward(texts, labels, layers=[20], traced=True)
     shared = forward_shared_prefix(model, texts, labels, layers=[20], batch_tokens=64)
     torch.testing.assert_close(shared.probs, plain.probs, atol=1e-4, rtol=0)
     torch.testing.assert_close(shared.acts, plain.acts, atol=1e-3, rtol=1e-4)

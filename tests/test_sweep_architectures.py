@@ -12,7 +12,8 @@ from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.blocks import running
-from llmaudit.models.sweep import SUPPORTED, _shareable, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.models.prefix import shareable
+from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -113,10 +114,10 @@ def hooked_metric(model, text: str, labels: list[int], target: int, vector, lam:
 
 def shared_beginning(model, texts: list[str], window: int | None, monkeypatch) -> int:
     """With `window`, every sliding block sees the whole prompt; returns how many beginning tokens the sweep shares
-    (none while the model's own window is shorter than the prompts, see `sweep._shareable`)."""
+    (none while the model's own window is shorter than the prompts, see `prefix.shareable`)."""
     if window is not None and hasattr(model.hf.config, "sliding_window"):  # Llama has no window
         monkeypatch.setattr(model.hf.config, "sliding_window", window)
-    return _shareable(model.hf, model.encode(texts))
+    return shareable(model.hf, model.encode(texts))
 
 
 @pytest.mark.parametrize("window", [None, 10_000])

@@ -3,17 +3,20 @@ detected pronoun, the same mass under gender steering, and each prompt's positio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from llmaudit.cache import cached_tensors
 from llmaudit.framing.metrics import KEYS
 from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
+from llmaudit.models.sampling import SampleCall, call_batches
 from llmaudit.models.sweep import sweep
 from llmaudit.steering import SteeringVector
 
@@ -87,20 +90,25 @@ def steered_probabilities(
 
 def sampled_answers(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
-    cache: Path | None = None,
+    batch_tokens: int, cache: Path | None = None,
 ) -> pd.DataFrame:
     """`samples` sampled chat answers per cell (temperature 1, seeded per prompt; a choice cell uses one
-    shuffled option order per sample) with the pronoun family each names (None: invalid output)."""
+    shuffled option order per sample) with the pronoun family each names (None: invalid output). Prompts sample
+    together in batches of `batch_tokens`, each batch cached on its own (an interrupted run keeps the batches done)."""
+    shown = [versions([p], range(samples)) if p.kind == "choice" else [p] * samples for p in prompts]
+    calls = [SampleCall(tuple(texts(model, versions_ if p.kind == "choice" else versions_[:1], "chat")),
+                        1 if p.kind == "choice" else samples, seed + i)
+             for i, (p, versions_) in enumerate(zip(prompts, shown))]
+    answers: list[torch.Tensor] = []
+    for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing answers",
+                      leave=False):
+        chosen = [calls[i] for i in batch]
+        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens}
+        tokens = cached_tensors(cache, key, lambda: {"tokens": torch.cat(model.sample(chosen, max_new_tokens))})
+        answers += tokens["tokens"].split([call.rows for call in chosen])
     rows = []
-    for i, prompt in enumerate(prompts):
-        shown = versions([prompt], range(samples)) if prompt.kind == "choice" else [prompt] * samples
-        inputs = texts(model, shown[:1] if prompt.kind != "choice" else shown, "chat")
-        per_input = samples if prompt.kind != "choice" else 1
-        key = {"model": model.identity, "prompts": inputs, "samples": per_input, "new": max_new_tokens,
-               "seed": seed + i}
-        tokens = cached_tensors(cache, key, lambda: {"tokens": model.sample(inputs, per_input, max_new_tokens,
-                                                                          seed + i)})["tokens"]
-        for version, row in zip(shown, tokens):
+    for prompt, versions_, tokens in zip(prompts, shown, answers):
+        for version, row in zip(versions_, tokens):
             answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
             rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
                          "answer": answer, "family": detect_pronoun(answer, version.letters)})

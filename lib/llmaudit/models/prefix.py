@@ -1,14 +1,22 @@
-"""Prompts that share a long beginning (few-shot demonstrations, one instruction): the shared tokens run once and
-their key/value cache serves every continuation, so a 9-shot prompt costs little more than a zero-shot one.
+"""Prompts that share beginnings (few-shot demonstrations, one instruction, the variants of one case): each shared
+beginning runs once and its key/value cache serves every continuation, so a 9-shot prompt costs little more than a
+zero-shot one, and the two gender variants of a case little more than one.
 
-The split is made on token ids (the longest common prefix of the tokenised prompts), so every prompt is
-tokenised exactly as on its own and the results equal `AuditModel.forward`'s."""
+Two levels of sharing. The beginning *every* prompt of a call shares (chat template, system prompt, instruction) runs
+once for the call. After it, prompts are sorted by their tokens, and runs of neighbours that go on alike for at least
+`MIN_BRANCH` more tokens form a *branch* (the variants of one case up to their first differing token, the texts of
+one instruction template, the names shown in one profile): each batch runs the branches of its prompts once, left-
+padded after the common beginning, and each prompt only its own last tokens, right-padded after its branch.
+
+The splits are made on token ids, so every prompt is tokenised exactly as on its own, and the results equal the
+traced forward (`AuditModel.forward(..., traced=True)`), which the tests check."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,7 +28,12 @@ from llmaudit.models.layers import hidden
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 
 if TYPE_CHECKING:
+    from transformers.cache_utils import Cache
+
     from llmaudit.models.runtime import AuditModel
+
+# Fewest tokens a branch's prompts share beyond the common beginning: shorter ones cost a forward call for too little.
+MIN_BRANCH = 4
 
 
 def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
@@ -32,6 +45,50 @@ def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
     return n
 
 
+def window_covers(hf: torch.nn.Module, length: int) -> bool:
+    """Whether every block attends over `length` tokens. Engines that pad inside a sequence (after a shared beginning)
+    need it: a sliding window shorter than the padded sequence would count the padding."""
+    window = getattr(hf.config, "sliding_window", None)
+    return window is None or length <= window
+
+
+def shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]], extra: int = 0) -> int:
+    """How many beginning tokens every prompt shares, for engines that run them once and left-pad the prompts' own
+    tokens after them (the sweep, sampling); none when the model's window does not cover the padded prompts (plus
+    `extra` tokens generated after them)."""
+    return common_prefix(encoded) if window_covers(hf, max(len(e) for e in encoded) + extra) else 0
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Prompts (their indices) whose continuations after the common beginning share their first `length` tokens."""
+
+    members: tuple[int, ...]
+    length: int
+
+
+def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH) -> list[Branch]:
+    """Runs of continuations, in token order, sharing at least `shortest` beginning tokens (each keeping one token of
+    its own). A run grows while the next continuation's joining saves tokens overall: m members sharing l tokens save
+    l (m - 1). Continuations in no run are left out."""
+    found: list[Branch] = []
+    members: list[int] = []
+    length = 0
+    for i in sorted(range(len(rest)), key=lambda i: rest[i]):
+        if members:
+            joined = min(length, _shared(rest[members[0]], rest[i]), len(rest[i]) - 1)
+            if joined >= shortest and joined * len(members) >= length * (len(members) - 1):
+                members.append(i)
+                length = joined
+                continue
+            if len(members) > 1:
+                found.append(Branch(tuple(members), length))
+        members, length = [i], len(rest[i]) - 1
+    if len(members) > 1:
+        found.append(Branch(tuple(members), length))
+    return found
+
+
 def forward_shared_prefix(
     model: AuditModel,
     texts: Sequence[str],
@@ -41,48 +98,90 @@ def forward_shared_prefix(
     desc: str | None = None,
 ) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
-    chat-formatted texts, their common beginning computed once and, when no label is read, no block above the
-    deepest layer read; equal to the traced forward, which remote models take."""
+    chat-formatted texts, every shared beginning computed once (see the module) and, when no label is read, no
+    block above the deepest layer read; equal to the traced forward, which remote models take."""
     if model.hf is None:
         return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
-    device = model.device
+    rest = [e[shared:] for e in encoded]
+    # a branch is left-padded inside the sequence, which at most doubles its length
+    found = branches(rest) if window_covers(model.hf, 2 * max(len(e) for e in encoded)) else []
+    branch_of = {i: b for b in found for i in b.members}
+    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
     depth = max(layers) + 1 if activations_only(labels, layers) else model.n_layers
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
-        prefix = torch.tensor([encoded[0][:shared]], device=device)
-        cache = architectures.decoder(model.hf)(input_ids=prefix, use_cache=True).past_key_values if shared else None
-        rest = [e[shared:] for e in encoded]
-        order = sorted(range(len(texts)), key=lambda i: -len(rest[i]))
+        start = _Past.beginning(model, encoded[0][:shared])
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            # the budget counts the tokens each batch computes: the continuations (the prefix is cached)
-            for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
-                p, a = _continue(model, cache, shared, [rest[i] for i in batch], labels, layers)
-                for row, i in enumerate(batch):
-                    probs[i] = p[row]
-                if acts is not None:
-                    acts[batch] = a
-                bar.update(len(batch))
+            for branched in (False, True):  # prompts in no branch, then the branched ones, longest first
+                order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched),
+                               key=lambda i: -len(rest[i]))
+                # the budget counts each row's tokens after the common beginning: those it computes and, for a
+                # branched row, the cached branch it attends to (which bounds the cache copies' memory)
+                for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
+                    past = start.branched(model, [branch_of[i] for i in batch], rest) if branched else \
+                        start.repeated(len(batch))
+                    p, a = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels, layers)
+                    for row, i in enumerate(batch):
+                        probs[i] = p[row]
+                    if acts is not None:
+                        acts[batch] = a
+                    bar.update(len(batch))
     return ForwardOutput(probs=torch.stack(probs), acts=acts)  # type: ignore[arg-type]
 
 
+@dataclass
+class _Past:
+    """What a batch of continuations attends to: a key/value cache (None: nothing) and its attention mask, one row
+    per continuation (zeros where a row's cache holds padding)."""
+
+    cache: Cache | None
+    mask: torch.Tensor
+
+    @classmethod
+    def beginning(cls, model: AuditModel, tokens: list[int]) -> _Past:
+        """The common beginning, run once (batch 1)."""
+        if not tokens:
+            return cls(None, torch.ones(1, 0, dtype=torch.long, device=model.device))
+        ids = torch.tensor([tokens], device=model.device)
+        cache = architectures.decoder(model.hf)(input_ids=ids, use_cache=True).past_key_values
+        return cls(cache, torch.ones(1, len(tokens), dtype=torch.long, device=model.device))
+
+    def repeated(self, rows: int) -> _Past:
+        """This past for `rows` continuations (a copy: the original serves later batches)."""
+        cache = copy.deepcopy(self.cache)
+        if cache is not None:
+            cache.batch_repeat_interleave(rows)
+        return _Past(cache, self.mask.expand(rows, -1))
+
+    def branched(self, model: AuditModel, of_rows: Sequence[Branch], rest: Sequence[Sequence[int]]) -> _Past:
+        """This past extended, per row, by its branch: the batch's distinct branches run once, left-padded after it,
+        and each row takes its branch's cache and mask."""
+        distinct = list(dict.fromkeys(of_rows))
+        ids, own = pad([list(rest[b.members[0]][: b.length]) for b in distinct], model.tokenizer.pad_token_id)
+        past = self.repeated(len(distinct))
+        mask = torch.cat([past.mask, own.to(past.mask.device)], dim=1)
+        positions = past.mask.sum(1, keepdim=True) + (own.cumsum(-1) - 1).clamp(min=0).to(mask.device)
+        cache = architectures.decoder(model.hf)(input_ids=ids.to(model.device), attention_mask=mask,
+                                                position_ids=positions, past_key_values=past.cache,
+                                                use_cache=True).past_key_values
+        where = torch.tensor([distinct.index(b) for b in of_rows], device=mask.device)
+        cache.batch_select_indices(where)
+        return _Past(cache, mask[where])
+
+
 def _continue(
-    model: AuditModel, cache, shared: int, suffixes: list[list[int]], labels: Sequence[int] | None,
-    layers: Sequence[int],
+    model: AuditModel, past: _Past, suffixes: list[list[int]], labels: Sequence[int] | None, layers: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One right-padded batch of continuations after the cached prefix: label probabilities and block outputs at
-    each row's last real token (causal attention keeps the padding after it invisible)."""
+    """One right-padded batch of continuations after their past: label probabilities and block outputs at each
+    row's last real token (causal attention keeps the padding after it invisible)."""
     ids, mask = pad(suffixes, model.tokenizer.pad_token_id, left=False)
-    ids, mask = ids.to(model.device), mask.to(model.device)
-    rows, width = ids.shape
-    if cache is not None:
-        cache = copy.deepcopy(cache)
-        cache.batch_repeat_interleave(rows)
-    attention = torch.cat([torch.ones(rows, shared, dtype=mask.dtype, device=mask.device), mask], dim=1)
-    positions = (shared + torch.arange(width, device=ids.device)).expand(rows, width)
+    ids, mask = ids.to(model.device), mask.to(past.mask.device)
+    attention = torch.cat([past.mask, mask], dim=1)
+    positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
     last = mask.sum(1) - 1
     saved: dict[int, torch.Tensor] = {}
     blocks, hooks = architectures.blocks(model.hf), []
@@ -92,13 +191,21 @@ def _continue(
                 lambda module, args, output, layer=layer: saved.__setitem__(layer, _at(hidden(output), last))
             ))
         out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
-                                              past_key_values=cache, use_cache=cache is not None)
+                                              past_key_values=past.cache, use_cache=past.cache is not None)
     finally:
         for hook in hooks:
             hook.remove()
     unembedded = not activations_only(labels, layers)
     logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
     return readout(logits, labels, [saved[layer] for layer in layers])
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many beginning tokens two sequences share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def _at(h: torch.Tensor, last: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ from llmaudit.models.batching import ForwardOutput, activations_only, memory_gua
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.sampling import SampleCall, sample_calls
 from llmaudit.models.tokens import single_token_ids
 
 
@@ -174,30 +175,13 @@ class AuditModel:
                 logits = unembedding.output[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 
-    def sample(self, texts: Sequence[str], n: int, max_new_tokens: int, seed: int) -> torch.Tensor:
-        """`n` sampled continuations of each chat-formatted text (temperature 1 over the whole vocabulary), as
-        (len(texts) * n, max_new_tokens) token ids with -1 from the end-of-sequence token on; seeded."""
+    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int) -> list[torch.Tensor]:
+        """Seeded answers of each call's chat-formatted texts, sampled at temperature 1 over the whole vocabulary
+        (`models.sampling`, the same tokens as one `generate` call per prompt): per call, (rows, max_new_tokens)
+        token ids with -1 from the end-of-sequence token on."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
-        encoded = self.encode(texts)
-        ids, mask = pad(encoded, self.tokenizer.pad_token_id)
-        torch.manual_seed(seed)
-        with torch.inference_mode():
-            out = self.hf.generate(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True, temperature=1.0,
-                top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-        new = out[:, ids.shape[1]:].cpu()
-        ended = (new == self.tokenizer.eos_token_id).cumsum(-1) > 0
-        tokens = torch.full((len(new), max_new_tokens), -1, dtype=torch.long)
-        tokens[:, : new.shape[1]] = new.masked_fill(ended, -1)
-        # needed: each prompt, and each continuation up to its last token (whose successor is never asked for)
-        continued = [encoded[row // n] + [t for t in sequence if t >= 0][:-1]
-                     for row, sequence in enumerate(tokens.tolist())]
-        self.ledger.need(continued)
-        self.ledger.save()
-        return tokens
+        return sample_calls(self, calls, max_new_tokens)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position

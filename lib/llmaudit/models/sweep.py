@@ -43,7 +43,7 @@ from transformers.cache_utils import Cache
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
-from llmaudit.models.prefix import common_prefix
+from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.vector import SteeringVector
 
@@ -118,7 +118,7 @@ def sweep_with_sensitivity(
     encoded = model.encode(texts)
     edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas]
     edits += [("derivative", *edit_key(vector.intervention(0.0, projection)))] if targets is not None else []
-    shared = _shareable(hf, encoded)
+    shared = shareable(hf, encoded)
     lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
     with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits)):
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
@@ -138,16 +138,6 @@ def sweep_with_sensitivity(
                 derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
                                                       projection)
     return probs, derivative
-
-
-def _shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]]) -> int:
-    """How many beginning tokens every prompt shares and the sweep computes once. The continuations are left-padded
-    after the shared beginning, so padding sits between the two: harmless under full attention, but a sliding
-    window shorter than the padded prompts would count it, so such a model shares nothing."""
-    window = getattr(hf.config, "sliding_window", None)
-    if window is not None and max(len(e) for e in encoded) > window:
-        return 0
-    return common_prefix(encoded)
 
 
 @dataclass

@@ -1,0 +1,126 @@
+"""Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws
+them for that prompt alone (temperature 1 over the whole vocabulary, after `torch.manual_seed(seed)`).
+
+A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
+Here every text is computed once (the beginning all texts of a batch share once in all, each text's own tokens
+once) and its key/value cache is copied to its answers; the answers of many prompts then decode together, and an
+answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
+`generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
+the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
+discarded). So the draws use the same random numbers and give the same tokens, up to float rounding of the
+probabilities (tests/test_sampling.py compares the two)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from llmaudit.models import architectures
+from llmaudit.models.batching import pad
+from llmaudit.models.prefix import shareable
+
+if TYPE_CHECKING:
+    from transformers.cache_utils import Cache
+
+    from llmaudit.models.runtime import AuditModel
+
+
+@dataclass(frozen=True)
+class SampleCall:
+    """One prompt's sampling: its chat-formatted texts (one, or one per answer, e.g. shuffled option orders), the
+    answers drawn per text, and the seed of its random stream."""
+
+    texts: tuple[str, ...]
+    per_text: int
+    seed: int
+
+    @property
+    def rows(self) -> int:
+        """How many answers the call draws."""
+        return len(self.texts) * self.per_text
+
+
+def call_batches(
+    model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: int
+) -> Iterator[list[int]]:
+    """Consecutive runs of call indices whose answers, at their longest, hold at most `batch_tokens` tokens
+    (a call larger than that alone)."""
+    batch: list[int] = []
+    longest = 0
+    for i, call in enumerate(calls):
+        length = max(len(e) for e in model.encode(call.texts)) + max_new_tokens
+        rows = sum(calls[j].rows for j in batch) + call.rows
+        if batch and rows * max(longest, length) > batch_tokens:
+            yield batch
+            batch, longest = [], 0
+        batch.append(i)
+        longest = max(longest, length)
+    if batch:
+        yield batch
+
+
+def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int) -> list[torch.Tensor]:
+    """Per call, (rows, max_new_tokens) sampled token ids, text-major (each text's answers together), with -1 from
+    the end-of-sequence token on. All calls run as one batch: `call_batches` splits a long list."""
+    hf, eos = model.hf, model.tokenizer.eos_token_id
+    encoded = model.encode([text for call in calls for text in call.texts])
+    text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
+                            for _ in range(n)])  # answer row -> its text
+    call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
+    generators = [torch.Generator().manual_seed(call.seed) for call in calls]
+    tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
+    with torch.inference_mode():
+        logits, cache, mask = _prefill(model, encoded, shareable(hf, encoded, extra=max_new_tokens))
+        cache.batch_select_indices(text_of.to(model.device))
+        logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
+        for step in range(max_new_tokens):
+            drawn = _draw(logits, live, call_of, generators)
+            tokens[live, step] = drawn
+            going = (drawn != eos).nonzero().squeeze(-1)
+            if step == max_new_tokens - 1 or not len(going):
+                break
+            live, mask = live[going], torch.cat([mask[going], torch.ones(len(going), 1, dtype=mask.dtype)], dim=1)
+            cache.batch_select_indices(going.to(model.device))
+            logits = hf(input_ids=drawn[going, None].to(model.device), attention_mask=mask.to(model.device),
+                        position_ids=(mask.sum(-1, keepdim=True) - 1).to(model.device), past_key_values=cache,
+                        use_cache=True, logits_to_keep=1).logits[:, -1].float().cpu()
+    tokens = tokens.masked_fill((tokens == eos).cumsum(-1) > 0, -1)
+    # needed: each text, and each answer up to its last token (whose successor is never asked for)
+    model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
+                                                                                       tokens.tolist())])
+    model.ledger.save()
+    return list(tokens.split([call.rows for call in calls]))
+
+
+def _prefill(model: AuditModel, encoded: list[list[int]], shared: int) -> tuple[torch.Tensor, Cache, torch.Tensor]:
+    """Every text once: the `shared` beginning, then the texts' own tokens left-padded after it. Returns the last
+    position's float32 logits, the key/value cache and the attention mask (whose sum is each text's length)."""
+    hf, device = model.hf, model.device
+    cache = None
+    if shared:
+        cache = architectures.decoder(hf)(input_ids=torch.tensor([encoded[0][:shared]], device=device),
+                                          use_cache=True).past_key_values
+        cache.batch_repeat_interleave(len(encoded))
+    ids, own = pad([e[shared:] for e in encoded], model.tokenizer.pad_token_id)
+    mask = torch.cat([torch.ones(len(ids), shared, dtype=own.dtype), own], dim=1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+    out = hf(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+             past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1].float().cpu(), out.past_key_values, mask
+
+
+def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor,
+          generators: list[torch.Generator]) -> torch.Tensor:
+    """A token for each live answer row (`logits` holds theirs, in order): every call with a live row draws once over
+    all its rows, ended ones given a dummy distribution, as `generate` draws over a batch with finished rows."""
+    probs = torch.zeros(len(call_of), logits.shape[-1])
+    probs[:, 0] = 1.0
+    probs[live] = torch.softmax(logits, dim=-1)
+    drawn = torch.empty(len(call_of), dtype=torch.long)
+    for c in call_of[live].unique().tolist():
+        rows = (call_of == c).nonzero().squeeze(-1)
+        drawn[rows] = torch.multinomial(probs[rows], num_samples=1, generator=generators[c]).squeeze(1)
+    return drawn[live]

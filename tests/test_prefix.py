@@ -1,0 +1,64 @@
+"""The shared-prefix engine (models/prefix.py) against the traced forward, each prompt whole: the common beginning
+and the branches (variants of one case, texts of one template) run once, on every supported architecture, with
+their sliding windows either covering the prompts (branches shared) or not (no branch)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_ledger import distinct_prefixes
+from test_sweep_architectures import ARCHITECTURES, build_model
+
+from llmaudit.ledger import Ledger
+from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
+
+CASES = ("the nurse started a new job and said that it was good", "a doctor wrote about the teacher")
+
+
+def variant_texts(model) -> list[str]:
+    """Two templates x two cases x two gender variants, plus a prompt that shares only the chat beginning."""
+    texts = [model.chat(f"{template} : {case} . {who} is the applicant", "answer :")
+             for template in ("describe the person", "write one sentence about this person")
+             for case in CASES for who in ("she", "he")]
+    return texts + [model.chat("approve", "answer :")]
+
+
+def test_branches_group_neighbours_while_sharing_saves_tokens() -> None:
+    rest = [[1, 2, 3, 4, 5, 9], [1, 2, 3, 4, 5, 8], [7, 7, 7, 7, 7, 1], [1, 2, 3, 4, 6, 0], [7, 7, 7, 7, 7, 2]]
+    assert branches(rest) == [Branch((1, 0, 3), 4), Branch((2, 4), 5)]  # 4 x 2 saved >= 5 x 1 before the third
+    long_pair = [[1] * 10 + [2], [1] * 10 + [3], [1] * 4 + [5, 5]]
+    assert branches(long_pair) == [Branch((0, 1), 10)]  # the third would save 4 x 2 < 10: left alone
+    assert branches([[1, 2, 3, 9], [1, 2, 3, 8]]) == []  # three shared tokens are below MIN_BRANCH
+    assert branches([[1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]]) == [Branch((0, 1), 4)]  # each keeps a token of its own
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("window", [None, 10_000])
+def test_branched_forward_equals_the_traced_forward(architecture, window, tiny_model) -> None:
+    model = tiny_model if architecture == "llama" else build_model(architecture)
+    if window is not None and hasattr(model.hf.config, "sliding_window"):
+        model.hf.config.sliding_window = window
+    texts, labels = variant_texts(model), model.single_token_ids(["she", "he", "good"])
+    want = model.forward(texts, labels, layers=[1, 3], traced=True)
+    for budget in (4096, 60):  # all in one batch, and a branch split over batches
+        got = forward_shared_prefix(model, texts, labels, layers=[1, 3], batch_tokens=budget)
+        torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(got.acts, want.acts, atol=1e-4, rtol=1e-4)
+    early = forward_shared_prefix(model, texts, (), layers=[1], batch_tokens=60)  # activations only
+    torch.testing.assert_close(early.acts, want.acts[:, :1], atol=1e-4, rtol=1e-4)
+
+
+def test_branches_bring_the_forward_to_the_minimum(tiny_model) -> None:
+    """Variants that differ only in their last token, cases of one length: every token runs once, as the ledger's
+    minimum asks (no padding)."""
+    model = tiny_model
+    texts = [model.chat(f"the applicant wrote about the new job . {case} . the applicant is {who}")
+             for case in ("the nurse wrote about the teacher", "a doctor said it was good")
+             for who in ("she", "he")]
+    encoded = model.encode(texts)
+    assert len({len(e) for e in encoded}) == 1
+    model.ledger = Ledger(model.n_layers)
+    forward_shared_prefix(model, texts, [5, 6], batch_tokens=4096)
+    ledger = model.ledger
+    assert ledger.minimum == distinct_prefixes(encoded) * model.n_layers
+    assert ledger.actual == ledger.minimum

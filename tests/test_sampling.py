@@ -1,0 +1,93 @@
+"""The batched sampler against one `generate` call per prompt (the seed code's path, seeded with torch.manual_seed),
+on a Qwen2 model with sliding-window blocks, whose window either covers every answer (the texts' beginning is
+shared) or not (nothing is shared), with the end-of-sequence token made likely so that answers end at different
+steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_sweep_architectures import build_model
+
+from llmaudit.ledger import Ledger
+from llmaudit.models import AuditModel, architectures
+from llmaudit.models.batching import pad
+from llmaudit.models.prefix import shareable
+from llmaudit.models.sampling import SampleCall, call_batches
+
+NEW = 6
+
+
+def generate(model: AuditModel, call: SampleCall) -> torch.Tensor:
+    """The reference: transformers' generate on the call's texts, left-padded, num_return_sequences = per_text."""
+    tokenizer = model.tokenizer
+    ids, mask = pad(model.encode(call.texts), tokenizer.pad_token_id)
+    torch.manual_seed(call.seed)
+    with torch.inference_mode():
+        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
+                                top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
+                                pad_token_id=tokenizer.pad_token_id)
+    new = out[:, ids.shape[1]:]
+    tokens = torch.full((len(new), NEW), -1, dtype=torch.long)
+    tokens[:, : new.shape[1]] = new.masked_fill((new == tokenizer.eos_token_id).cumsum(-1) > 0, -1)
+    return tokens
+
+
+@pytest.fixture(params=[4, 10_000], ids=["narrow-window", "wide-window"])
+def model(request):
+    """A fresh six-block Qwen2 model with a sliding window of `param` tokens, whose end-of-sequence logit is raised
+    by 5 (a hook on the unembedding)."""
+    built = build_model("qwen2")
+    built.hf.config.sliding_window = request.param
+    eos = built.tokenizer.eos_token_id
+
+    def likelier_end(module, args, output):
+        output[..., eos] += 5.0
+        return output
+
+    architectures.unembedding(built.hf).register_forward_hook(likelier_end)
+    return built
+
+
+def calls_of(model: AuditModel) -> list[SampleCall]:
+    """A completion prompt answered 5 times, a choice prompt with three option orders, and one answered twice."""
+    return [
+        SampleCall((model.chat("write about the nurse"),), 5, seed=7),
+        SampleCall(tuple(model.chat(f"who is the doctor ? {order}") for order in ("a b c", "b c a", "c a b")), 1,
+                   seed=8),
+        SampleCall((model.chat("the teacher said that she was good and he was bad"),), 2, seed=9),
+    ]
+
+
+def test_batched_sampling_draws_what_generate_draws(model) -> None:
+    calls = calls_of(model)
+    texts = [text for call in calls for text in call.texts]
+    assert (shareable(model.hf, model.encode(texts), NEW) > 0) == (model.hf.config.sliding_window > 100)
+    model.ledger = Ledger(model.n_layers)
+    batched = model.sample(calls, NEW)
+    sampled, minimum = model.ledger.actual, model.ledger.minimum
+    model.ledger = Ledger(model.n_layers)
+    reference = [generate(model, call) for call in calls]
+    for got, want in zip(batched, reference):
+        assert torch.equal(got, want)
+    lengths = [(row >= 0).sum() for tokens in reference for row in tokens]
+    assert min(lengths) < NEW and max(lengths) == NEW  # some answers ended early, some ran to the end
+    assert minimum <= sampled < model.ledger.actual  # never below the need, and cheaper than generate
+    alone = model.sample(calls[1:2], NEW)[0]  # a call's answers do not depend on the batch it ran in
+    assert torch.equal(alone, batched[1])
+
+
+def test_call_batches_keep_order_and_budget(tiny_model) -> None:
+    calls = calls_of(tiny_model) * 3
+    longest = [max(len(e) for e in tiny_model.encode(c.texts)) + NEW for c in calls]
+    budget = 2 * max(c.rows * n for c, n in zip(calls, longest))
+    batches = list(call_batches(tiny_model, calls, NEW, budget))
+    assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
+    for batch in batches:
+        assert len(batch) == 1 or sum(calls[i].rows for i in batch) * max(longest[i] for i in batch) <= budget
+
+
+def test_sampling_needs_a_local_model(tiny_model, monkeypatch) -> None:
+    monkeypatch.setattr(tiny_model, "hf", None)
+    with pytest.raises(Exception, match="needs a local model"):
+        tiny_model.sample(calls_of(tiny_model), NEW)
