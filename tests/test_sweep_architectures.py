@@ -140,6 +140,27 @@ def test_sweep_equals_plain_steered_forward(models, arch, which, projection, win
 
 
 @pytest.mark.parametrize("window", [None, 10_000])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_sweep_reads_blocks_and_the_unsteered_model_as_the_traced_forward(models, arch, window, monkeypatch) -> None:
+    """Lambda None is the model unsteered; blocks below, at and above the steering block read at the last token."""
+    model = models(arch)
+    texts, labels = texts_of(model), labels_of(model)
+    shared_beginning(model, texts, window, monkeypatch)
+    layer = STEERING_LAYERS[arch][1]
+    vector, layers, lambdas = random_vector(model, layer), [0, layer, model.n_layers - 1], [None, -1.0, 1.0]
+    swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, None, batch_tokens=60, lambda_batch=2,
+                                   layers=layers)
+    assert swept.acts.shape == (len(lambdas), len(texts), len(layers), model.width)
+    for i, lam in enumerate(lambdas):
+        edit = None if lam is None else vector.intervention(lam)
+        want = model.forward(texts, labels, layers, intervention=edit, traced=True)
+        torch.testing.assert_close(swept.probs[i], want.probs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(swept.acts[i], want.acts, atol=1e-4, rtol=1e-4)
+    assert (swept.acts[1, :, 1:] - swept.acts[2, :, 1:]).abs().max() > 1e-2  # the edit moves the blocks it reaches
+    torch.testing.assert_close(swept.acts[1, :, 0], swept.acts[2, :, 0], atol=0, rtol=0)  # and none below it
+
+
+@pytest.mark.parametrize("window", [None, 10_000])
 @pytest.mark.parametrize("projection", [True, False])
 @pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -149,7 +170,8 @@ def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projec
     shared_beginning(model, texts, window, monkeypatch)
     targets = [i % len(labels) for i in range(len(texts))]
     vector = random_vector(model, STEERING_LAYERS[arch][which])
-    probs, exact = sweep_with_sensitivity(model, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
+    swept = sweep_with_sensitivity(model, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
+    probs, exact = swept.probs, swept.derivative
     alone = sensitivity_at_zero(model, texts, labels, targets, vector, projection, batch_tokens=4096)
     reference = []
     for i, text in enumerate(texts):

@@ -113,6 +113,6 @@ def test_sweep_and_derivative_equal_the_model_on_one_device(spread, tiny_model, 
     vector = SteeringVector("v", "gender", layer, direction, acts.mean(0), k=2.5)
     got, want = (sweep_with_sensitivity(m, texts, labels, vector, LAMBDAS, targets, batch_tokens=60, lambda_batch=3)
                  for m in (model, tiny_model))
-    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=0)
-    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
-    assert (want[0][0] - want[0][-1]).abs().max() > 1e-3 and want[1].abs().max() > 1e-3
+    torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.derivative, want.derivative, atol=1e-5, rtol=0)
+    assert (want.probs[0] - want.probs[-1]).abs().max() > 1e-3 and want.derivative.abs().max() > 1e-3

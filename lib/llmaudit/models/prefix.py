@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
-from llmaudit.models.layers import hidden
+from llmaudit.models.layers import reading
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 
 if TYPE_CHECKING:
@@ -183,18 +183,9 @@ def _continue(
     attention = torch.cat([past.mask, mask], dim=1)
     positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
     last = mask.sum(1) - 1
-    saved: dict[int, torch.Tensor] = {}
-    blocks, hooks = architectures.blocks(model.hf), []
-    try:
-        for layer in layers:
-            hooks.append(blocks[layer].register_forward_hook(
-                lambda module, args, output, layer=layer: saved.__setitem__(layer, _at(hidden(output), last))
-            ))
+    with reading(architectures.blocks(model.hf), layers, lambda h: _at(h, last)) as saved:
         out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
                                               past_key_values=past.cache, use_cache=past.cache is not None)
-    finally:
-        for hook in hooks:
-            hook.remove()
     unembedded = not activations_only(labels, layers)
     logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
     return readout(logits, labels, [saved[layer] for layer in layers])

@@ -43,6 +43,8 @@ from transformers.cache_utils import Cache
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
+from llmaudit.models.intervention import Intervention
+from llmaudit.models.layers import reading
 from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.vector import SteeringVector
@@ -51,27 +53,54 @@ from llmaudit.models.vector import SteeringVector
 SUPPORTED = frozenset(name for name, layout in architectures.ARCHITECTURES.items() if layout.split)
 
 
+@dataclass
+class SweepOutput:
+    """A sweep's results, lambdas in the order asked: answer probabilities (lambdas, texts, labels); the last token's
+    block outputs (lambdas, texts, layers, width) when blocks were asked for, the steering block's after its edit;
+    the exact d metric / d lambda at lambda = 0 per text when targets were given."""
+
+    probs: torch.Tensor
+    acts: torch.Tensor | None = None
+    derivative: torch.Tensor | None = None
+
+
 def sweep(
     model: AuditModel,
     texts: Sequence[str],
     labels: Sequence[int],
     vector: SteeringVector,
-    lambdas: Sequence[float],
+    lambdas: Sequence[float | None],
     projection: bool = True,
     batch_tokens: int = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
 ) -> torch.Tensor:
-    """Next-token probabilities of `labels` for chat-formatted `texts` steered by `vector` at each lambda:
-    a tensor (lambdas, texts, labels), texts in input order. Remote models run the plain steered forward per
-    lambda; a local model of an architecture outside `SUPPORTED` is refused with an AuditError."""
+    """Next-token probabilities of `labels` for chat-formatted `texts` steered by `vector` at each lambda (None: the
+    model unsteered): a tensor (lambdas, texts, labels), texts in input order (see `sweep_outputs`)."""
+    return sweep_outputs(model, texts, labels, vector, lambdas, (), projection, batch_tokens, lambda_batch, desc).probs
+
+
+def sweep_outputs(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    vector: SteeringVector,
+    lambdas: Sequence[float | None],
+    layers: Sequence[int] = (),
+    projection: bool = True,
+    batch_tokens: int = 4096,
+    lambda_batch: int = 1,
+    desc: str | None = None,
+) -> SweepOutput:
+    """The probabilities and the last token's outputs of `layers` at each lambda (None: unsteered). Remote models run
+    the plain steered forward per lambda; a local model of an architecture outside `SUPPORTED` is refused with an
+    AuditError."""
     if model.hf is None:
-        return torch.stack(
-            [model.forward(texts, labels, intervention=vector.intervention(lam, projection),
-                           batch_tokens=batch_tokens).probs for lam in lambdas]
-        )
+        outputs = [model.forward(texts, labels, layers, _edit(vector, lam, projection), batch_tokens) for lam in lambdas]
+        return SweepOutput(torch.stack([out.probs for out in outputs]),
+                           torch.stack([out.acts for out in outputs]) if layers else None)
     return sweep_with_sensitivity(model, texts, labels, vector, lambdas, None, projection, batch_tokens,
-                                  lambda_batch, desc)[0]
+                                  lambda_batch, desc, layers)
 
 
 def sensitivity_at_zero(
@@ -84,7 +113,7 @@ def sensitivity_at_zero(
     batch_tokens: int = 4096,
 ) -> torch.Tensor:
     """Exact d metric / d lambda at lambda = 0 for each text (see `sweep_with_sensitivity`)."""
-    return sweep_with_sensitivity(model, texts, labels, vector, (), targets, projection, batch_tokens)[1]
+    return sweep_with_sensitivity(model, texts, labels, vector, (), targets, projection, batch_tokens).derivative
 
 
 def sweep_with_sensitivity(
@@ -92,18 +121,19 @@ def sweep_with_sensitivity(
     texts: Sequence[str],
     labels: Sequence[int],
     vector: SteeringVector,
-    lambdas: Sequence[float],
+    lambdas: Sequence[float | None],
     targets: Sequence[int] | None,
     projection: bool = True,
     batch_tokens: int = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The sweep's probabilities (lambdas, texts, labels) and, given each text's target answer, the exact
-    d metric / d lambda at lambda = 0 (metric = p[target] / sum(p) over `labels`), by one forward-mode
-    derivative (torch.func.jvp) of the upper blocks along the edit's tangent k v. The blocks below the
-    steering layer run once per batch for both, the prompts' shared beginning once per call (the derivative runs
-    whole prompts above the steering layer)."""
+    layers: Sequence[int] = (),
+) -> SweepOutput:
+    """The sweep's probabilities at each lambda (None: unsteered), the last token's outputs of `layers` when asked
+    and, given each text's target answer, the exact d metric / d lambda at lambda = 0 (metric = p[target] / sum(p)
+    over `labels`), by one forward-mode derivative (torch.func.jvp) of the upper blocks along the edit's tangent
+    k v. The blocks below the steering layer run once per batch for all, the prompts' shared beginning once per call
+    (the derivative runs whole prompts above the steering layer)."""
     hf = model.hf
     if hf is None:
         raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
@@ -114,30 +144,53 @@ def sweep_with_sensitivity(
             " (AuditModel.forward with intervention=...) instead"
         )
     probs = torch.empty(len(lambdas), len(texts), len(labels))
+    acts = torch.empty(len(lambdas), len(texts), len(layers), model.width) if layers else None
     derivative = torch.empty(len(texts)) if targets is not None else None
     encoded = model.encode(texts)
-    edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas]
+    edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas if lam is not None]
     edits += [("derivative", *edit_key(vector.intervention(0.0, projection)))] if targets is not None else []
     shared = shareable(hf, encoded)
     lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
+    below = [layer for layer in layers if layer < vector.layer]
+    if None in lambdas:  # the unsteered model needs every block once, as any unsteered forward does
+        model.ledger.need(encoded)
     with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits)):
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
         rest = [e[shared:] for e in encoded]
         for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
             with torch.inference_mode():
-                with running(hf, lower, final_norm=False):
+                with running(hf, lower, final_norm=False), reading(architectures.blocks(hf), below, _last) as read:
                     hidden = architectures.decoder(hf)(
                         input_ids=ids, attention_mask=prefix.mask(mask), position_ids=positions + shared,
                         past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
                 if lambdas:
-                    probs[:, batch] = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector,
-                                                   lambdas, projection, lambda_batch, prefix)
+                    swept = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector, lambdas,
+                                         projection, lambda_batch, prefix, layers, read)
+                    probs[:, batch] = swept.probs
+                    if acts is not None:
+                        acts[:, batch] = swept.acts
             if derivative is not None:
                 chosen = torch.as_tensor([targets[i] for i in batch])
                 whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
                 derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
                                                       projection)
-    return probs, derivative
+    return SweepOutput(probs, acts, derivative)
+
+
+def _edit(vector: SteeringVector, lam: float | None, projection: bool) -> Intervention | None:
+    """The edit at `lam`; None (the model unsteered) for None."""
+    return None if lam is None else vector.intervention(lam, projection)
+
+
+def _edited(h: torch.Tensor, vector: SteeringVector, lam: float | None, projection: bool) -> torch.Tensor:
+    """Hidden states `h` under the edit at `lam` (as they are for None)."""
+    edit = _edit(vector, lam, projection)
+    return h if edit is None else edit(h)
+
+
+def _last(h: torch.Tensor) -> torch.Tensor:
+    """The last position of left-padded hidden states (batch, tokens, width): each row's last token."""
+    return h[:, -1]
 
 
 @dataclass
@@ -148,12 +201,12 @@ class _Prefix:
 
     hidden: torch.Tensor | None  # (1, p, width): the lower blocks' output on the prefix
     lower_cache: Cache | None  # the prefix's keys and values in the lower blocks
-    upper_caches: dict[float, Cache]  # lambda -> the prefix's keys and values in every block, edited above
+    upper_caches: dict[float | None, Cache]  # lambda -> the prefix's keys and values in every block, edited above
     length: int
 
     @classmethod
     def run(cls, hf: torch.nn.Module, tokens: list[int], device: str, lower: range, upper: range,
-            vector: SteeringVector, lambdas: Sequence[float], projection: bool) -> _Prefix:
+            vector: SteeringVector, lambdas: Sequence[float | None], projection: bool) -> _Prefix:
         """Compute the shared beginning `tokens` (none: an empty prefix)."""
         if not tokens:
             return cls(None, None, {}, 0)
@@ -164,7 +217,7 @@ class _Prefix:
             caches = {}
             for lam in lambdas:
                 with running(hf, upper, final_norm=False):
-                    edited = vector.intervention(lam, projection)(out.last_hidden_state)
+                    edited = _edited(out.last_hidden_state, vector, lam, projection)
                     above = architectures.decoder(hf)(inputs_embeds=edited, use_cache=True).past_key_values
                 caches[lam] = copy.deepcopy(out.past_key_values)
                 for block in upper:
@@ -199,7 +252,7 @@ class _Prefix:
         """A copy of the prefix's lower cache for `rows` continuations."""
         return _repeated([self.lower_cache], rows) if self.cached else None
 
-    def upper(self, lambdas: Sequence[float], rows: int) -> Cache | None:
+    def upper(self, lambdas: Sequence[float | None], rows: int) -> Cache | None:
         """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each."""
         return _repeated([self.upper_caches[lam] for lam in lambdas], rows) if self.cached else None
 
@@ -223,30 +276,39 @@ def _upper_sweep(
     positions: torch.Tensor,
     labels: Sequence[int],
     vector: SteeringVector,
-    lambdas: Sequence[float],
+    lambdas: Sequence[float | None],
     projection: bool,
     lambda_batch: int,
     prefix: _Prefix,
-) -> torch.Tensor:
-    """(lambdas, batch, labels): the upper blocks on the edited hidden states (continuations of `prefix`),
-    `lambda_batch` lambdas per pass."""
-    results = []
+    layers: Sequence[int] = (),
+    below: dict[int, torch.Tensor] | None = None,
+) -> SweepOutput:
+    """The upper blocks on the edited hidden states (continuations of `prefix`), `lambda_batch` lambdas per pass:
+    probabilities (lambdas, batch, labels) and the last token's outputs (lambdas, batch, layers, width), those of
+    the blocks below the steering block given in `below` (the same at every lambda)."""
+    probs, acts = [], []
+    above = [layer for layer in layers if layer > vector.layer]
     with running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
         for start in range(0, len(lambdas), lambda_batch):
             group = lambdas[start : start + lambda_batch]
-            edited = torch.cat([vector.intervention(lam, projection)(hidden) for lam in group])
+            edited = torch.cat([_edited(hidden, vector, lam, projection) for lam in group])
             repeat = len(group)
-            logits = hf(
-                inputs_embeds=edited,
-                attention_mask=mask.repeat(repeat, 1),
-                position_ids=positions.repeat(repeat, 1),
-                past_key_values=prefix.upper(group, len(hidden)),
-                use_cache=prefix.cached,
-                logits_to_keep=1,
-            ).logits[:, -1, :]
-            probs = torch.softmax(logits.float(), dim=-1)[:, list(labels)]
-            results.append(probs.reshape(repeat, len(hidden), len(labels)))
-    return torch.cat(results).cpu()
+            with reading(architectures.blocks(hf), above, _last) as read:
+                logits = hf(
+                    inputs_embeds=edited,
+                    attention_mask=mask.repeat(repeat, 1),
+                    position_ids=positions.repeat(repeat, 1),
+                    past_key_values=prefix.upper(group, len(hidden)),
+                    use_cache=prefix.cached,
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
+            probs.append(torch.softmax(logits.float(), dim=-1)[:, list(labels)].reshape(repeat, len(hidden), -1))
+            if layers:
+                read |= {layer: h.repeat(repeat, 1) for layer, h in (below or {}).items()}
+                read[vector.layer] = edited[:, -1]
+                acts.append(torch.stack([read[layer].float().cpu() for layer in layers], dim=1)
+                            .reshape(repeat, len(hidden), len(layers), -1))
+    return SweepOutput(torch.cat(probs).cpu(), torch.cat(acts) if layers else None)
 
 
 def _upper_derivative(

@@ -180,10 +180,9 @@ class TaskRunner:
             desc = f"{task.name} sweep"
             if model.hf is None:
                 return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
-            probs, slope0 = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection,
-                                                   batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch,
-                                                   desc=desc)
-            return {"probs": probs, "slope0": slope0}
+            swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection,
+                                           batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=desc)
+            return {"probs": swept.probs, "slope0": swept.derivative}
 
         result = cached_tensors(self.cache, key, run)
         cases = [item.case for item in items]
