@@ -34,16 +34,14 @@ def steered_scores(
     cache: Path | None = None,
 ) -> pd.DataFrame:
     """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
-    projection edit at each lambda (lower blocks once for all lambdas, see `models.sweep`)."""
+    projection edit at each lambda (one sweep: the lower blocks once for all, see `models.sweep`)."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "lambdas": list(lambdas),
            "vector": vector.fingerprint()}
 
     def run() -> dict[str, torch.Tensor]:
-        plain = model.forward(prompts, tokens.ids, batch_tokens=batch_tokens).probs
-        steered = sweep(model, prompts, tokens.ids, vector, lambdas, batch_tokens=batch_tokens,
-                        desc=f"causal check {vector.name}")
-        return {"probs": torch.cat([plain.unsqueeze(0), steered])}
+        return {"probs": sweep(model, prompts, tokens.ids, vector, [None, *lambdas], batch_tokens=batch_tokens,
+                               desc=f"causal check {vector.name}")}
 
     probs = cached_tensors(cache, key, run)["probs"]
     parts = [
