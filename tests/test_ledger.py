@@ -71,6 +71,17 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
                                                          "minimum": model.ledger.minimum}
 
 
+def test_a_sweep_with_the_unsteered_model_is_at_the_minimum_for_one_prompt(model) -> None:
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
+    texts = [model.chat("the engineer said")]
+    sweep_with_sensitivity(model, texts, [5, 6], vector, [None, 1.0], None)
+    tokens, upper = len(model.encode(texts)[0]), model.n_layers - 2
+    assert model.ledger.actual == tokens * (2 + upper * 2)  # lower once, upper unsteered and at lambda 1
+    assert model.ledger.minimum == tokens * (model.n_layers + upper)  # every block unsteered, the upper once edited
+    assert model.ledger.minimum == model.ledger.actual
+
+
 def test_the_forward_of_a_local_model_runs_the_shared_beginning_once(model) -> None:
     texts = [model.chat(f"a long shared instruction about jobs and people , then {word}") for word in
              ("nurse", "doctor", "teacher")]
