@@ -51,6 +51,7 @@ benchmark: install
 	$(PY) benchmarks/runtime.py
 	$(PY) benchmarks/sweep.py 32
 	$(PY) benchmarks/prefix.py 64
+	$(PY) benchmarks/sampling.py 44
 	$(PY) benchmarks/ledger.py reports/$(MODEL)
 
 clean:

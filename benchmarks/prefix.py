@@ -1,7 +1,11 @@
-"""Few-shot classification with and without the shared-prefix cache, on the same inputs: N race-template
-sentences of the markedness chapter, 9-shot with one demonstration draw, the default model. Checks that both
-agree to 1e-4 and prints the speed ratio measured in this run.
-Usage: python benchmarks/prefix.py [N_SENTENCES]"""
+"""The shared-prefix engine against the traced forward on the same inputs, for three kinds of prompt set of the
+default model: 9-shot race-template sentences (markedness: one long common beginning), the gender_id vector's
+training prompts (steering: six instruction templates, long texts) and the credit task's explicit prompts
+(decision tasks: the two gender variants of each case). Each set runs three ways: the traced forward (each prompt
+whole), the common beginning only (the engine without branches, as before branches existed) and with branches.
+Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks that all agree to
+1e-4, and the speed ratios measured in this run.
+Usage: python benchmarks/prefix.py [N_PROMPTS]   (per set; default 64)"""
 
 from __future__ import annotations
 
@@ -12,37 +16,64 @@ import torch
 
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
+from llmaudit.ledger import Ledger
 from llmaudit.markedness.metrics import LABELS
 from llmaudit.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
-from llmaudit.models import load_model
+from llmaudit.models import AuditModel, load_model
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.tasks import answer_ids
+from llmaudit.steering.extract import tokens_for
+from llmaudit.steering.recipes import RECIPES, rows
+from llmaudit.tasks import TASKS, answer_ids
+
+
+def prompt_sets(model: AuditModel, n: int) -> dict[str, tuple[list[str], list[int]]]:
+    """Name -> (chat-formatted prompts, label ids) of the three kinds of prompt set."""
+    mirror = data_dir()
+    sentences = [e.text for e in probe_set("regard", mirror, None, 0)][:n]
+    demos = demonstrations(demonstration_pool("sst5", mirror), seed=2024)
+    recipe = RECIPES["gender_id"]
+    frame = rows(recipe, "train", n, 0, mirror)
+    credit = TASKS["credit"]
+    items = credit.items("explicit", n // 2, 0, mirror)
+    return {
+        "9-shot sentences": ([model.chat(*classification_prompt(text, demos)) for text in sentences],
+                             answer_ids(model.tokenizer, LABELS)),
+        "template prompts": ([model.chat(i, p) for i, p in zip(frame["instruction"], frame["prefix"])],
+                             tokens_for(model, recipe.concept, mirror).ids),
+        "case variants": ([model.chat(item.prompt, item.prefix) for item in items],
+                          answer_ids(model.tokenizer, credit.answers)),
+    }
 
 
 def main(n: int) -> None:
     params = load_params("smollm2-135m-instruct")
     model = load_model(params.name, params.model)
-    mirror = data_dir()
-    sentences = [e.text for e in probe_set("regard", mirror, None, 0)][:n]
-    demos = demonstrations(demonstration_pool("sst5", mirror), seed=2024)
-    texts = [model.chat(*classification_prompt(text, demos)) for text in sentences]
-    labels = answer_ids(model.tokenizer, LABELS)
-    tokens = sum(len(model.tokenizer.encode(t, add_special_tokens=False)) for t in texts)
-
-    timings, outputs = {}, {}
-    for name, run in (("plain forward", lambda: model.forward(texts, labels, batch_tokens=params.batch_tokens,
-                                                              traced=True)),
-                      ("shared prefix", lambda: forward_shared_prefix(model, texts, labels,
-                                                                      batch_tokens=params.batch_tokens))):
-        started = time.perf_counter()
-        outputs[name] = run().probs
-        timings[name] = time.perf_counter() - started
-    gap = (outputs["plain forward"] - outputs["shared prefix"]).abs().max().item()
-    print(f"{n} 9-shot prompts, {tokens} tokens in all, torch threads {torch.get_num_threads()}")
-    for name, seconds in timings.items():
-        print(f"  {name:14s} {seconds:7.1f} s  {tokens / seconds:8.0f} prompt tokens/s")
-    print(f"  speed-up {timings['plain forward'] / timings['shared prefix']:.2f}x, max |difference| {gap:.1e}")
-    assert gap < 1e-4
+    print(f"torch threads {torch.get_num_threads()}, batch_tokens {params.batch_tokens}")
+    engines = {
+        "traced forward": lambda texts, labels: model.forward(texts, labels, batch_tokens=params.batch_tokens,
+                                                              traced=True),
+        "common beginning": lambda texts, labels: forward_shared_prefix(model, texts, labels,
+                                                                        batch_tokens=params.batch_tokens,
+                                                                        min_branch=None),
+        "branches": lambda texts, labels: forward_shared_prefix(model, texts, labels,
+                                                                batch_tokens=params.batch_tokens),
+    }
+    for name, (texts, labels) in prompt_sets(model, n).items():
+        tokens = sum(len(e) for e in model.encode(texts))
+        print(f"\n{name}: {len(texts)} prompts, {tokens} tokens")
+        seconds, outputs = {}, {}
+        for engine, run in engines.items():
+            model.ledger = Ledger(model.n_layers)
+            started = time.perf_counter()
+            outputs[engine] = run(texts, labels).probs
+            seconds[engine] = time.perf_counter() - started
+            ledger = model.ledger
+            print(f"  {engine:17s} {seconds[engine]:7.1f} s  {tokens / seconds[engine]:7.0f} tokens/s  "
+                  f"actual / minimum {ledger.actual / ledger.minimum:5.2f}")
+        gap = max((outputs[e] - outputs["traced forward"]).abs().max().item() for e in engines)
+        print(f"  branches vs traced {seconds['traced forward'] / seconds['branches']:.2f}x, vs common beginning "
+              f"{seconds['common beginning'] / seconds['branches']:.2f}x; max |difference| {gap:.1e}")
+        assert gap < 1e-4
 
 
 if __name__ == "__main__":

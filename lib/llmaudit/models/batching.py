@@ -68,12 +68,15 @@ def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch
 
 
 def token_batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
-    """Group indices (sorted longest first) so each padded batch holds at most `batch_tokens` tokens."""
+    """Consecutive runs of `order` (best sorted longest first, which pads least) whose padded batch, rows times the
+    longest length, holds at most `batch_tokens` tokens (a longer row alone)."""
     batch: list[int] = []
+    longest = 0
     for i in order:
-        if batch and (len(batch) + 1) * lengths[batch[0]] > batch_tokens:
+        if batch and (len(batch) + 1) * max(longest, lengths[i]) > batch_tokens:
             yield batch
-            batch = []
+            batch, longest = [], 0
         batch.append(i)
+        longest = max(longest, lengths[i])
     if batch:
         yield batch

@@ -96,17 +96,20 @@ def forward_shared_prefix(
     layers: Sequence[int] = (),
     batch_tokens: int = 4096,
     desc: str | None = None,
+    min_branch: int | None = MIN_BRANCH,
 ) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
-    chat-formatted texts, every shared beginning computed once (see the module) and, when no label is read, no
-    block above the deepest layer read; equal to the traced forward, which remote models take."""
+    chat-formatted texts, every shared beginning computed once (see the module; `min_branch` None shares only the
+    common beginning) and, when no label is read, no block above the deepest layer read; equal to the traced
+    forward, which remote models take."""
     if model.hf is None:
         return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     rest = [e[shared:] for e in encoded]
     # a branch is left-padded inside the sequence, which at most doubles its length
-    found = branches(rest) if window_covers(model.hf, 2 * max(len(e) for e in encoded)) else []
+    branching = min_branch is not None and window_covers(model.hf, 2 * max(len(e) for e in encoded))
+    found = branches(rest, min_branch) if branching else []
     branch_of = {i: b for b in found for i in b.members}
     own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
     probs: list[torch.Tensor | None] = [None] * len(texts)
@@ -116,9 +119,8 @@ def forward_shared_prefix(
     with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
         start = _Past.beginning(model, encoded[0][:shared])
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            for branched in (False, True):  # prompts in no branch, then the branched ones, longest first
-                order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched),
-                               key=lambda i: -len(rest[i]))
+            for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first
+                order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
                 # the budget counts each row's tokens after the common beginning: those it computes and, for a
                 # branched row, the cached branch it attends to (which bounds the cache copies' memory)
                 for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
