@@ -76,7 +76,7 @@ def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH) -> list[
     length = 0
     for i in sorted(range(len(rest)), key=lambda i: rest[i]):
         if members:
-            joined = min(length, _shared(rest[members[0]], rest[i]), len(rest[i]) - 1)
+            joined = min(length, common_prefix([rest[members[0]], rest[i]]))
             if joined >= shortest and joined * len(members) >= length * (len(members) - 1):
                 members.append(i)
                 length = joined
@@ -170,7 +170,8 @@ class _Past:
         cache = architectures.decoder(model.hf)(input_ids=ids.to(model.device), attention_mask=mask,
                                                 position_ids=positions, past_key_values=past.cache,
                                                 use_cache=True).past_key_values
-        where = torch.tensor([distinct.index(b) for b in of_rows], device=mask.device)
+        slot = {b: k for k, b in enumerate(distinct)}
+        where = torch.tensor([slot[b] for b in of_rows], device=mask.device)
         cache.batch_select_indices(where)
         return _Past(cache, mask[where])
 
@@ -191,14 +192,6 @@ def _continue(
     unembedded = not activations_only(labels, layers)
     logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
     return readout(logits, labels, [saved[layer] for layer in layers])
-
-
-def _shared(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many beginning tokens two sequences share."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def _at(h: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
