@@ -1,27 +1,37 @@
 """The compute ledger of an audited model: per chapter, the token-blocks its last computing run ran against the
-minimum its results need (llmaudit.ledger), and the audit's total. Read from reports/<model>/ledger/.
-Usage: python benchmarks/ledger.py [REPORT_DIR]   (default reports/smollm2-135m-instruct)"""
+minimum its results need (llmaudit.ledger), and the audit's total; with --calls, each chapter's calls too, largest
+excess (actual - minimum) first. Read from reports/<model>/ledger/.
+Usage: python benchmarks/ledger.py [REPORT_DIR] [--calls]   (default reports/smollm2-135m-instruct)"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from llmaudit.ledger import read_ledgers
+from llmaudit.ledger import read_calls, read_ledgers
 
 
-def main(report_dir: Path) -> int:
+def row(name: str, actual: int, minimum: int, indent: str = "") -> str:
+    """One line of the table: counts and their ratio."""
+    ratio = actual / minimum if minimum else float("nan")
+    return f"{indent + name:40s} {actual:14,d} {minimum:14,d} {ratio:10.2f}"
+
+
+def main(report_dir: Path, calls: bool) -> int:
     ledgers = read_ledgers(report_dir)
     if not ledgers:
         print(f"no ledger in {report_dir}: run the audit (a run from a warm cache computes, and records, nothing)")
         return 1
-    print(f"{'chapter':20s} {'actual':>14s} {'minimum':>14s} {'actual/min':>10s}   token-blocks")
-    for name, totals in [*ledgers.items(), ("audit", {key: sum(t[key] for t in ledgers.values())
-                                                      for key in ("actual", "minimum")})]:
-        ratio = totals["actual"] / totals["minimum"] if totals["minimum"] else float("nan")
-        print(f"{name:20s} {totals['actual']:14,d} {totals['minimum']:14,d} {ratio:10.2f}")
+    per_call = read_calls(report_dir) if calls else {}
+    print(f"{'chapter':40s} {'actual':>14s} {'minimum':>14s} {'actual/min':>10s}   token-blocks")
+    for name, totals in ledgers.items():
+        print(row(name, totals["actual"], totals["minimum"]))
+        for label, c in sorted(per_call.get(name, {}).items(), key=lambda lc: lc[1]["minimum"] - lc[1]["actual"]):
+            print(row(label, c["actual"], c["minimum"], "  "))
+    print(row("audit", sum(t["actual"] for t in ledgers.values()), sum(t["minimum"] for t in ledgers.values())))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("reports/smollm2-135m-instruct")))
+    args = [a for a in sys.argv[1:] if a != "--calls"]
+    sys.exit(main(Path(args[0]) if args else Path("reports/smollm2-135m-instruct"), "--calls" in sys.argv[1:]))

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from llmaudit.ledger import Ledger
+from llmaudit.ledger import Ledger, ledger_path, read_calls
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
@@ -67,8 +67,21 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
     again = SteeringVector("v", "gender", 1, direction.clone(), torch.zeros(model.width), k=2.0)
     sweep_with_sensitivity(model, texts, [5, 6], again, [-1.0, 0.0, 1.0], targets=[0])
     assert model.ledger.minimum == needed and model.ledger.actual == 2 * needed
-    assert json.loads(model.ledger.path.read_text()) == {"blocks": model.n_layers, "actual": model.ledger.actual,
-                                                         "minimum": model.ledger.minimum}
+    saved = json.loads(model.ledger.path.read_text())
+    assert saved == {"blocks": model.n_layers, "actual": model.ledger.actual, "minimum": model.ledger.minimum,
+                     "calls": {"sweep": {"actual": model.ledger.actual, "minimum": model.ledger.minimum}}}
+
+
+def test_each_call_is_counted_under_its_label_and_the_labels_add_up(model, tmp_path) -> None:
+    model.ledger.path = ledger_path(tmp_path, "chapter")
+    texts = [model.chat("the nurse said"), model.chat("the nurse said she was tired")]
+    model.forward(texts, [5, 6], desc="first")
+    model.forward(texts, [5, 6], traced=True, desc="again")  # needs nothing the first call did not
+    calls = read_calls(tmp_path)["chapter"]
+    assert set(calls) == {"prefix: first", "traced: again"}
+    assert calls["traced: again"]["minimum"] == 0 and calls["traced: again"]["actual"] > 0
+    assert sum(c["actual"] for c in calls.values()) == model.ledger.actual
+    assert sum(c["minimum"] for c in calls.values()) == model.ledger.minimum
 
 
 def test_a_sweep_with_the_unsteered_model_is_at_the_minimum_for_one_prompt(model) -> None:

@@ -6,7 +6,8 @@ engine (the traced forward, the split sweep and its derivative, the prefix cache
 way. Minimum: every distinct token prefix the chapter's prompts contain (two prompts that begin alike share
 their beginning's prefixes) once, through as many blocks as its deepest use needs: all of them for a next-token
 readout, up to the deepest read block for activations only; and, above a steering edit's block, once more per
-distinct edit (each lambda of a sweep, the derivative). What a cached result spares is neither run nor needed."""
+distinct edit (each lambda of a sweep, the derivative). What a cached result spares is neither run nor needed.
+Both counts are also kept per call label (engine and progress description), to show where the excess is."""
 
 from __future__ import annotations
 
@@ -29,12 +30,15 @@ class Ledger:
     actual: int = 0
     minimum: int = 0
     path: Path | None = None  # where `account` writes the totals after each accounted call
+    calls: dict[str, list[int]] = field(default_factory=dict)  # call label -> [actual, minimum]
+    _label: str = field(default="unlabelled", repr=False)  # the label of the call now running
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prefix -> unsteered blocks counted
     _edited: set[tuple[int, Hashable]] = field(default_factory=set, repr=False)  # (prefix, edit) counted above
 
     def ran(self, tokens: int) -> None:
         """One decoder block ran on `tokens` token positions."""
         self.actual += tokens
+        self._tally()[0] += tokens
 
     def need(self, encoded: Sequence[Sequence[int]], depth: int | None = None,
              steered: tuple[int, Sequence[Hashable]] | None = None) -> None:
@@ -44,6 +48,7 @@ class Ledger:
         block, edits = steered if steered is not None else (None, ())
         if block is not None:
             depth = block + 1
+        before = self.minimum
         for tokens in encoded:
             for prefix in _prefixes(tokens):
                 known = self._depth.get(prefix, 0)
@@ -54,18 +59,31 @@ class Ledger:
                     if (prefix, edit) not in self._edited:
                         self._edited.add((prefix, edit))
                         self.minimum += self.blocks - depth
+        self._tally()[1] += self.minimum - before
+
+    @contextmanager
+    def labelled(self, label: str) -> Iterator[None]:
+        """Around one computing call: count what runs and is needed inside under `label`, then save."""
+        outer, self._label = self._label, label
+        try:
+            yield
+        finally:
+            self._label = outer
+            self.save()
 
     @contextmanager
     def account(self, encoded: Sequence[Sequence[int]], depth: int | None = None,
-                steered: tuple[int, Sequence[Hashable]] | None = None) -> Iterator[None]:
-        """Around one computing call: count what it needs, let it run (the hooks count what it runs), then save."""
-        self.need(encoded, depth, steered)
-        yield
-        self.save()
+                steered: tuple[int, Sequence[Hashable]] | None = None, label: str = "unlabelled") -> Iterator[None]:
+        """Around one computing call whose prompts are known before it runs: count what it needs, let it run (the
+        hooks count what it runs), then save."""
+        with self.labelled(label):
+            self.need(encoded, depth, steered)
+            yield
 
-    def totals(self) -> dict[str, int]:
-        """The counts as saved: blocks per token, token-blocks run and the minimum."""
-        return {"blocks": self.blocks, "actual": self.actual, "minimum": self.minimum}
+    def totals(self) -> dict:
+        """The counts as saved: blocks per token, token-blocks run and the minimum, and both per call label."""
+        calls = {label: {"actual": actual, "minimum": minimum} for label, (actual, minimum) in self.calls.items()}
+        return {"blocks": self.blocks, "actual": self.actual, "minimum": self.minimum, "calls": calls}
 
     def save(self) -> None:
         """Write the totals to `path` (atomically), when there is one."""
@@ -76,6 +94,15 @@ class Ledger:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(self.totals(), f)
         os.replace(partial, self.path)
+
+    def _tally(self) -> list[int]:
+        """[actual, minimum] of the call now running."""
+        return self.calls.setdefault(self._label, [0, 0])
+
+
+def call_label(engine: str, desc: str | None) -> str:
+    """A call's label in the ledger: its engine and, when it shows progress, what the bar says."""
+    return engine if desc is None else f"{engine}: {desc}"
 
 
 def _prefixes(tokens: Sequence[int]) -> Iterator[int]:
@@ -101,5 +128,17 @@ def read_ledgers(report_dir: Path) -> dict[str, dict[str, int]]:
             totals = json.loads(path.read_text(encoding="utf-8"))
             found[path.stem] = {key: int(totals[key]) for key in ("blocks", "actual", "minimum")}
         except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def read_calls(report_dir: Path) -> dict[str, dict[str, dict[str, int]]]:
+    """Per chapter, the saved counts per call label ({"actual", "minimum"}); chapters without them are left out."""
+    found = {}
+    for path in sorted((Path(report_dir) / FOLDER).glob("*.json")):
+        try:
+            calls = json.loads(path.read_text(encoding="utf-8"))["calls"]
+            found[path.stem] = {label: {key: int(c[key]) for key in ("actual", "minimum")} for label, c in calls.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return found

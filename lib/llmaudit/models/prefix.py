@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm import tqdm
 
+from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import reading
@@ -116,7 +117,8 @@ def forward_shared_prefix(
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
     depth = max(layers) + 1 if activations_only(labels, layers) else model.n_layers
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
-    with torch.inference_mode(), memory_guard(batch_tokens), model.ledger.account(encoded, depth), upper_skipped:
+    accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
+    with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = _Past.beginning(model, encoded[0][:shared])
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
             for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first

@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 
 from llmaudit.errors import AuditError
-from llmaudit.ledger import Ledger
+from llmaudit.ledger import Ledger, call_label
 from llmaudit.models import architectures
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
@@ -119,7 +119,7 @@ class AuditModel:
         encoded = self.encode(texts)
         depth = max(layers) + 1 if activations_only(labels, layers) else None
         steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
-        with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered):
+        with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered, call_label("traced", desc)):
             for batch, tensors in self.padded_batches(encoded, batch_tokens, desc):
                 p, a = self._forward_batch(*tensors, labels, layers, intervention)
                 for row, i in enumerate(batch):
@@ -189,17 +189,18 @@ class AuditModel:
         intervention, §3.3)."""
         ids = self.encode([text])[0]
         new: list[int] = []
-        for _ in range(max_new_tokens):
-            sequence = torch.tensor([ids + new], device=self.device)
-            positions = torch.arange(sequence.shape[1], device=self.device).unsqueeze(0)
-            log_probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (), intervention)
-            token = int(log_probs[0].argmax())
-            if token == self.tokenizer.eos_token_id:
-                break
-            new.append(token)
-        steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
-        self.ledger.need([ids + new], steered=steered)
-        self.ledger.save()
+        with self.ledger.labelled("generate"):
+            for _ in range(max_new_tokens):
+                sequence = torch.tensor([ids + new], device=self.device)
+                positions = torch.arange(sequence.shape[1], device=self.device).unsqueeze(0)
+                log_probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (),
+                                                   intervention)
+                token = int(log_probs[0].argmax())
+                if token == self.tokenizer.eos_token_id:
+                    break
+                new.append(token)
+            steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
+            self.ledger.need([ids + new], steered=steered)
         return self.tokenizer.decode(new, skip_special_tokens=True)
 
 

@@ -72,7 +72,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
     generators = [torch.Generator().manual_seed(call.seed) for call in calls]
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
-    with torch.inference_mode():
+    with torch.inference_mode(), model.ledger.labelled("sample"):
         logits, cache, mask = _prefill(model, encoded, shareable(hf, encoded, extra=max_new_tokens))
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
@@ -87,11 +87,10 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
             logits = hf(input_ids=drawn[going, None].to(model.device), attention_mask=mask.to(model.device),
                         position_ids=(mask.sum(-1, keepdim=True) - 1).to(model.device), past_key_values=cache,
                         use_cache=True, logits_to_keep=1).logits[:, -1].float().cpu()
-    tokens = tokens.masked_fill((tokens == eos).cumsum(-1) > 0, -1)
-    # needed: each text, and each answer up to its last token (whose successor is never asked for)
-    model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
-                                                                                       tokens.tolist())])
-    model.ledger.save()
+        tokens = tokens.masked_fill((tokens == eos).cumsum(-1) > 0, -1)
+        # needed: each text, and each answer up to its last token (whose successor is never asked for)
+        model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
+                                                                                           tokens.tolist())])
     return list(tokens.split([call.rows for call in calls]))
 
 

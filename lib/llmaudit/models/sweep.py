@@ -41,6 +41,7 @@ from torch.autograd import forward_ad
 from transformers.cache_utils import Cache
 
 from llmaudit.errors import AuditError
+from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
@@ -152,9 +153,10 @@ def sweep_with_sensitivity(
     shared = shareable(hf, encoded)
     lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
     below = [layer for layer in layers if layer < vector.layer]
-    if None in lambdas:  # the unsteered model needs every block once, as any unsteered forward does
-        model.ledger.need(encoded)
-    with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits)):
+    with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits),
+                                                          label=call_label("sweep", desc)):
+        if None in lambdas:  # the unsteered model needs every block once, as any unsteered forward does
+            model.ledger.need(encoded)
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
         rest = [e[shared:] for e in encoded]
         for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
