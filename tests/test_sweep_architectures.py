@@ -13,6 +13,7 @@ from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.blocks import running
 from llmaudit.models.prefix import shareable
+from llmaudit.ledger import Ledger
 from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
@@ -158,6 +159,36 @@ def test_sweep_reads_blocks_and_the_unsteered_model_as_the_traced_forward(models
         torch.testing.assert_close(swept.acts[i], want.acts, atol=1e-4, rtol=1e-4)
     assert (swept.acts[1, :, 1:] - swept.acts[2, :, 1:]).abs().max() > 1e-2  # the edit moves the blocks it reaches
     torch.testing.assert_close(swept.acts[1, :, 0], swept.acts[2, :, 0], atol=0, rtol=0)  # and none below it
+
+
+@pytest.mark.parametrize("window", [None, 10_000])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch, window, monkeypatch) -> None:
+    """States kept at the lower vector's block by a sweep along the higher one start sweeps along either vector (the
+    other vector of a concept, the same vector with another edit) with the same answers and derivatives, and the
+    continuations run no block below the states'."""
+    model = models(arch)
+    texts, labels = texts_of(model), labels_of(model)
+    shared_beginning(model, texts, window, monkeypatch)
+    targets = [i % len(labels) for i in range(len(texts))]
+    low, high = (random_vector(model, layer) for layer in STEERING_LAYERS[arch])
+    first = sweep_with_sensitivity(model, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
+    assert first.states.block == low.layer and len(first.states.own) == len(texts)
+    rest = [e[first.states.shared:] for e in model.encode(texts)]
+    padded = sum(ids.numel() for _, (ids, _, _) in model.padded_batches(rest, 60))  # the continuations' batches
+    for vector, projection in ((low, True), (high, False)):
+        model.ledger = Ledger(model.n_layers)
+        plain = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60)
+        from_tokens, model.ledger = model.ledger, Ledger(model.n_layers)
+        started = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60,
+                                         start=first.states)
+        torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
+        assert from_tokens.actual - model.ledger.actual == padded * (low.layer + 1)  # no block up to the states'
+        prefixes = {tuple(e[:i]) for e in model.encode(texts) for i in range(1, len(e) + 1)}
+        assert from_tokens.minimum - model.ledger.minimum == len(prefixes) * (low.layer + 1)  # spared, not needed
+    with pytest.raises(ValueError, match="not these prompts"):
+        sweep_with_sensitivity(model, texts[1:], labels, high, LAMBDAS, None, start=first.states)
 
 
 @pytest.mark.parametrize("window", [None, 10_000])

@@ -3,11 +3,14 @@ estimates, with a toy task whose words the tiny tokenizer knows."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from llmaudit.ledger import Ledger
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids
 from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
@@ -72,6 +75,29 @@ def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(
                                    intervention=vector.intervention(lam, projection=False)).probs
         expected = (plain[:, 1] / plain.sum(-1)).numpy()
         assert additive.loc[additive["lam"] == lam, "metric"].to_numpy() == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_model, tmp_path) -> None:
+    """The first sweep keeps its prompts' states at the lowest block the concept's vectors steer; a later sweep (a new
+    runner, as in another chapter) along the lower vector starts there, with the answers of a sweep from the tokens."""
+    high, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
+    low = dataclasses.replace(high, name="low", layer=1)
+    elsewhere = dataclasses.replace(high, name="race", concept="race", layer=0)  # another concept's: not a start
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low, elsewhere))
+    runner.white_box(ToyTask(), high, lambdas, n=4)
+    texts = [tiny_model.chat(item.prompt, item.prefix) for item in ToyTask().items("neutral", 4, 0)]
+    assert runner.lower_states(texts, high)[1].block == 1 and runner.lower_states(texts, low)[1].block == 1
+    tiny_model.ledger = Ledger(tiny_model.n_layers)
+    later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
+        ToyTask(), low, lambdas, n=4)
+    started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
+    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4)  # no cache
+    shared = runner.lower_states(texts, low)[1].shared
+    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
+                                                                              tiny_model.encode(texts)], 64))
+    assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
+    assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
+    assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
 
 
 def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:

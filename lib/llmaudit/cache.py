@@ -77,14 +77,26 @@ def cached_tensors(
     (temp + rename)."""
     if folder is None:
         return compute()
-    path = Path(folder) / f"{digest(key)}.safetensors"
-    cached = _verified(path) if path.exists() else None
-    if cached is not None:
-        return cached
+    found = stored_tensors(folder, key)
+    if found is not None:
+        return found
     tensors = compute()
+    store_tensors(folder, key, tensors)
+    return tensors
+
+
+def stored_tensors(folder: Path | None, key: Any) -> dict[str, torch.Tensor] | None:
+    """The tensors stored under `key` (`store_tensors`), or None where there are none or they fail their checksum."""
+    path = Path(folder) / f"{digest(key)}.safetensors" if folder is not None else None
+    return _verified(path) if path is not None and path.exists() else None
+
+
+def store_tensors(folder: Path | None, key: Any, tensors: dict[str, torch.Tensor]) -> None:
+    """Store `tensors` under `folder` by the digest of `key`, with their checksum, written whole (temp + rename)."""
+    if folder is None:
+        return
+    path = Path(folder) / f"{digest(key)}.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    checksum = {"sha256": tensors_sha256(tensors)}
-    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata=checksum)
+    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata={"sha256": tensors_sha256(tensors)})
     partial.rename(path)
-    return tensors

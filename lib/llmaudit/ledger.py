@@ -61,6 +61,12 @@ class Ledger:
                         self.minimum += self.blocks - depth
         self._tally()[1] += self.minimum - before
 
+    def spare(self, encoded: Sequence[Sequence[int]], depth: int) -> None:
+        """A stored result gives the prompts `encoded` through `depth` blocks: those are neither run nor needed."""
+        for tokens in encoded:
+            for prefix in _prefixes(tokens):
+                self._depth[prefix] = max(self._depth.get(prefix, 0), depth)
+
     @contextmanager
     def labelled(self, label: str) -> Iterator[None]:
         """Around one computing call: count what runs and is needed inside under `label`, then save."""

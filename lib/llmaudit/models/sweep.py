@@ -48,6 +48,7 @@ from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import reading
 from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
+from llmaudit.models.states import LowerStates
 from llmaudit.models.vector import SteeringVector
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
@@ -58,11 +59,12 @@ SUPPORTED = frozenset(name for name, layout in architectures.ARCHITECTURES.items
 class SweepOutput:
     """A sweep's results, lambdas in the order asked: answer probabilities (lambdas, texts, labels); the last token's
     block outputs (lambdas, texts, layers, width) when blocks were asked for, the steering block's after its edit;
-    the exact d metric / d lambda at lambda = 0 per text when targets were given."""
+    the exact d metric / d lambda at lambda = 0 per text when targets were given; the lower states kept when asked."""
 
     probs: torch.Tensor
     acts: torch.Tensor | None = None
     derivative: torch.Tensor | None = None
+    states: LowerStates | None = None
 
 
 def sweep(
@@ -129,12 +131,16 @@ def sweep_with_sensitivity(
     lambda_batch: int = 1,
     desc: str | None = None,
     layers: Sequence[int] = (),
+    start: LowerStates | None = None,
+    keep: int | None = None,
 ) -> SweepOutput:
     """The sweep's probabilities at each lambda (None: unsteered), the last token's outputs of `layers` when asked
     and, given each text's target answer, the exact d metric / d lambda at lambda = 0 (metric = p[target] / sum(p)
     over `labels`), by one forward-mode derivative (torch.func.jvp) of the upper blocks along the edit's tangent
     k v. The blocks below the steering layer run once per batch for all, the prompts' shared beginning once per call
-    (the derivative runs whole prompts above the steering layer)."""
+    (the derivative runs whole prompts above the steering layer); from block `start.block` up only, given the
+    texts' lower states there (`models.states`). `keep`: a block at or below the steering block whose states to
+    return, for later sweeps of the same texts."""
     hf = model.hf
     if hf is None:
         raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing)")
@@ -151,20 +157,31 @@ def sweep_with_sensitivity(
     edits = [edit_key(vector.intervention(lam, projection)) for lam in lambdas if lam is not None]
     edits += [("derivative", *edit_key(vector.intervention(0.0, projection)))] if targets is not None else []
     shared = shareable(hf, encoded)
+    rest = [e[shared:] for e in encoded]
+    base = 0 if start is None else start.block + 1  # the first block the continuations run
     lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
     below = [layer for layer in layers if layer < vector.layer]
+    _check_states(start, keep, rest, shared, base, vector.layer, below)
+    kept: list[torch.Tensor | None] = [None] * len(texts)
+    model.ledger.spare(encoded, base)  # what the given states spare is neither run nor needed
     with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits),
                                                           label=call_label("sweep", desc)):
         if None in lambdas:  # the unsteered model needs every block once, as any unsteered forward does
             model.ledger.need(encoded)
+        # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
-        rest = [e[shared:] for e in encoded]
         for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
+            inputs = {"input_ids": ids} if start is None else \
+                {"inputs_embeds": start.padded(batch).to(ids.device, hf.dtype)}
+            blocks = architectures.blocks(hf)
             with torch.inference_mode():
-                with running(hf, lower, final_norm=False), reading(architectures.blocks(hf), below, _last) as read:
+                with running(hf, range(base, vector.layer + 1), final_norm=False), \
+                        reading(blocks, below, _last) as read, reading(blocks, _listed(keep), _whole) as at_keep:
                     hidden = architectures.decoder(hf)(
-                        input_ids=ids, attention_mask=prefix.mask(mask), position_ids=positions + shared,
+                        **inputs, attention_mask=prefix.mask(mask), position_ids=positions + shared,
                         past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
+                for row, i in enumerate(batch) if keep is not None else ():
+                    kept[i] = at_keep[keep][row, at_keep[keep].shape[1] - len(rest[i]):].clone().cpu()
                 if lambdas:
                     swept = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector, lambdas,
                                          projection, lambda_batch, prefix, layers, read)
@@ -176,7 +193,31 @@ def sweep_with_sensitivity(
                 whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
                 derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
                                                       projection)
-    return SweepOutput(probs, acts, derivative)
+    states = LowerStates(keep, shared, kept) if keep is not None else None  # type: ignore[arg-type]
+    return SweepOutput(probs, acts, derivative, states)
+
+
+def _check_states(start: LowerStates | None, keep: int | None, rest: Sequence[Sequence[int]], shared: int, base: int,
+                  layer: int, below: Sequence[int]) -> None:
+    """Refuse given states that are not these prompts' (split as this sweep splits them) below the steering block,
+    and blocks to read or keep that the sweep does not run."""
+    if start is not None and (start.shared != shared or [len(s) for s in start.own] != [len(r) for r in rest]
+                              or start.block > layer):
+        raise ValueError(f"lower states at block {start.block} are not these prompts' below steering block {layer}")
+    if keep is not None and not base <= keep <= layer:
+        raise ValueError(f"block {keep} to keep is outside the blocks the sweep runs below the edit, {base}-{layer}")
+    if any(b < base for b in below):
+        raise ValueError(f"blocks {[b for b in below if b < base]} to read lie below the given states' block")
+
+
+def _listed(block: int | None) -> list[int]:
+    """A block as a list of blocks (none for None)."""
+    return [] if block is None else [block]
+
+
+def _whole(h: torch.Tensor) -> torch.Tensor:
+    """Hidden states as they are (every position)."""
+    return h
 
 
 def _edit(vector: SteeringVector, lam: float | None, projection: bool) -> Intervention | None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors
+from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
+from llmaudit.models.states import LowerStates
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
@@ -180,8 +181,12 @@ class TaskRunner:
             desc = f"{task.name} sweep"
             if model.hf is None:
                 return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
+            lowest, start = self.lower_states(texts, vector)
             swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection,
-                                           batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=desc)
+                                           batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=desc,
+                                           start=start, keep=lowest if start is None else None)
+            if swept.states is not None:
+                store_tensors(self.cache, self._states_key(texts, lowest), swept.states.tensors())
             return {"probs": swept.probs, "slope0": swept.derivative}
 
         result = cached_tensors(self.cache, key, run)
@@ -197,6 +202,21 @@ class TaskRunner:
         if "slope0" in result:
             frame = frame.merge(pd.DataFrame({"case": cases, "slope0": result["slope0"].numpy()}))
         return frame
+
+    def lower_states(self, texts: Sequence[str], vector: SteeringVector) -> tuple[int, LowerStates | None]:
+        """The lowest block any of the audit's vectors of `vector`'s concept steers at or below its block (where a
+        sweep keeps its prompts' states), and the stored states of `texts` nearest below the edit, if any."""
+        blocks = sorted({v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer}
+                        | {vector.layer})
+        for block in reversed(blocks):
+            found = stored_tensors(self.cache, self._states_key(texts, block))
+            if found is not None:
+                return blocks[0], LowerStates.from_tensors(found)
+        return blocks[0], None
+
+    def _states_key(self, texts: Sequence[str], block: int) -> dict:
+        """The tensor-cache key of `texts`' lower states at `block`."""
+        return {"model": self.model.identity, "prompts": list(texts), "states": block}
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""
