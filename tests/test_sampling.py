@@ -12,7 +12,7 @@ from test_sweep_architectures import build_model
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.batching import pad
-from llmaudit.models.prefix import shareable
+from llmaudit.models.prefix import Branch, branches, shareable
 from llmaudit.models.sampling import SampleCall, call_batches
 
 NEW = 6
@@ -62,7 +62,11 @@ def calls_of(model: AuditModel) -> list[SampleCall]:
 def test_batched_sampling_draws_what_generate_draws(model) -> None:
     calls = calls_of(model)
     texts = [text for call in calls for text in call.texts]
-    assert (shareable(model.hf, model.encode(texts), NEW) > 0) == (model.hf.config.sliding_window > 100)
+    encoded = model.encode(texts)
+    shared = shareable(model.hf, encoded, NEW)
+    assert (shared > 0) == (model.hf.config.sliding_window > 100)
+    if shared:  # the option orders share their question: a branch, whose cache serves the three
+        assert branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 5)]
     model.ledger = Ledger(model.n_layers)
     batched = model.sample(calls, NEW)
     sampled, minimum = model.ledger.actual, model.ledger.minimum

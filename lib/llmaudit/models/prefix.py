@@ -119,7 +119,7 @@ def forward_shared_prefix(
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
-        start = _Past.beginning(model, encoded[0][:shared])
+        start = Past.beginning(model, encoded[0][:shared])
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
             for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first
                 order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
@@ -138,7 +138,7 @@ def forward_shared_prefix(
 
 
 @dataclass
-class _Past:
+class Past:
     """What a batch of continuations attends to: a key/value cache (None: nothing) and its attention mask, one row
     per continuation (zeros where a row's cache holds padding)."""
 
@@ -146,7 +146,7 @@ class _Past:
     mask: torch.Tensor
 
     @classmethod
-    def beginning(cls, model: AuditModel, tokens: list[int]) -> _Past:
+    def beginning(cls, model: AuditModel, tokens: list[int]) -> Past:
         """The common beginning, run once (batch 1)."""
         if not tokens:
             return cls(None, torch.ones(1, 0, dtype=torch.long, device=model.device))
@@ -154,18 +154,21 @@ class _Past:
         cache = architectures.decoder(model.hf)(input_ids=ids, use_cache=True).past_key_values
         return cls(cache, torch.ones(1, len(tokens), dtype=torch.long, device=model.device))
 
-    def repeated(self, rows: int) -> _Past:
+    def repeated(self, rows: int) -> Past:
         """This past for `rows` continuations (a copy: the original serves later batches)."""
         cache = copy.deepcopy(self.cache)
         if cache is not None:
             cache.batch_repeat_interleave(rows)
-        return _Past(cache, self.mask.expand(rows, -1))
+        return Past(cache, self.mask.expand(rows, -1))
 
-    def branched(self, model: AuditModel, of_rows: Sequence[Branch], rest: Sequence[Sequence[int]]) -> _Past:
-        """This past extended, per row, by its branch: the batch's distinct branches run once, left-padded after it,
-        and each row takes its branch's cache and mask."""
+    def branched(self, model: AuditModel, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:
+        """This past extended, per row, by its branch (None: none, all padding): the batch's distinct branches run
+        once, left-padded after it, and each row takes its branch's cache and mask."""
+        if not any(of_rows):
+            return self.repeated(len(of_rows))
         distinct = list(dict.fromkeys(of_rows))
-        ids, own = pad([list(rest[b.members[0]][: b.length]) for b in distinct], model.tokenizer.pad_token_id)
+        ids, own = pad([[] if b is None else list(rest[b.members[0]][: b.length]) for b in distinct],
+                       model.tokenizer.pad_token_id)
         past = self.repeated(len(distinct))
         mask = torch.cat([past.mask, own.to(past.mask.device)], dim=1)
         positions = past.mask.sum(1, keepdim=True) + (own.cumsum(-1) - 1).clamp(min=0).to(mask.device)
@@ -175,11 +178,11 @@ class _Past:
         slot = {b: k for k, b in enumerate(distinct)}
         where = torch.tensor([slot[b] for b in of_rows], device=mask.device)
         cache.batch_select_indices(where)
-        return _Past(cache, mask[where])
+        return Past(cache, mask[where])
 
 
 def _continue(
-    model: AuditModel, past: _Past, suffixes: list[list[int]], labels: Sequence[int] | None, layers: Sequence[int],
+    model: AuditModel, past: Past, suffixes: list[list[int]], labels: Sequence[int] | None, layers: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One right-padded batch of continuations after their past: label probabilities and block outputs at each
     row's last real token (causal attention keeps the padding after it invisible)."""

@@ -2,8 +2,9 @@
 them for that prompt alone (temperature 1 over the whole vocabulary, after `torch.manual_seed(seed)`).
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
-Here every text is computed once (the beginning all texts of a batch share once in all, each text's own tokens
-once) and its key/value cache is copied to its answers; the answers of many prompts then decode together, and an
+Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
+batch's texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache
+is copied to its answers; the answers of many prompts then decode together, and an
 answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
 `generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
 the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
@@ -20,7 +21,7 @@ import torch
 
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad
-from llmaudit.models.prefix import shareable
+from llmaudit.models.prefix import Past, branches, shareable, window_covers
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
@@ -73,7 +74,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     generators = [torch.Generator().manual_seed(call.seed) for call in calls]
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
-        logits, cache, mask = _prefill(model, encoded, shareable(hf, encoded, extra=max_new_tokens))
+        logits, cache, mask = _prefill(model, encoded, max_new_tokens)
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
         for step in range(max_new_tokens):
@@ -94,21 +95,34 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     return list(tokens.split([call.rows for call in calls]))
 
 
-def _prefill(model: AuditModel, encoded: list[list[int]], shared: int) -> tuple[torch.Tensor, Cache, torch.Tensor]:
-    """Every text once: the `shared` beginning, then the texts' own tokens left-padded after it. Returns the last
-    position's float32 logits, the key/value cache and the attention mask (whose sum is each text's length)."""
-    hf, device = model.hf, model.device
-    cache = None
-    if shared:
-        cache = architectures.decoder(hf)(input_ids=torch.tensor([encoded[0][:shared]], device=device),
-                                          use_cache=True).past_key_values
-        cache.batch_repeat_interleave(len(encoded))
-    ids, own = pad([e[shared:] for e in encoded], model.tokenizer.pad_token_id)
-    mask = torch.cat([torch.ones(len(ids), shared, dtype=own.dtype), own], dim=1)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-    out = hf(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-             past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[:, -1].float().cpu(), out.past_key_values, mask
+def _prefill(model: AuditModel, encoded: list[list[int]], extra: int) -> tuple[torch.Tensor, Cache, torch.Tensor]:
+    """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
+    some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
+    their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
+    own tokens left-padded after the beginning. Returns the last real position's float32 logits, the key/value
+    cache and the attention mask (whose sum is each text's length)."""
+    hf = model.hf
+    shared = shareable(hf, encoded, extra)
+    rest = [e[shared:] for e in encoded]
+    # a branch is left-padded inside the sequence, which at most doubles its length
+    found = branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
+    branch_of = {i: b for b in found for i in b.members}
+    past = Past.beginning(model, encoded[0][:shared])
+    if found:
+        past = past.branched(model, [branch_of.get(i) for i in range(len(rest))], rest)
+        rest = [r[branch_of[i].length:] if i in branch_of else r for i, r in enumerate(rest)]
+    else:
+        past = past.repeated(len(rest))
+    ids, own = pad(rest, model.tokenizer.pad_token_id, left=not found)
+    mask = torch.cat([past.mask.cpu(), own], dim=1)
+    positions = past.mask.sum(1, keepdim=True).cpu() + (own.cumsum(-1) - 1).clamp(min=0)
+    out = architectures.decoder(hf)(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                                    position_ids=positions.to(model.device), past_key_values=past.cache,
+                                    use_cache=True)
+    last = (own * torch.arange(own.shape[1])).argmax(1)  # each row's last real token, whichever side it is padded
+    h = out.last_hidden_state
+    return architectures.unembedding(hf)(h[torch.arange(len(h)), last.to(h.device)]).float().cpu(), \
+        out.past_key_values, mask
 
 
 def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor,
