@@ -10,7 +10,12 @@ from test_ledger import distinct_prefixes
 from test_sweep_architectures import ARCHITECTURES, build_model
 
 from llmaudit.ledger import Ledger
+from llmaudit.models import architectures
+from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
+from llmaudit.models.states import LowerStates
+from llmaudit.models.sweep import sweep_with_sensitivity
+from llmaudit.steering import SteeringVector
 
 CASES = ("the nurse started a new job and said that it was good", "a doctor wrote about the teacher")
 
@@ -46,6 +51,32 @@ def test_branched_forward_equals_the_traced_forward(architecture, window, tiny_m
         torch.testing.assert_close(got.acts, want.acts, atol=1e-4, rtol=1e-4)
     early = forward_shared_prefix(model, texts, (), layers=[1], batch_tokens=60)  # activations only
     torch.testing.assert_close(early.acts, want.acts[:, :1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("window", [None, 10_000])
+def test_kept_states_are_each_prompt_s_block_outputs_at_every_token(architecture, window, tiny_model) -> None:
+    """The states the branched forward keeps (beginning, branch and own tokens put together) equal a block's output
+    on each prompt alone, and start a sweep as the sweep's own kept states do."""
+    model = tiny_model if architecture == "llama" else build_model(architecture)
+    if window is not None and hasattr(model.hf.config, "sliding_window"):
+        model.hf.config.sliding_window = window
+    texts, labels = variant_texts(model), model.single_token_ids(["she", "he", "good"])
+    for budget in (4096, 60):
+        got = forward_shared_prefix(model, texts, labels, batch_tokens=budget, keep=[1, 2]).states
+        for block in (1, 2):
+            for text, states in zip(texts, got[block]):
+                ids = torch.tensor(model.encode([text]))
+                with torch.inference_mode(), reading(architectures.blocks(model.hf), [block], every_position) as seen:
+                    architectures.decoder(model.hf)(input_ids=ids)
+                torch.testing.assert_close(states, seen[block][0], atol=1e-4, rtol=1e-4)
+    vector = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(torch.ones(model.width), dim=0),
+                            torch.zeros(model.width), k=2.0)
+    swept = sweep_with_sensitivity(model, texts, labels, vector, [-1.0, 1.0], None, keep=1)
+    for mine, theirs in zip(got[1], swept.states.states):
+        torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
+    started = sweep_with_sensitivity(model, texts, labels, vector, [-1.0, 1.0], None, start=LowerStates(1, got[1]))
+    torch.testing.assert_close(started.probs, swept.probs, atol=1e-5, rtol=0)
 
 
 def test_branches_bring_the_forward_to_the_minimum(tiny_model) -> None:

@@ -172,9 +172,11 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch,
     shared_beginning(model, texts, window, monkeypatch)
     targets = [i % len(labels) for i in range(len(texts))]
     low, high = (random_vector(model, layer) for layer in STEERING_LAYERS[arch])
+    encoded = model.encode(texts)
     first = sweep_with_sensitivity(model, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
-    assert first.states.block == low.layer and len(first.states.own) == len(texts)
-    rest = [e[first.states.shared:] for e in model.encode(texts)]
+    assert first.states.block == low.layer and [len(s) for s in first.states.states] == list(map(len, encoded))
+    shared = shareable(model.hf, encoded)
+    rest = [e[shared:] for e in encoded]
     padded = sum(ids.numel() for _, (ids, _, _) in model.padded_batches(rest, 60))  # the continuations' batches
     for vector, projection in ((low, True), (high, False)):
         model.ledger = Ledger(model.n_layers)
@@ -185,7 +187,7 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch,
         torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
         torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
         assert from_tokens.actual - model.ledger.actual == padded * (low.layer + 1)  # no block up to the states'
-        prefixes = {tuple(e[:i]) for e in model.encode(texts) for i in range(1, len(e) + 1)}
+        prefixes = {tuple(e[:i]) for e in encoded for i in range(1, len(e) + 1)}
         assert from_tokens.minimum - model.ledger.minimum == len(prefixes) * (low.layer + 1)  # spared, not needed
     with pytest.raises(ValueError, match="not these prompts"):
         sweep_with_sensitivity(model, texts[1:], labels, high, LAMBDAS, None, start=first.states)

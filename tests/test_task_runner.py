@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from llmaudit.ledger import Ledger
+from llmaudit.models.prefix import shareable
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids
 from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
@@ -92,12 +93,45 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
         ToyTask(), low, lambdas, n=4)
     started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
     plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4)  # no cache
-    shared = runner.lower_states(texts, low)[1].shared
+    shared = shareable(tiny_model.hf, tiny_model.encode(texts))
     padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
                                                                               tiny_model.encode(texts)], 64))
     assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
+
+
+class Restated(ToyTask):
+    """A task whose implicit variant holds its neutral prompts, as the judicial tasks' does."""
+
+    black_box_variants = ("implicit",)
+
+    def items(self, variant, n, seed, mirror=None, exclude=()):
+        neutral = super().items("neutral", n, seed, mirror, exclude)
+        if variant == "neutral":
+            return neutral
+        male = [item for item in super().items("explicit", n, seed, mirror, exclude) if item.group == "male"]
+        return [dataclasses.replace(item, group="female") for item in neutral] + male
+
+
+def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_sweep(tiny_model, tmp_path) -> None:
+    vector, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
+    low = dataclasses.replace(vector, name="low", layer=1)
+    tiny_model.ledger = Ledger(tiny_model.n_layers)
+    audit = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(vector, low)).audit(
+        Restated(), vector, lambdas, n=4)
+    sweep = tiny_model.ledger.calls["sweep: toy sweep"]
+    tiny_model.ledger = Ledger(tiny_model.n_layers)
+    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).audit(Restated(), vector, lambdas, n=4)  # no cache
+    from_tokens = tiny_model.ledger.calls["sweep: toy sweep"]
+    texts = [tiny_model.chat(item.prompt, item.prefix) for item in Restated().items("neutral", 4, 0)]
+    shared = shareable(tiny_model.hf, tiny_model.encode(texts))
+    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
+                                                                              tiny_model.encode(texts)], 64))
+    assert from_tokens[0] - sweep[0] == padded * (vector.layer + 1)  # the sweep ran no block below the edit
+    assert sweep[1] == from_tokens[1]  # in both, the black-box pass had run the blocks below: none are needed
+    assert audit.white["metric"].to_numpy() == pytest.approx(plain.white["metric"].to_numpy(), abs=1e-6)
+    assert audit.white["slope0"].to_numpy() == pytest.approx(plain.white["slope0"].to_numpy(), abs=1e-6)
 
 
 def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:

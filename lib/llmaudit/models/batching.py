@@ -15,10 +15,12 @@ from llmaudit.errors import AuditError
 @dataclass
 class ForwardOutput:
     """`probs`: (n, labels) next-token probabilities, or (n, vocab) log-probs when no labels were asked for;
-    `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks."""
+    `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks; `states`: per
+    block kept, each prompt's residual stream at every token (tokens, width), where the engine keeps them."""
 
     probs: torch.Tensor
     acts: torch.Tensor | None
+    states: dict[int, list[torch.Tensor]] | None = None
 
 
 @contextmanager

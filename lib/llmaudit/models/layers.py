@@ -21,6 +21,11 @@ def with_hidden(output: Any, value: torch.Tensor) -> Any:
     return (value, *output[1:]) if isinstance(output, tuple) else value
 
 
+def every_position(h: torch.Tensor) -> torch.Tensor:
+    """A `reading` pick: the residual stream at every position, as it is."""
+    return h
+
+
 @contextmanager
 def reading(blocks: Sequence[torch.nn.Module], layers: Iterable[int],
             pick: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[dict[int, torch.Tensor]]:

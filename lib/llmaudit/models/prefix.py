@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -25,7 +25,7 @@ from tqdm import tqdm
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
-from llmaudit.models.layers import reading
+from llmaudit.models.layers import every_position, reading
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 
 if TYPE_CHECKING:
@@ -98,11 +98,13 @@ def forward_shared_prefix(
     batch_tokens: int = 4096,
     desc: str | None = None,
     min_branch: int | None = MIN_BRANCH,
+    keep: Sequence[int] = (),
 ) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
     chat-formatted texts, every shared beginning computed once (see the module; `min_branch` None shares only the
     common beginning) and, when no label is read, no block above the deepest layer read; equal to the traced
-    forward, which remote models take."""
+    forward, which remote models take. `keep`: blocks whose outputs at every token to return (`states`, a local
+    model's only), for a sweep of the same texts to start from."""
     if model.hf is None:
         return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
@@ -115,11 +117,12 @@ def forward_shared_prefix(
     own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
-    depth = max(layers) + 1 if activations_only(labels, layers) else model.n_layers
+    states: dict[int, list[torch.Tensor | None]] = {block: [None] * len(texts) for block in keep}
+    depth = max([*layers, *keep]) + 1 if activations_only(labels, layers) else model.n_layers
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
-        start = Past.beginning(model, encoded[0][:shared])
+        start = Past.beginning(model, encoded[0][:shared], keep)
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
             for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first
                 order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
@@ -128,38 +131,45 @@ def forward_shared_prefix(
                 for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
                     past = start.branched(model, [branch_of[i] for i in batch], rest) if branched else \
                         start.repeated(len(batch))
-                    p, a = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels, layers)
+                    p, a, s = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels,
+                                        layers)
                     for row, i in enumerate(batch):
                         probs[i] = p[row]
+                        for block in keep:
+                            states[block][i] = s[block][row]
                     if acts is not None:
                         acts[batch] = a
                     bar.update(len(batch))
-    return ForwardOutput(probs=torch.stack(probs), acts=acts)  # type: ignore[arg-type]
+    return ForwardOutput(probs=torch.stack(probs), acts=acts, states=states or None)  # type: ignore[arg-type]
 
 
 @dataclass
 class Past:
     """What a batch of continuations attends to: a key/value cache (None: nothing) and its attention mask, one row
-    per continuation (zeros where a row's cache holds padding)."""
+    per continuation (zeros where a row's cache holds padding), and the outputs of the blocks whose states are
+    kept (block -> (rows, length, width)), aligned with the mask."""
 
     cache: Cache | None
     mask: torch.Tensor
+    states: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def beginning(cls, model: AuditModel, tokens: list[int]) -> Past:
-        """The common beginning, run once (batch 1)."""
+    def beginning(cls, model: AuditModel, tokens: list[int], keep: Sequence[int] = ()) -> Past:
+        """The common beginning, run once (batch 1), keeping the outputs of blocks `keep`."""
         if not tokens:
-            return cls(None, torch.ones(1, 0, dtype=torch.long, device=model.device))
+            return cls(None, torch.ones(1, 0, dtype=torch.long, device=model.device),
+                       {block: torch.empty(1, 0, model.width, dtype=model.hf.dtype) for block in keep})
         ids = torch.tensor([tokens], device=model.device)
-        cache = architectures.decoder(model.hf)(input_ids=ids, use_cache=True).past_key_values
-        return cls(cache, torch.ones(1, len(tokens), dtype=torch.long, device=model.device))
+        with reading(architectures.blocks(model.hf), keep, every_position) as seen:
+            cache = architectures.decoder(model.hf)(input_ids=ids, use_cache=True).past_key_values
+        return cls(cache, torch.ones(1, len(tokens), dtype=torch.long, device=model.device), dict(seen))
 
     def repeated(self, rows: int) -> Past:
         """This past for `rows` continuations (a copy: the original serves later batches)."""
         cache = copy.deepcopy(self.cache)
         if cache is not None:
             cache.batch_repeat_interleave(rows)
-        return Past(cache, self.mask.expand(rows, -1))
+        return Past(cache, self.mask.expand(rows, -1), {b: s.expand(rows, -1, -1) for b, s in self.states.items()})
 
     def branched(self, model: AuditModel, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:
         """This past extended, per row, by its branch (None: none, all padding): the batch's distinct branches run
@@ -172,31 +182,38 @@ class Past:
         past = self.repeated(len(distinct))
         mask = torch.cat([past.mask, own.to(past.mask.device)], dim=1)
         positions = past.mask.sum(1, keepdim=True) + (own.cumsum(-1) - 1).clamp(min=0).to(mask.device)
-        cache = architectures.decoder(model.hf)(input_ids=ids.to(model.device), attention_mask=mask,
-                                                position_ids=positions, past_key_values=past.cache,
-                                                use_cache=True).past_key_values
+        with reading(architectures.blocks(model.hf), list(self.states), every_position) as seen:
+            cache = architectures.decoder(model.hf)(input_ids=ids.to(model.device), attention_mask=mask,
+                                                    position_ids=positions, past_key_values=past.cache,
+                                                    use_cache=True).past_key_values
         slot = {b: k for k, b in enumerate(distinct)}
         where = torch.tensor([slot[b] for b in of_rows], device=mask.device)
         cache.batch_select_indices(where)
-        return Past(cache, mask[where])
+        states = {b: torch.cat([s, seen[b].to(s.device)], dim=1)[where] for b, s in past.states.items()}
+        return Past(cache, mask[where], states)
 
 
 def _continue(
     model: AuditModel, past: Past, suffixes: list[list[int]], labels: Sequence[int] | None, layers: Sequence[int],
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, list[torch.Tensor]]]:
     """One right-padded batch of continuations after their past: label probabilities and block outputs at each
-    row's last real token (causal attention keeps the padding after it invisible)."""
+    row's last real token (causal attention keeps the padding after it invisible), and per kept block of the past
+    each row's whole states (its tokens, width), on the CPU."""
     ids, mask = pad(suffixes, model.tokenizer.pad_token_id, left=False)
     ids, mask = ids.to(model.device), mask.to(past.mask.device)
     attention = torch.cat([past.mask, mask], dim=1)
     positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
     last = mask.sum(1) - 1
-    with reading(architectures.blocks(model.hf), layers, lambda h: _at(h, last)) as saved:
+    blocks = architectures.blocks(model.hf)
+    with reading(blocks, layers, lambda h: _at(h, last)) as saved, reading(blocks, list(past.states), every_position) as seen:
         out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
                                               past_key_values=past.cache, use_cache=past.cache is not None)
     unembedded = not activations_only(labels, layers)
     logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
-    return readout(logits, labels, [saved[layer] for layer in layers])
+    probs, acts = readout(logits, labels, [saved[layer] for layer in layers])
+    states = {b: [torch.cat([before[row][past.mask[row].bool().to(before.device)], seen[b][row, : len(suffix)]]).cpu()
+                  for row, suffix in enumerate(suffixes)] for b, before in past.states.items()}
+    return probs, acts, states
 
 
 def _at(h: torch.Tensor, last: torch.Tensor) -> torch.Tensor:

@@ -107,13 +107,15 @@ class AuditModel:
         batch_tokens: int = 4096,
         desc: str | None = None,
         traced: bool = False,
+        keep: Sequence[int] = (),
     ) -> ForwardOutput:
         """Label probabilities and activations of `texts` (already chat-formatted) in input order. A local model's
-        unsteered prompts go through the shared-prefix engine (their common beginning runs once); steered or
-        remote ones, and all with `traced`, through nnsight's trace in length-sorted, left-padded batches, each
-        prompt whole (the tests' reference). Only the last position's logits are computed."""
+        unsteered prompts go through the shared-prefix engine (their common beginning runs once), which also keeps
+        the outputs of blocks `keep` at every token (`ForwardOutput.states`); steered or remote ones, and all with
+        `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole (the tests'
+        reference), keeping no states. Only the last position's logits are computed."""
         if self.hf is not None and intervention is None and not traced:
-            return forward_shared_prefix(self, texts, labels, layers, batch_tokens, desc)
+            return forward_shared_prefix(self, texts, labels, layers, batch_tokens, desc, keep=keep)
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
         encoded = self.encode(texts)

@@ -45,7 +45,7 @@ from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
-from llmaudit.models.layers import reading
+from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates
@@ -161,7 +161,7 @@ def sweep_with_sensitivity(
     base = 0 if start is None else start.block + 1  # the first block the continuations run
     lower, upper = range(vector.layer + 1), range(vector.layer + 1, hf.config.num_hidden_layers)
     below = [layer for layer in layers if layer < vector.layer]
-    _check_states(start, keep, rest, shared, base, vector.layer, below)
+    _check_states(start, keep, encoded, base, vector.layer, below)
     kept: list[torch.Tensor | None] = [None] * len(texts)
     model.ledger.spare(encoded, base)  # what the given states spare is neither run nor needed
     with memory_guard(batch_tokens), model.ledger.account(encoded, steered=(vector.layer, edits),
@@ -169,19 +169,21 @@ def sweep_with_sensitivity(
         if None in lambdas:  # the unsteered model needs every block once, as any unsteered forward does
             model.ledger.need(encoded)
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
-        prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection)
+        prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
         for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
             inputs = {"input_ids": ids} if start is None else \
-                {"inputs_embeds": start.padded(batch).to(ids.device, hf.dtype)}
+                {"inputs_embeds": start.padded(batch, shared).to(ids.device, hf.dtype)}
             blocks = architectures.blocks(hf)
             with torch.inference_mode():
                 with running(hf, range(base, vector.layer + 1), final_norm=False), \
-                        reading(blocks, below, _last) as read, reading(blocks, _listed(keep), _whole) as at_keep:
+                        reading(blocks, below, _last) as read, \
+                        reading(blocks, _listed(keep), every_position) as at_keep:
                     hidden = architectures.decoder(hf)(
                         **inputs, attention_mask=prefix.mask(mask), position_ids=positions + shared,
                         past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
                 for row, i in enumerate(batch) if keep is not None else ():
-                    kept[i] = at_keep[keep][row, at_keep[keep].shape[1] - len(rest[i]):].clone().cpu()
+                    kept[i] = torch.cat([prefix.kept[0], at_keep[keep][row, at_keep[keep].shape[1] - len(rest[i]):]
+                                         .to(prefix.kept.device)]).cpu()
                 if lambdas:
                     swept = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector, lambdas,
                                          projection, lambda_batch, prefix, layers, read)
@@ -193,16 +195,15 @@ def sweep_with_sensitivity(
                 whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
                 derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
                                                       projection)
-    states = LowerStates(keep, shared, kept) if keep is not None else None  # type: ignore[arg-type]
+    states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
 
 
-def _check_states(start: LowerStates | None, keep: int | None, rest: Sequence[Sequence[int]], shared: int, base: int,
+def _check_states(start: LowerStates | None, keep: int | None, encoded: Sequence[Sequence[int]], base: int,
                   layer: int, below: Sequence[int]) -> None:
-    """Refuse given states that are not these prompts' (split as this sweep splits them) below the steering block,
-    and blocks to read or keep that the sweep does not run."""
-    if start is not None and (start.shared != shared or [len(s) for s in start.own] != [len(r) for r in rest]
-                              or start.block > layer):
+    """Refuse given states that are not these prompts' below the steering block, and blocks to read or keep that the
+    sweep does not run."""
+    if start is not None and ([len(s) for s in start.states] != [len(e) for e in encoded] or start.block > layer):
         raise ValueError(f"lower states at block {start.block} are not these prompts' below steering block {layer}")
     if keep is not None and not base <= keep <= layer:
         raise ValueError(f"block {keep} to keep is outside the blocks the sweep runs below the edit, {base}-{layer}")
@@ -213,11 +214,6 @@ def _check_states(start: LowerStates | None, keep: int | None, rest: Sequence[Se
 def _listed(block: int | None) -> list[int]:
     """A block as a list of blocks (none for None)."""
     return [] if block is None else [block]
-
-
-def _whole(h: torch.Tensor) -> torch.Tensor:
-    """Hidden states as they are (every position)."""
-    return h
 
 
 def _edit(vector: SteeringVector, lam: float | None, projection: bool) -> Intervention | None:
@@ -246,16 +242,19 @@ class _Prefix:
     lower_cache: Cache | None  # the prefix's keys and values in the lower blocks
     upper_caches: dict[float | None, Cache]  # lambda -> the prefix's keys and values in every block, edited above
     length: int
+    kept: torch.Tensor  # (1, p, width): the output of the block whose states the sweep keeps (empty: none)
 
     @classmethod
     def run(cls, hf: torch.nn.Module, tokens: list[int], device: str, lower: range, upper: range,
-            vector: SteeringVector, lambdas: Sequence[float | None], projection: bool) -> _Prefix:
+            vector: SteeringVector, lambdas: Sequence[float | None], projection: bool,
+            keep: int | None = None) -> _Prefix:
         """Compute the shared beginning `tokens` (none: an empty prefix)."""
         if not tokens:
-            return cls(None, None, {}, 0)
+            return cls(None, None, {}, 0, torch.empty(1, 0, hf.config.hidden_size, dtype=hf.dtype))
         ids = torch.tensor([tokens], device=device)
         with torch.inference_mode():
-            with running(hf, lower, final_norm=False):
+            with running(hf, lower, final_norm=False), \
+                    reading(architectures.blocks(hf), _listed(keep), every_position) as at_keep:
                 out = architectures.decoder(hf)(input_ids=ids, use_cache=True)
             caches = {}
             for lam in lambdas:
@@ -265,7 +264,8 @@ class _Prefix:
                 caches[lam] = copy.deepcopy(out.past_key_values)
                 for block in upper:
                     caches[lam].layers[block] = above.layers[block]
-        return cls(out.last_hidden_state, out.past_key_values, caches, len(tokens))
+        kept = at_keep[keep] if keep is not None else torch.empty(1, 0, hf.config.hidden_size, dtype=hf.dtype)
+        return cls(out.last_hidden_state, out.past_key_values, caches, len(tokens), kept)
 
     @property
     def cached(self) -> bool:

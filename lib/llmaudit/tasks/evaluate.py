@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
+from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
-from llmaudit.models.states import LowerStates
+from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.sweep import sweep, sweep_with_sensitivity
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
@@ -130,7 +130,8 @@ class TaskRunner:
         """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
         `vector`, with the projection edit or the additive one), on the same cases whichever vector steers them."""
         exclude = self.held_out(task)
-        black = {variant: self.black_box(task, variant, n, exclude) for variant in task.black_box_variants}
+        swept = self._prompts(task.items("neutral", n, self.seed, self.mirror, exclude))
+        black = {variant: self.black_box(task, variant, n, exclude, swept) for variant in task.black_box_variants}
         return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude, projection))
 
     def held_out(self, task: Task) -> set[int]:
@@ -140,18 +141,31 @@ class TaskRunner:
             for row in vector.meta.get("val_ids", [])
         }
 
-    def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = ()) -> pd.DataFrame:
+    def black_box(self, task: Task, variant: str, n: int | None, exclude: Collection[int] = (),
+                  swept: Sequence[str] = ()) -> pd.DataFrame:
         """Per item: case, group, metric, the answer words' probability mass (how much the model answers), the exact
-        prompt text it read and the case's decisive fact (`Task.fact`)."""
+        prompt text it read and the case's decisive fact (`Task.fact`). `swept`: the prompts the task's sweeps steer
+        (the neutral ones); where this variant holds them all, their lower states are kept for the sweeps."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
-        return self.score(items, task.answers, f"{task.name} {variant}").assign(fact=[task.fact(i) for i in items])
+        blocks = sorted({v.layer for v in self.vectors if v.concept == task.concept})
+        return self.score(items, task.answers, f"{task.name} {variant}", swept, blocks).assign(
+            fact=[task.fact(i) for i in items])
 
-    def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str) -> pd.DataFrame:
-        """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`."""
+    def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str, swept: Sequence[str] = (),
+              blocks: Sequence[int] = ()) -> pd.DataFrame:
+        """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; where the items'
+        prompts hold all the prompts `swept` and the pass runs, those prompts' states at `blocks` are stored for the
+        sweeps that steer them (`lower_states`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
+        keep = blocks if swept and set(swept) <= set(texts) else ()
 
         def run() -> dict[str, torch.Tensor]:
-            return {"probs": self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc).probs}
+            out = self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc, keep=keep)
+            where = {text: i for i, text in enumerate(texts)}
+            for block, states in (out.states or {}).items():
+                store_states(self.cache, self.model.identity, swept,
+                             LowerStates(block, [states[where[text]] for text in swept]))
+            return {"probs": out.probs}
 
         probs = cached_tensors(self.cache, {"model": self.model.identity, "prompts": texts, "labels": labels}, run)
         probs = probs["probs"]
@@ -186,7 +200,7 @@ class TaskRunner:
                                            batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=desc,
                                            start=start, keep=lowest if start is None else None)
             if swept.states is not None:
-                store_tensors(self.cache, self._states_key(texts, lowest), swept.states.tensors())
+                store_states(self.cache, model.identity, texts, swept.states)
             return {"probs": swept.probs, "slope0": swept.derivative}
 
         result = cached_tensors(self.cache, key, run)
@@ -206,17 +220,9 @@ class TaskRunner:
     def lower_states(self, texts: Sequence[str], vector: SteeringVector) -> tuple[int, LowerStates | None]:
         """The lowest block any of the audit's vectors of `vector`'s concept steers at or below its block (where a
         sweep keeps its prompts' states), and the stored states of `texts` nearest below the edit, if any."""
-        blocks = sorted({v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer}
-                        | {vector.layer})
-        for block in reversed(blocks):
-            found = stored_tensors(self.cache, self._states_key(texts, block))
-            if found is not None:
-                return blocks[0], LowerStates.from_tensors(found)
-        return blocks[0], None
-
-    def _states_key(self, texts: Sequence[str], block: int) -> dict:
-        """The tensor-cache key of `texts`' lower states at `block`."""
-        return {"model": self.model.identity, "prompts": list(texts), "states": block}
+        blocks = {v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer}
+        blocks.add(vector.layer)
+        return min(blocks), stored_states(self.cache, self.model.identity, texts, blocks)
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""
