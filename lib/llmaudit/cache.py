@@ -98,5 +98,6 @@ def store_tensors(folder: Path | None, key: Any, tensors: dict[str, torch.Tensor
     path = Path(folder) / f"{digest(key)}.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata={"sha256": tensors_sha256(tensors)})
+    checksum = {"sha256": tensors_sha256(tensors)}
+    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata=checksum)
     partial.rename(path)

@@ -144,7 +144,8 @@ def read_calls(report_dir: Path) -> dict[str, dict[str, dict[str, int]]]:
     for path in sorted((Path(report_dir) / FOLDER).glob("*.json")):
         try:
             calls = json.loads(path.read_text(encoding="utf-8"))["calls"]
-            found[path.stem] = {label: {key: int(c[key]) for key in ("actual", "minimum")} for label, c in calls.items()}
+            found[path.stem] = {label: {key: int(counts[key]) for key in ("actual", "minimum")}
+                                for label, counts in calls.items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return found

@@ -205,7 +205,8 @@ def _continue(
     positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
     last = mask.sum(1) - 1
     blocks = architectures.blocks(model.hf)
-    with reading(blocks, layers, lambda h: _at(h, last)) as saved, reading(blocks, list(past.states), every_position) as seen:
+    with reading(blocks, layers, lambda h: _at(h, last)) as saved, \
+            reading(blocks, list(past.states), every_position) as seen:
         out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
                                               past_key_values=past.cache, use_cache=past.cache is not None)
     unembedded = not activations_only(labels, layers)

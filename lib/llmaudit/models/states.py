@@ -47,7 +47,8 @@ def store_states(cache: Path | None, identity: dict, texts: Sequence[str], state
     store_tensors(cache, _key(identity, texts, states.block), states.tensors())
 
 
-def stored_states(cache: Path | None, identity: dict, texts: Sequence[str], blocks: Iterable[int]) -> LowerStates | None:
+def stored_states(cache: Path | None, identity: dict, texts: Sequence[str],
+                  blocks: Iterable[int]) -> LowerStates | None:
     """The stored states of `texts` at the highest of `blocks` that has them; None where none has."""
     for block in sorted(blocks, reverse=True):
         found = stored_tensors(cache, _key(identity, texts, block))
