@@ -216,6 +216,13 @@ def test_left_pad_and_batches() -> None:
     assert sorted(i for b in batches for i in b) == list(range(5))
     for b in batches:
         assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 20
+    # a long row's batch-mates are padded to it: cut after it where that saves more than a batch costs
+    lengths = [400] + [100] * 30
+    batches = list(batching.token_batches(list(range(31)), lengths, batch_tokens=4096))
+    assert batches == [[0], list(range(1, 31))]  # filled to the budget: 10 rows padded to 400, 2,700 positions
+    assert list(batching.token_batches([0, 1], [10, 9], batch_tokens=4096)) == [[0, 1]]  # 1 padded < a batch
+    costly = list(batching.token_batches([0, 1, 2], [50, 50, 50], 4096, computed=[300, 10, 10]))
+    assert costly == [[0], [1, 2]]  # padding counted on the computed lengths
 
 
 def test_load_model_missing_path() -> None:

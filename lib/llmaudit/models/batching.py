@@ -69,16 +69,34 @@ def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch
     return ids, mask
 
 
-def token_batches(order: list[int], lengths: list[int], batch_tokens: int) -> Iterator[list[int]]:
-    """Consecutive runs of `order` (best sorted longest first, which pads least) whose padded batch, rows times the
-    longest length, holds at most `batch_tokens` tokens (a longer row alone)."""
-    batch: list[int] = []
-    longest = 0
-    for i in order:
-        if batch and (len(batch) + 1) * max(longest, lengths[i]) > batch_tokens:
-            yield batch
-            batch, longest = [], 0
-        batch.append(i)
-        longest = max(longest, lengths[i])
-    if batch:
-        yield batch
+# What one more batch costs beside its tokens (calls, smaller matrix products), in token positions: the batching
+# below takes a batch boundary where it saves more padding than this.
+BATCH_OVERHEAD = 64
+
+
+def token_batches(order: list[int], lengths: list[int], batch_tokens: int,
+                  computed: list[int] | None = None) -> Iterator[list[int]]:
+    """Consecutive runs of `order` (best sorted longest first) whose padded batch, rows times the longest of
+    `lengths`, holds at most `batch_tokens` tokens (a longer row alone), cut where they compute the fewest padded
+    positions (rows times the longest of `computed`, default `lengths`) plus `BATCH_OVERHEAD` per batch. Filling
+    each batch to the budget would pad a long row's batch-mates to its length: with long-tailed lengths, a
+    quarter of the positions (dynamic programming over the cut points; a batch holds at most
+    batch_tokens / shortest rows, so the cost is linear in the number of rows)."""
+    computed = lengths if computed is None else computed
+    best = [0] + [0] * len(order)  # best[j]: the least cost of the first j rows
+    cut = [0] * (len(order) + 1)  # cut[j]: where the last batch of that best begins
+    for j in range(1, len(order) + 1):
+        longest = widest = 0
+        best[j] = -1
+        for i in range(j - 1, -1, -1):  # the last batch: rows i .. j-1
+            longest, widest = max(longest, lengths[order[i]]), max(widest, computed[order[i]])
+            if i < j - 1 and (j - i) * longest > batch_tokens:
+                break
+            cost = best[i] + (j - i) * widest + BATCH_OVERHEAD
+            if best[j] < 0 or cost < best[j]:
+                best[j], cut[j] = cost, i
+    batches, j = [], len(order)
+    while j > 0:
+        batches.append(order[cut[j]:j])
+        j = cut[j]
+    yield from reversed(batches)

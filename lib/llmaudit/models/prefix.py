@@ -128,7 +128,7 @@ def forward_shared_prefix(
                 order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
                 # the budget counts each row's tokens after the common beginning: those it computes and, for a
                 # branched row, the cached branch it attends to (which bounds the cache copies' memory)
-                for batch in token_batches(order, [len(r) for r in rest], batch_tokens):
+                for batch in token_batches(order, [len(r) for r in rest], batch_tokens, own):
                     past = start.branched(model, [branch_of[i] for i in batch], rest) if branched else \
                         start.repeated(len(batch))
                     p, a, s = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels,
