@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 from llmaudit.cache import cached_tensors, digest
 from llmaudit.errors import AuditError
+from llmaudit.ledger import Ledger
+from llmaudit.models.prefix import shareable
 from llmaudit.steering import Intervention, SteeringVector
 from llmaudit.steering.concept import ConceptTokens, concept_tokens, split, split_counts, thresholds
 from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
@@ -323,7 +325,7 @@ def test_held_out_rows_exclude_the_ids_that_chose_the_vector(mirror) -> None:
     assert held_out["instruction"].str.len().gt(0).all()
 
 
-def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_model) -> None:
+def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_model, tmp_path) -> None:
     from llmaudit.steering.effect import steered_scores
 
     ids = tiny_model.tokenizer.convert_tokens_to_ids
@@ -333,13 +335,23 @@ def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_mo
     gen = torch.Generator().manual_seed(3)
     vector = SteeringVector("v", "gender", 1, F.normalize(torch.randn(32, generator=gen), dim=0),
                             torch.randn(32, generator=gen), k=4.0)
-    table = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0], 4096)
     prompts = [tiny_model.chat(i, p) for i, p in zip(frame["instruction"], frame["prefix"])]
-    for lam, part in table.groupby(table["lam"].fillna(99.0)):
-        edit = None if lam == 99.0 else vector.intervention(lam)
-        probs = tiny_model.forward(prompts, tokens.ids, intervention=edit).probs
-        plus, minus = probs[:, :2].sum(-1), probs[:, 2:].sum(-1)
-        np.testing.assert_allclose(part["raw"], (plus - minus).numpy(), atol=1e-6)
-        np.testing.assert_allclose(part["mass"], (plus + minus).numpy(), atol=1e-6)
-        np.testing.assert_allclose(part["normalised"], ((plus - minus) / (plus + minus)).numpy(), atol=1e-5)
-    assert table["lam"].isna().sum() == len(frame) and len(table) == 4 * len(frame)
+    tables, ran = {}, {}
+    for projection in (True, False):  # the additive sweep starts from the states the projection sweep kept
+        tiny_model.ledger = Ledger(tiny_model.n_layers)
+        tables[projection] = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0], 4096, tmp_path,
+                                            projection=projection)
+        ran[projection] = tiny_model.ledger.actual
+    encoded = tiny_model.encode(prompts)
+    shared = shareable(tiny_model.hf, encoded)
+    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in encoded], 4096))
+    assert ran[True] - ran[False] == padded * (vector.layer + 1)  # no block up to the edit's run again
+    for projection, table in tables.items():
+        for lam, part in table.groupby(table["lam"].fillna(99.0)):
+            edit = None if lam == 99.0 else vector.intervention(lam, projection)
+            probs = tiny_model.forward(prompts, tokens.ids, intervention=edit).probs
+            plus, minus = probs[:, :2].sum(-1), probs[:, 2:].sum(-1)
+            np.testing.assert_allclose(part["raw"], (plus - minus).numpy(), atol=1e-6)
+            np.testing.assert_allclose(part["mass"], (plus + minus).numpy(), atol=1e-6)
+            np.testing.assert_allclose(part["normalised"], ((plus - minus) / (plus + minus)).numpy(), atol=1e-5)
+        assert table["lam"].isna().sum() == len(frame) and len(table) == 4 * len(frame)

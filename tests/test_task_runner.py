@@ -12,6 +12,7 @@ import torch
 
 from llmaudit.ledger import Ledger
 from llmaudit.models.prefix import shareable
+from llmaudit.models.states import stored_states
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids
 from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
@@ -87,7 +88,7 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low, elsewhere))
     runner.white_box(ToyTask(), high, lambdas, n=4)
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in ToyTask().items("neutral", 4, 0)]
-    assert runner.lower_states(texts, high)[1].block == 1 and runner.lower_states(texts, low)[1].block == 1
+    assert stored_states(tmp_path, tiny_model.identity, texts, [0, 1, 2]).block == 1  # the lowest, and not race's
     tiny_model.ledger = Ledger(tiny_model.n_layers)
     later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
         ToyTask(), low, lambdas, n=4)

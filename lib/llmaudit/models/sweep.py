@@ -33,8 +33,9 @@ where the steering block left it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch.autograd import forward_ad
@@ -48,7 +49,7 @@ from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
-from llmaudit.models.states import LowerStates
+from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
@@ -197,6 +198,32 @@ def sweep_with_sensitivity(
                                                       projection)
     states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
+
+
+def sweep_from_stored(
+    model: AuditModel,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    vector: SteeringVector,
+    lambdas: Sequence[float | None],
+    targets: Sequence[int] | None,
+    cache: Path | None,
+    blocks: Iterable[int] = (),
+    projection: bool = True,
+    batch_tokens: int = 4096,
+    lambda_batch: int = 1,
+    desc: str | None = None,
+) -> SweepOutput:
+    """`sweep_with_sensitivity` of a local model that starts from the texts' states stored in the tensor cache at the
+    highest of `blocks` and the steering block that has them, at or below the edit; when none has, it keeps and
+    stores them at the lowest of those blocks, for the next sweep of the same texts (`models.states`)."""
+    blocks = {block for block in blocks if block <= vector.layer} | {vector.layer}
+    start = stored_states(cache, model.identity, texts, blocks)
+    swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection, batch_tokens,
+                                   lambda_batch, desc, start=start, keep=min(blocks) if start is None else None)
+    if swept.states is not None:
+        store_states(cache, model.identity, texts, swept.states)
+    return swept
 
 
 def _check_states(start: LowerStates | None, keep: int | None, encoded: Sequence[Sequence[int]], base: int,

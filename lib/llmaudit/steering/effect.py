@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from llmaudit.cache import cached_tensors
-from llmaudit.models.sweep import sweep
+from llmaudit.models.sweep import sweep, sweep_from_stored
 from llmaudit.steering.concept import ConceptTokens
 from llmaudit.models.vector import SteeringVector
 
@@ -32,16 +32,21 @@ def steered_scores(
     lambdas: Sequence[float],
     batch_tokens: int,
     cache: Path | None = None,
+    projection: bool = True,
 ) -> pd.DataFrame:
     """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
-    projection edit at each lambda (one sweep: the lower blocks once for all, see `models.sweep`)."""
+    projection edit (`projection` False: the additive one) at each lambda (one sweep: the lower blocks once for all,
+    see `models.sweep`; they are kept, so that the same prompts steered again start above them)."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "lambdas": list(lambdas),
-           "vector": vector.fingerprint()}
+           "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})
 
     def run() -> dict[str, torch.Tensor]:
-        return {"probs": sweep(model, prompts, tokens.ids, vector, [None, *lambdas], batch_tokens=batch_tokens,
-                               desc=f"causal check {vector.name}")}
+        desc = f"causal check {vector.name}{'' if projection else ' (additive)'}"
+        if model.hf is None:
+            return {"probs": sweep(model, prompts, tokens.ids, vector, [None, *lambdas], projection, batch_tokens)}
+        return {"probs": sweep_from_stored(model, prompts, tokens.ids, vector, [None, *lambdas], None, cache,
+                                           projection=projection, batch_tokens=batch_tokens, desc=desc).probs}
 
     probs = cached_tensors(cache, key, run)["probs"]
     parts = [

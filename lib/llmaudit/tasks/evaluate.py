@@ -14,8 +14,8 @@ import torch
 from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
-from llmaudit.models.states import LowerStates, store_states, stored_states
-from llmaudit.models.sweep import sweep, sweep_with_sensitivity
+from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.sweep import sweep, sweep_from_stored
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
@@ -195,12 +195,9 @@ class TaskRunner:
             desc = f"{task.name} sweep"
             if model.hf is None:
                 return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
-            lowest, start = self.lower_states(texts, vector)
-            swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection,
-                                           batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=desc,
-                                           start=start, keep=lowest if start is None else None)
-            if swept.states is not None:
-                store_states(self.cache, model.identity, texts, swept.states)
+            concept = [v.layer for v in self.vectors if v.concept == vector.concept]
+            swept = sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache, concept, projection,
+                                      self.batch_tokens, self.lambda_batch, desc)
             return {"probs": swept.probs, "slope0": swept.derivative}
 
         result = cached_tensors(self.cache, key, run)
@@ -216,13 +213,6 @@ class TaskRunner:
         if "slope0" in result:
             frame = frame.merge(pd.DataFrame({"case": cases, "slope0": result["slope0"].numpy()}))
         return frame
-
-    def lower_states(self, texts: Sequence[str], vector: SteeringVector) -> tuple[int, LowerStates | None]:
-        """The lowest block any of the audit's vectors of `vector`'s concept steers at or below its block (where a
-        sweep keeps its prompts' states), and the stored states of `texts` nearest below the edit, if any."""
-        blocks = {v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer}
-        blocks.add(vector.layer)
-        return min(blocks), stored_states(self.cache, self.model.identity, texts, blocks)
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""
