@@ -7,10 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
-from llmaudit.framing.evaluate import texts, token_probabilities, versions
+from llmaudit.framing.evaluate import steered_probabilities, texts, token_probabilities, versions
 from llmaudit.framing.pronouns import family_probs, family_token_ids
 from llmaudit.framing.stimuli import prompts
+from llmaudit.ledger import Ledger
 from llmaudit.markedness.evaluate import agreement_with_unmarked
+from llmaudit.models.prefix import shareable
+from llmaudit.steering import SteeringVector
 from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 
 
@@ -22,6 +25,24 @@ def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
                           for row, p in zip(log_probs, cells)])
     assert torch.allclose(torch.tensor(frame[["he", "she", "they"]].to_numpy()).double(), expected.double(), atol=1e-5)
     assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
+
+
+def test_steered_completions_start_from_the_states_the_chat_pass_kept(tiny_model, tmp_path) -> None:
+    cells = versions(prompts("a moustache"), range(3))
+    free = [p for p in cells if p.kind == "completion"]
+    vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
+                            torch.zeros(tiny_model.width), k=3.0)
+    token_probabilities(tiny_model, cells, "chat", batch_tokens=256, cache=tmp_path, vector=vector, swept=free)
+    ran = {}
+    for cache in (None, tmp_path):  # from the tokens, and from the kept states
+        tiny_model.ledger = Ledger(tiny_model.n_layers)
+        ran[cache] = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256, cache=cache), \
+            tiny_model.ledger.actual
+    pd.testing.assert_frame_equal(ran[tmp_path][0], ran[None][0], atol=1e-6)
+    encoded = tiny_model.encode(texts(tiny_model, free, "chat"))
+    shared = shareable(tiny_model.hf, encoded)
+    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in encoded], 256))
+    assert ran[None][1] - ran[tmp_path][1] == padded * (vector.layer + 1)
 
 
 def test_choice_versions_reshuffle_and_completions_stay_single() -> None:

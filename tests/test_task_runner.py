@@ -80,15 +80,16 @@ def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(
 
 
 def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_model, tmp_path) -> None:
-    """The first sweep keeps its prompts' states at the lowest block the concept's vectors steer; a later sweep (a new
-    runner, as in another chapter) along the lower vector starts there, with the answers of a sweep from the tokens."""
+    """The first sweep keeps its prompts' states at the lowest block the concept's vectors steer (another concept's
+    lower block is no place to keep them); a later sweep (a new runner, as in another chapter) along the lower vector
+    starts there, with the answers of a sweep from the tokens."""
     high, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
     low = dataclasses.replace(high, name="low", layer=1)
-    elsewhere = dataclasses.replace(high, name="race", concept="race", layer=0)  # another concept's: not a start
+    elsewhere = dataclasses.replace(high, name="race", concept="race", layer=0)
     runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low, elsewhere))
     runner.white_box(ToyTask(), high, lambdas, n=4)
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in ToyTask().items("neutral", 4, 0)]
-    assert stored_states(tmp_path, tiny_model.identity, texts, [0, 1, 2]).block == 1  # the lowest, and not race's
+    assert stored_states(tmp_path, tiny_model.identity, texts, [0, 1, 2]).block == 1
     tiny_model.ledger = Ledger(tiny_model.n_layers)
     later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
         ToyTask(), low, lambdas, n=4)

@@ -17,7 +17,8 @@ from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, fa
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
 from llmaudit.models.sampling import SampleCall, call_batches
-from llmaudit.models.sweep import sweep
+from llmaudit.models.states import store_kept
+from llmaudit.models.sweep import sweep, sweep_from_stored
 from llmaudit.steering import SteeringVector
 
 FORMS = ("chat", "plain")  # the chat model's template, or the prompt as plain text for the LM to continue
@@ -55,15 +56,19 @@ def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd
 
 def token_probabilities(
     model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: int,
-    cache: Path | None = None, vector: SteeringVector | None = None,
+    cache: Path | None = None, vector: SteeringVector | None = None, swept: Sequence[FramingPrompt] = (),
 ) -> pd.DataFrame:
     """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
-    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it."""
+    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it. The states of
+    the prompts `swept` (among `prompts`) at the vector's block are kept for `steered_probabilities`."""
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     layers = [vector.layer] if vector is not None else []
 
     def run() -> dict[str, torch.Tensor]:
-        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}")
+        later = texts(model, swept, form)
+        keep = layers if later else []
+        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}", keep=keep)
+        store_kept(cache, model.identity, inputs, out.states, later)
         return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
 
     result = cached_tensors(cache, {"model": model.identity, "prompts": inputs, "labels": space, "layers": layers},
@@ -82,8 +87,14 @@ def steered_probabilities(
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
     key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
            "vector": vector.fingerprint()}
-    probs = cached_tensors(cache, key, lambda: {"probs": sweep(model, inputs, space, vector, lambdas,
-                                                              batch_tokens=batch_tokens)})["probs"]
+
+    def run() -> dict[str, torch.Tensor]:
+        if model.hf is None:
+            return {"probs": sweep(model, inputs, space, vector, lambdas, batch_tokens=batch_tokens)}
+        return {"probs": sweep_from_stored(model, inputs, space, vector, lambdas, None, cache,
+                                           batch_tokens=batch_tokens, desc="framing steered").probs}
+
+    probs = cached_tensors(cache, key, run)["probs"]
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam) for lam, p in zip(lambdas, probs)],
                      ignore_index=True)
 

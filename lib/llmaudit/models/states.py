@@ -47,6 +47,15 @@ def store_states(cache: Path | None, identity: dict, texts: Sequence[str], state
     store_tensors(cache, _key(identity, texts, states.block), states.tensors())
 
 
+def store_kept(cache: Path | None, identity: dict, texts: Sequence[str], kept: dict[int, list[torch.Tensor]] | None,
+               wanted: Sequence[str]) -> None:
+    """Store the states a forward of `texts` kept (`ForwardOutput.states`, per block) for the texts `wanted` among
+    them."""
+    where = {text: i for i, text in enumerate(texts)}
+    for block, states in (kept or {}).items():
+        store_states(cache, identity, wanted, LowerStates(block, [states[where[text]] for text in wanted]))
+
+
 def stored_states(cache: Path | None, identity: dict, texts: Sequence[str],
                   blocks: Iterable[int]) -> LowerStates | None:
     """The stored states of `texts` at the highest of `blocks` that has them; None where none has."""

@@ -208,19 +208,22 @@ def sweep_from_stored(
     lambdas: Sequence[float | None],
     targets: Sequence[int] | None,
     cache: Path | None,
-    blocks: Iterable[int] = (),
+    starts: Iterable[int] = (),
+    keep: int | None = None,
     projection: bool = True,
     batch_tokens: int = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
 ) -> SweepOutput:
     """`sweep_with_sensitivity` of a local model that starts from the texts' states stored in the tensor cache at the
-    highest of `blocks` and the steering block that has them, at or below the edit; when none has, it keeps and
-    stores them at the lowest of those blocks, for the next sweep of the same texts (`models.states`)."""
-    blocks = {block for block in blocks if block <= vector.layer} | {vector.layer}
-    start = stored_states(cache, model.identity, texts, blocks)
+    highest block that has them among `starts`, `keep` and the steering block, at or below the edit; and that keeps
+    and stores their states at block `keep` (default: the steering block) when it started below it, for the next
+    sweep of the same texts (`models.states`)."""
+    keep = vector.layer if keep is None else keep
+    start = stored_states(cache, model.identity, texts, {b for b in starts if b <= vector.layer} | {keep, vector.layer})
+    keeping = keep if start is None or start.block < keep else None
     swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, targets, projection, batch_tokens,
-                                   lambda_batch, desc, start=start, keep=min(blocks) if start is None else None)
+                                   lambda_batch, desc, start=start, keep=keeping)
     if swept.states is not None:
         store_states(cache, model.identity, texts, swept.states)
     return swept

@@ -14,7 +14,7 @@ import torch
 from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
-from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.states import store_kept
 from llmaudit.models.sweep import sweep, sweep_from_stored
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
@@ -161,10 +161,7 @@ class TaskRunner:
 
         def run() -> dict[str, torch.Tensor]:
             out = self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc, keep=keep)
-            where = {text: i for i, text in enumerate(texts)}
-            for block, states in (out.states or {}).items():
-                store_states(self.cache, self.model.identity, swept,
-                             LowerStates(block, [states[where[text]] for text in swept]))
+            store_kept(self.cache, self.model.identity, texts, out.states, swept)
             return {"probs": out.probs}
 
         probs = cached_tensors(self.cache, {"model": self.model.identity, "prompts": texts, "labels": labels}, run)
@@ -195,8 +192,11 @@ class TaskRunner:
             desc = f"{task.name} sweep"
             if model.hf is None:
                 return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
-            concept = [v.layer for v in self.vectors if v.concept == vector.concept]
-            swept = sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache, concept, projection,
+            # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep
+            # the states at the lowest block the concept's vectors steer, where its other vector's sweeps start
+            concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
+            swept = sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache,
+                                      [v.layer for v in self.vectors], min([*concept, vector.layer]), projection,
                                       self.batch_tokens, self.lambda_batch, desc)
             return {"probs": swept.probs, "slope0": swept.derivative}
 
