@@ -171,10 +171,10 @@ def sweep_with_sensitivity(
             model.ledger.need(encoded)
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
+        blocks = architectures.blocks(hf)
         for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
             inputs = {"input_ids": ids} if start is None else \
                 {"inputs_embeds": start.padded(batch, shared).to(ids.device, hf.dtype)}
-            blocks = architectures.blocks(hf)
             with torch.inference_mode():
                 with running(hf, range(base, vector.layer + 1), final_norm=False), \
                         reading(blocks, below, _last) as read, \
