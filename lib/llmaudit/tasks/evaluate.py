@@ -155,7 +155,7 @@ class TaskRunner:
               blocks: Sequence[int] = ()) -> pd.DataFrame:
         """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; where the items'
         prompts hold all the prompts `swept` and the pass runs, those prompts' states at `blocks` are stored for the
-        sweeps that steer them (`lower_states`)."""
+        sweeps that steer them (`models.states`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
         keep = blocks if swept and set(swept) <= set(texts) else ()
 
