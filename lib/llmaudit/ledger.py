@@ -63,6 +63,8 @@ class Ledger:
 
     def spare(self, encoded: Sequence[Sequence[int]], depth: int) -> None:
         """A stored result gives the prompts `encoded` through `depth` blocks: those are neither run nor needed."""
+        if depth <= 0:  # nothing given (a sweep from the tokens): no prefix to walk
+            return
         for tokens in encoded:
             for prefix in _prefixes(tokens):
                 self._depth[prefix] = max(self._depth.get(prefix, 0), depth)
