@@ -47,7 +47,7 @@ def main(n: int) -> None:
     per_prompt = time.perf_counter() - started
     started = time.perf_counter()
     batched = [tokens for batch in call_batches(model, calls, sizes.max_new_tokens, params.batch_tokens)
-               for tokens in model.sample([calls[i] for i in batch], sizes.max_new_tokens)]
+               for tokens in model.sample([calls[i] for i in batch], sizes.max_new_tokens).tokens]
     together = time.perf_counter() - started
     same = sum(torch.equal(a, b) for a, b in zip(batched, reference))
     print(f"{len(calls)} framing cells, {answers} answers of up to {sizes.max_new_tokens} tokens, "

@@ -3,16 +3,15 @@ full-vocabulary computation, option-order versions, probe-set sampling and agree
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from llmaudit.framing.evaluate import steered_probabilities, texts, token_probabilities, versions
+from llmaudit.framing.evaluate import chat_pass, steered_probabilities, texts, token_probabilities, versions
 from llmaudit.framing.pronouns import family_probs, family_token_ids
 from llmaudit.framing.stimuli import prompts
-from llmaudit.ledger import Ledger
 from llmaudit.markedness.evaluate import agreement_with_unmarked
-from llmaudit.models.prefix import shareable
 from llmaudit.steering import SteeringVector
 from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 
@@ -27,22 +26,36 @@ def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
     assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
 
 
-def test_steered_completions_start_from_the_states_the_chat_pass_kept(tiny_model, tmp_path) -> None:
-    cells = versions(prompts("a moustache"), range(3))
-    free = [p for p in cells if p.kind == "completion"]
+def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_cell(tiny_model, tmp_path) -> None:
+    cells, samples = prompts("a moustache"), 3
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    token_probabilities(tiny_model, cells, "chat", batch_tokens=256, cache=tmp_path, vector=vector, swept=free)
-    ran = {}
-    for cache in (None, tmp_path):  # from the tokens, and from the kept states
-        tiny_model.ledger = Ledger(tiny_model.n_layers)
-        ran[cache] = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256, cache=cache), \
-            tiny_model.ledger.actual
-    pd.testing.assert_frame_equal(ran[tmp_path][0], ran[None][0], atol=1e-6)
-    encoded = tiny_model.encode(texts(tiny_model, free, "chat"))
-    shared = shareable(tiny_model.hf, encoded)
-    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in encoded], 256))
-    assert ran[None][1] - ran[tmp_path][1] == padded * (vector.layer + 1)
+    scored, answers = chat_pass(tiny_model, cells, samples, 4, seed=0, batch_tokens=256, cache=tmp_path,
+                                vector=vector)
+    alone = token_probabilities(tiny_model, versions(cells, range(samples)), "chat", batch_tokens=256, vector=vector)
+    pd.testing.assert_frame_equal(scored, alone, atol=1e-6)
+    assert len(answers) == samples * len(cells)
+    assert answers.groupby(["task", "gender", "instr"]).size().eq(samples).all()
+    before = tiny_model.ledger.actual
+    again, same = chat_pass(tiny_model, cells, samples, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+    assert tiny_model.ledger.actual == before  # every batch from the cache
+    pd.testing.assert_frame_equal(again, scored)
+    pd.testing.assert_frame_equal(same, answers)
+
+
+def test_steered_shares_equal_the_plain_steered_forward(tiny_model) -> None:
+    free = [p for p in prompts("a moustache") if p.kind == "completion"]
+    vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
+                            torch.zeros(tiny_model.width), k=3.0)
+    steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256)
+    inputs = texts(tiny_model, free, "chat")
+    for lam in (-1.0, 1.0):
+        log_probs = tiny_model.forward(inputs, None, intervention=vector.intervention(lam)).probs
+        expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=True)
+                              for row, p in zip(log_probs, free)])
+        got = steered.loc[steered["lam"] == lam, ["he", "she", "they"]].to_numpy()
+        assert torch.allclose(torch.tensor(got).double(), expected.double(), atol=1e-5)
+    assert not np.allclose(steered.loc[steered["lam"] == -1.0, "she"], steered.loc[steered["lam"] == 1.0, "she"])
 
 
 def test_choice_versions_reshuffle_and_completions_stay_single() -> None:

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from llmaudit import ledger as ledger_module
 from llmaudit.ledger import Ledger, ledger_path, read_calls
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
@@ -68,8 +69,10 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
     sweep_with_sensitivity(model, texts, [5, 6], again, [-1.0, 0.0, 1.0], targets=[0])
     assert model.ledger.minimum == needed and model.ledger.actual == 2 * needed
     saved = json.loads(model.ledger.path.read_text())
+    seconds = saved["calls"]["sweep"].pop("seconds")
     assert saved == {"blocks": model.n_layers, "actual": model.ledger.actual, "minimum": model.ledger.minimum,
                      "calls": {"sweep": {"actual": model.ledger.actual, "minimum": model.ledger.minimum}}}
+    assert seconds > 0
 
 
 def test_each_call_is_counted_under_its_label_and_the_labels_add_up(model, tmp_path) -> None:
@@ -106,3 +109,24 @@ def test_the_forward_of_a_local_model_runs_the_shared_beginning_once(model) -> N
     model.ledger = traced
     model.forward(texts, [5, 6], traced=True)
     assert traced.actual > traced.minimum  # the traced forward runs the beginning once per prompt
+
+
+def test_each_call_label_gets_its_own_wall_time_and_none_between_calls(monkeypatch, tmp_path) -> None:
+    now = [0.0]
+    monkeypatch.setattr(ledger_module.time, "perf_counter", lambda: now[0])
+    ledger = Ledger(4, path=ledger_path(tmp_path, "chapter"))
+    now[0] = 5.0  # before any call: charged to none
+    with ledger.labelled("outer"):
+        ledger.ran(2)
+        now[0] = 7.0
+        with ledger.labelled("inner"):  # a call inside another counts as its own
+            ledger.ran(3)
+            now[0] = 10.0
+        now[0] = 11.0
+    now[0] = 20.0  # between calls
+    with ledger.labelled("outer"):
+        now[0] = 21.0
+    assert ledger.seconds == {"outer": 4.0, "inner": 3.0}
+    saved = read_calls(tmp_path)["chapter"]
+    assert saved == {"outer": {"actual": 2, "minimum": 0, "seconds": 4.0},
+                     "inner": {"actual": 3, "minimum": 0, "seconds": 3.0}}

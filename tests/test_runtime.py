@@ -326,9 +326,9 @@ def test_sampling_is_seeded_and_stops_at_the_end_token(tiny_model) -> None:
 
     texts = (tiny_model.chat("the nurse said"), tiny_model.chat("a doctor wrote about the new job"))
     calls = [SampleCall(texts, 3, seed=7)]
-    first = tiny_model.sample(calls, max_new_tokens=5)[0]
-    assert first.shape == (6, 5) and torch.equal(first, tiny_model.sample(calls, max_new_tokens=5)[0])
-    assert not torch.equal(first, tiny_model.sample([SampleCall(texts, 3, seed=8)], max_new_tokens=5)[0])
+    first = tiny_model.sample(calls, max_new_tokens=5).tokens[0]
+    assert first.shape == (6, 5) and torch.equal(first, tiny_model.sample(calls, max_new_tokens=5).tokens[0])
+    assert not torch.equal(first, tiny_model.sample([SampleCall(texts, 3, seed=8)], max_new_tokens=5).tokens[0])
     eos = tiny_model.tokenizer.eos_token_id
     for row in first.tolist():
         assert eos not in row and all(t == -1 for t in row[next((i for i, t in enumerate(row) if t < 0), 5):])

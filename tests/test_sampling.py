@@ -68,7 +68,7 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     if shared:  # the option orders share their question: a branch, whose cache serves the three
         assert branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 5)]
     model.ledger = Ledger(model.n_layers)
-    batched = model.sample(calls, NEW)
+    batched = model.sample(calls, NEW).tokens
     sampled, minimum = model.ledger.actual, model.ledger.minimum
     model.ledger = Ledger(model.n_layers)
     reference = [generate(model, call) for call in calls]
@@ -77,8 +77,19 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     lengths = [(row >= 0).sum() for tokens in reference for row in tokens]
     assert min(lengths) < NEW and max(lengths) == NEW  # some answers ended early, some ran to the end
     assert minimum <= sampled < model.ledger.actual  # never below the need, and cheaper than generate
-    alone = model.sample(calls[1:2], NEW)[0]  # a call's answers do not depend on the batch it ran in
+    alone = model.sample(calls[1:2], NEW).tokens[0]  # a call's answers do not depend on the batch it ran in
     assert torch.equal(alone, batched[1])
+
+
+def test_the_prefill_gives_what_a_scoring_pass_over_the_texts_gives(model) -> None:
+    calls, labels, layers = calls_of(model), [5, 6, 7], [0, model.n_layers - 1]
+    texts = [text for call in calls for text in call.texts]
+    samples = model.sample(calls, NEW, labels, layers)
+    scored = model.forward(texts, labels, layers)
+    assert samples.probs.shape == (len(texts), len(labels)) and samples.acts.shape == (len(texts), 2, model.width)
+    assert torch.allclose(samples.probs, scored.probs, atol=1e-6)
+    assert torch.allclose(samples.acts, scored.acts, atol=1e-5)
+    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
 
 
 def test_call_batches_keep_order_and_budget(tiny_model) -> None:

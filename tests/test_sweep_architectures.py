@@ -23,8 +23,10 @@ SLIDING, FULL = "sliding_attention", "full_attention"
 LAYER_TYPES = [SLIDING, FULL, SLIDING, SLIDING, FULL, SLIDING]
 WINDOW = 4
 
-# model_type -> (config class, architecture-specific config fields); llama is the shared conftest model.
+# model_type -> (config class, architecture-specific config fields); the sweep tests take the shared conftest model
+# for llama, whose key/value heads are not grouped (test_attention.py builds this one).
 CONFIGS: dict[str, tuple[str, dict]] = {
+    "llama": ("LlamaConfig", {}),
     "qwen2": ("Qwen2Config", {"use_sliding_window": True, "sliding_window": WINDOW, "layer_types": LAYER_TYPES}),
     "mistral": ("MistralConfig", {"sliding_window": WINDOW}),  # MistralModel has one window for every block
     # MinistralConfig leaves head_dim None, which MinistralAttention cannot use: give it explicitly

@@ -47,7 +47,7 @@ def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
     runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
     lambdas = [-1.0, 0.0, 1.0]
 
-    audit = runner.audit(ToyTask(), vector, lambdas, n=4)
+    audit = runner.audit(ToyTask(), vector, lambdas, n=4, exact=True)
     explicit = audit.black["explicit"]
     assert sorted(explicit["group"].unique()) == ["female", "male"] and len(explicit) == 8
     assert explicit["metric"].between(0, 1).all() and explicit["mass"].between(0, 1).all()
@@ -60,7 +60,7 @@ def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
     assert audit.curve()["lam"].tolist() == lambdas
 
     cached = len(list(tmp_path.glob("*.safetensors")))
-    again = runner.audit(ToyTask(), vector, lambdas, n=4)  # every forward pass now comes from the cache
+    again = runner.audit(ToyTask(), vector, lambdas, n=4, exact=True)  # every forward pass now comes from the cache
     assert len(list(tmp_path.glob("*.safetensors"))) == cached
     assert again.white["metric"].tolist() == white["metric"].tolist()
 
@@ -87,20 +87,39 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     low = dataclasses.replace(high, name="low", layer=1)
     elsewhere = dataclasses.replace(high, name="race", concept="race", layer=0)
     runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low, elsewhere))
-    runner.white_box(ToyTask(), high, lambdas, n=4)
+    runner.white_box(ToyTask(), high, lambdas, n=4, exact=True)
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in ToyTask().items("neutral", 4, 0)]
     assert stored_states(tmp_path, tiny_model.identity, texts, [0, 1, 2]).block == 1
     tiny_model.ledger = Ledger(tiny_model.n_layers)
     later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
-        ToyTask(), low, lambdas, n=4)
+        ToyTask(), low, lambdas, n=4, exact=True)
     started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
-    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4)  # no cache
+    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4, exact=True)  # no cache
     shared = shareable(tiny_model.hf, tiny_model.encode(texts))
     padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
                                                                               tiny_model.encode(texts)], 64))
     assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
+
+
+def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep(tiny_model, tmp_path) -> None:
+    vector, lambdas = toy_vector(tiny_model), [-1.0, 0.0, 1.0]
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    tiny_model.ledger = Ledger(tiny_model.n_layers)
+    swept = runner.white_box(ToyTask(), vector, lambdas, n=4)
+    assert "slope0" not in swept
+    sweep_only = tiny_model.ledger.actual
+    exact = runner.white_box(ToyTask(), vector, lambdas, n=4, exact=True)  # the sweep cached: the derivative alone
+    derivative_only = tiny_model.ledger.actual - sweep_only
+    assert 0 < derivative_only < sweep_only
+    assert exact["metric"].tolist() == swept["metric"].tolist()
+    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), vector, lambdas, n=4, exact=True)
+    assert exact["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
+    assert not np.allclose(exact["slope0"], 0)
+    before = tiny_model.ledger.actual
+    runner.white_box(ToyTask(), vector, lambdas, n=4, exact=True)  # both cached
+    assert tiny_model.ledger.actual == before
 
 
 class Restated(ToyTask):
@@ -121,10 +140,10 @@ def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_s
     low = dataclasses.replace(vector, name="low", layer=1)
     tiny_model.ledger = Ledger(tiny_model.n_layers)
     audit = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(vector, low)).audit(
-        Restated(), vector, lambdas, n=4)
+        Restated(), vector, lambdas, n=4, exact=True)
     sweep = tiny_model.ledger.calls["sweep: toy sweep"]
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).audit(Restated(), vector, lambdas, n=4)  # no cache
+    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).audit(Restated(), vector, lambdas, n=4, exact=True)  # no cache
     from_tokens = tiny_model.ledger.calls["sweep: toy sweep"]
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in Restated().items("neutral", 4, 0)]
     shared = shareable(tiny_model.hf, tiny_model.encode(texts))

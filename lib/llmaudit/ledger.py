@@ -7,13 +7,15 @@ way. Minimum: every distinct token prefix the chapter's prompts contain (two pro
 their beginning's prefixes) once, through as many blocks as its deepest use needs: all of them for a next-token
 readout, up to the deepest read block for activations only; and, above a steering edit's block, once more per
 distinct edit (each lambda of a sweep, the derivative). What a cached result spares is neither run nor needed.
-Both counts are also kept per call label (engine and progress description), to show where the excess is."""
+Both counts are also kept per call label (engine and progress description), to show where the excess is, with
+the call's wall seconds, which give its rate (token-blocks per second: how near the machine each engine runs)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import time
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +33,9 @@ class Ledger:
     minimum: int = 0
     path: Path | None = None  # where `account` writes the totals after each accounted call
     calls: dict[str, list[int]] = field(default_factory=dict)  # call label -> [actual, minimum]
-    _label: str = field(default="unlabelled", repr=False)  # the label of the call now running
+    seconds: dict[str, float] = field(default_factory=dict)  # call label -> wall seconds inside its calls
+    _label: str | None = field(default=None, repr=False)  # the label of the call now running (None: none runs)
+    _since: float = field(default=0.0, repr=False)  # when the running call's clock last started
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prefix -> unsteered blocks counted
     _edited: set[tuple[int, Hashable]] = field(default_factory=set, repr=False)  # (prefix, edit) counted above
 
@@ -71,12 +75,14 @@ class Ledger:
 
     @contextmanager
     def labelled(self, label: str) -> Iterator[None]:
-        """Around one computing call: count what runs and is needed inside under `label`, then save."""
-        outer, self._label = self._label, label
+        """Around one computing call: count what runs and is needed inside, and its wall time (a call inside another
+        counts as its own, not the outer one's), under `label`, then save."""
+        outer = self._label
+        self._clock(label)
         try:
             yield
         finally:
-            self._label = outer
+            self._clock(outer)
             self.save()
 
     @contextmanager
@@ -90,7 +96,8 @@ class Ledger:
 
     def totals(self) -> dict:
         """The counts as saved: blocks per token, token-blocks run and the minimum, and both per call label."""
-        calls = {label: {"actual": actual, "minimum": minimum} for label, (actual, minimum) in self.calls.items()}
+        calls = {label: {"actual": actual, "minimum": minimum, "seconds": round(self.seconds.get(label, 0.0), 3)}
+                 for label, (actual, minimum) in self.calls.items()}
         return {"blocks": self.blocks, "actual": self.actual, "minimum": self.minimum, "calls": calls}
 
     def save(self) -> None:
@@ -103,9 +110,16 @@ class Ledger:
             json.dump(self.totals(), f)
         os.replace(partial, self.path)
 
+    def _clock(self, label: str | None) -> None:
+        """Charge the time since the running call's clock started to it, and run `label` (None: no call)."""
+        now = time.perf_counter()
+        if self._label is not None:
+            self.seconds[self._label] = self.seconds.get(self._label, 0.0) + now - self._since
+        self._label, self._since = label, now
+
     def _tally(self) -> list[int]:
-        """[actual, minimum] of the call now running."""
-        return self.calls.setdefault(self._label, [0, 0])
+        """[actual, minimum] of the call now running (blocks run outside every call count as unlabelled)."""
+        return self.calls.setdefault(self._label or "unlabelled", [0, 0])
 
 
 def call_label(engine: str, desc: str | None) -> str:
@@ -140,13 +154,15 @@ def read_ledgers(report_dir: Path) -> dict[str, dict[str, int]]:
     return found
 
 
-def read_calls(report_dir: Path) -> dict[str, dict[str, dict[str, int]]]:
-    """Per chapter, the saved counts per call label ({"actual", "minimum"}); chapters without them are left out."""
+def read_calls(report_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """Per chapter, the saved counts per call label ({"actual", "minimum", "seconds"}; seconds 0 in a ledger saved
+    before they were kept); chapters without them are left out."""
     found = {}
     for path in sorted((Path(report_dir) / FOLDER).glob("*.json")):
         try:
             calls = json.loads(path.read_text(encoding="utf-8"))["calls"]
-            found[path.stem] = {label: {key: int(counts[key]) for key in ("actual", "minimum")}
+            found[path.stem] = {label: {"actual": int(counts["actual"]), "minimum": int(counts["minimum"]),
+                                        "seconds": float(counts.get("seconds", 0.0))}
                                 for label, counts in calls.items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue

@@ -1,5 +1,6 @@
 """Run the framing prompts (paper 001): next-token pronoun mass per prompt, seeded sampled answers with their
-detected pronoun, the same mass under gender steering, and each prompt's position on the gender vector."""
+detected pronoun (the chat form's both from one pass), the same mass under gender steering, and each prompt's
+position on the gender vector."""
 
 from __future__ import annotations
 
@@ -17,11 +18,8 @@ from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, fa
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
 from llmaudit.models.sampling import SampleCall, call_batches
-from llmaudit.models.states import store_kept
-from llmaudit.models.sweep import sweep, sweep_from_stored
+from llmaudit.models.sweep import sweep
 from llmaudit.steering import SteeringVector
-
-FORMS = ("chat", "plain")  # the chat model's template, or the prompt as plain text for the LM to continue
 
 
 def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
@@ -30,7 +28,8 @@ def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[Fra
 
 
 def texts(model: AuditModel, prompts: Sequence[FramingPrompt], form: str) -> list[str]:
-    """The model's input for each prompt: one chat turn, or the plain text after the tokenizer's usual BOS."""
+    """The model's input for each prompt in `form` "chat" (one chat turn) or "plain" (the plain text after the
+    tokenizer's usual BOS, for the LM to continue)."""
     return [model.chat(p.text) if form == "chat" else model.plain(p.text) for p in prompts]
 
 
@@ -56,27 +55,30 @@ def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd
 
 def token_probabilities(
     model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: int,
-    cache: Path | None = None, vector: SteeringVector | None = None, swept: Sequence[FramingPrompt] = (),
+    cache: Path | None = None, vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
-    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it. The states of
-    the prompts `swept` (among `prompts`) at the vector's block are kept for `steered_probabilities`."""
+    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it."""
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     layers = [vector.layer] if vector is not None else []
 
     def run() -> dict[str, torch.Tensor]:
-        later = texts(model, swept, form)
-        keep = layers if later else []
-        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}", keep=keep)
-        store_kept(cache, model.identity, inputs, out.states, later)
+        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}")
         return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
 
     result = cached_tensors(cache, {"model": model.identity, "prompts": inputs, "labels": space, "layers": layers},
                             run)
-    extra = {"mass": result["probs"].sum(-1).numpy()}
+    return _scored(prompts, positions, result["probs"], result.get("acts"), vector)
+
+
+def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int]]], probs: torch.Tensor,
+            acts: torch.Tensor | None, vector: SteeringVector | None) -> pd.DataFrame:
+    """`token_probabilities`' table from the label-space probabilities and the last token's outputs at the vector's
+    block."""
+    extra = {"mass": probs.sum(-1).numpy()}
     if vector is not None:
-        extra["projection"] = vector.project(result["acts"].float()).numpy()
-    return _tidy(prompts, _families(result["probs"], positions), **extra)
+        extra["projection"] = vector.project(acts.float()).numpy()
+    return _tidy(prompts, _families(probs, positions), **extra)
 
 
 def steered_probabilities(
@@ -87,40 +89,49 @@ def steered_probabilities(
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
     key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
            "vector": vector.fingerprint()}
-
-    def run() -> dict[str, torch.Tensor]:
-        if model.hf is None:
-            return {"probs": sweep(model, inputs, space, vector, lambdas, batch_tokens=batch_tokens)}
-        return {"probs": sweep_from_stored(model, inputs, space, vector, lambdas, None, cache,
-                                           batch_tokens=batch_tokens, desc="framing steered").probs}
-
-    probs = cached_tensors(cache, key, run)["probs"]
-    return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam) for lam, p in zip(lambdas, probs)],
-                     ignore_index=True)
+    probs = cached_tensors(cache, key, lambda: {"probs": sweep(model, inputs, space, vector, lambdas,
+                                                               batch_tokens=batch_tokens, desc="framing steered")})
+    return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
+                      for lam, p in zip(lambdas, probs["probs"])], ignore_index=True)
 
 
-def sampled_answers(
+def chat_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
-    batch_tokens: int, cache: Path | None = None,
-) -> pd.DataFrame:
-    """`samples` sampled chat answers per cell (temperature 1, seeded per prompt; a choice cell uses one
-    shuffled option order per sample) with the pronoun family each names (None: invalid output). Prompts sample
-    together in batches of `batch_tokens`, each batch cached on its own (an interrupted run keeps the batches done)."""
-    shown = [versions([p], range(samples)) if p.kind == "choice" else [p] * samples for p in prompts]
-    calls = [SampleCall(tuple(texts(model, versions_ if p.kind == "choice" else versions_[:1], "chat")),
-                        1 if p.kind == "choice" else samples, seed + i)
+    batch_tokens: int, cache: Path | None = None, vector: SteeringVector | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
+    range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
+    choice cell uses one shuffled option order per sample) with the pronoun family each names (None: invalid
+    output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
+    Prompts run together in batches of `batch_tokens`, each cached on its own (an interrupted run keeps the batches
+    done)."""
+    shown = [versions([p], range(samples)) for p in prompts]
+    space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
+    layers = [vector.layer] if vector is not None else []
+    calls = [SampleCall(tuple(texts(model, versions_, "chat")), 1 if p.kind == "choice" else samples, seed + i)
              for i, (p, versions_) in enumerate(zip(prompts, shown))]
     answers: list[torch.Tensor] = []
-    for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing answers",
+    read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
+    for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
                       leave=False):
         chosen = [calls[i] for i in batch]
-        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens}
-        tokens = cached_tensors(cache, key, lambda: {"tokens": torch.cat(model.sample(chosen, max_new_tokens))})
-        answers += tokens["tokens"].split([call.rows for call in chosen])
+
+        def run() -> dict[str, torch.Tensor]:
+            out = model.sample(chosen, max_new_tokens, space, layers)
+            return {"tokens": torch.cat(out.tokens), "probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
+
+        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
+               "labels": space, "layers": layers}
+        found = cached_tensors(cache, key, run)
+        answers += found["tokens"].split([call.rows for call in chosen])
+        for name in read.keys() & found.keys():
+            read[name].append(found[name])
+    scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
+                     torch.cat(read["acts"]) if layers else None, vector)
     rows = []
     for prompt, versions_, tokens in zip(prompts, shown, answers):
-        for version, row in zip(versions_, tokens):
+        for version, row in zip(versions_ * (len(tokens) // len(versions_)), tokens):
             answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
             rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
                          "answer": answer, "family": detect_pronoun(answer, version.letters)})
-    return pd.DataFrame(rows)
+    return scored, pd.DataFrame(rows)

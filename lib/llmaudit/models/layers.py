@@ -26,6 +26,12 @@ def every_position(h: torch.Tensor) -> torch.Tensor:
     return h
 
 
+def at_rows(h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Row i of (rows, tokens, width) hidden states at token `index[i]` (e.g. each row's last real token), on the
+    device `h` is on."""
+    return h[torch.arange(len(h), device=h.device), index.to(h.device)]
+
+
 @contextmanager
 def reading(blocks: Sequence[torch.nn.Module], layers: Iterable[int],
             pick: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[dict[int, torch.Tensor]]:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
-from llmaudit.models.layers import every_position, reading
+from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 
 if TYPE_CHECKING:
@@ -205,18 +205,13 @@ def _continue(
     positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
     last = mask.sum(1) - 1
     blocks = architectures.blocks(model.hf)
-    with reading(blocks, layers, lambda h: _at(h, last)) as saved, \
+    with reading(blocks, layers, lambda h: at_rows(h, last)) as saved, \
             reading(blocks, list(past.states), every_position) as seen:
         out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
                                               past_key_values=past.cache, use_cache=past.cache is not None)
     unembedded = not activations_only(labels, layers)
-    logits = architectures.unembedding(model.hf)(_at(out.last_hidden_state, last)) if unembedded else None
+    logits = architectures.unembedding(model.hf)(at_rows(out.last_hidden_state, last)) if unembedded else None
     probs, acts = readout(logits, labels, [saved[layer] for layer in layers])
     states = {b: [torch.cat([before[row][past.mask[row].bool().to(before.device)], seen[b][row, : len(suffix)]]).cpu()
                   for row, suffix in enumerate(suffixes)] for b, before in past.states.items()}
     return probs, acts, states
-
-
-def _at(h: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-    """Row i of (rows, tokens, width) hidden states at token `last[i]`, on the device `h` is on."""
-    return h[torch.arange(len(h), device=h.device), last.to(h.device)]

@@ -13,11 +13,12 @@ from tqdm import tqdm
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger, call_label
 from llmaudit.models import architectures
+from llmaudit.models.attention import use_grouped
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.sampling import SampleCall, sample_calls
+from llmaudit.models.sampling import SampleCall, Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
 
 
@@ -61,7 +62,9 @@ class AuditModel:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.ledger = Ledger(self.n_layers)
-        if hf is not None:  # every block counts the token positions it runs on, whichever engine runs it
+        if hf is not None:
+            use_grouped(hf)
+            # every block counts the token positions it runs on, whichever engine runs it
             for block in architectures.blocks(hf):
                 block.register_forward_hook(lambda module, args, output: self.ledger.ran(_positions(output)))
 
@@ -177,13 +180,15 @@ class AuditModel:
                 logits = unembedding.output[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int) -> list[torch.Tensor]:
+    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
+               layers: Sequence[int] = ()) -> Samples:
         """Seeded answers of each call's chat-formatted texts, sampled at temperature 1 over the whole vocabulary
         (`models.sampling`, the same tokens as one `generate` call per prompt): per call, (rows, max_new_tokens)
-        token ids with -1 from the end-of-sequence token on."""
+        token ids with -1 from the end-of-sequence token on; given `labels`, each text's label probabilities and
+        last-token outputs of `layers` from the same pass, as `forward` gives them."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
-        return sample_calls(self, calls, max_new_tokens)
+        return sample_calls(self, calls, max_new_tokens, labels, layers)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position

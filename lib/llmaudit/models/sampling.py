@@ -9,7 +9,9 @@ answer that has ended leaves the batch. Each prompt keeps its own random stream:
 `generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
 the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
 discarded). So the draws use the same random numbers and give the same tokens, up to float rounding of the
-probabilities (tests/test_sampling.py compares the two)."""
+probabilities (tests/test_sampling.py compares the two). The prefill's last position is also the next-token
+distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and block outputs too,
+so a chapter that scores and samples the same prompts runs them once."""
 
 from __future__ import annotations
 
@@ -20,13 +22,25 @@ from typing import TYPE_CHECKING
 import torch
 
 from llmaudit.models import architectures
-from llmaudit.models.batching import pad
+from llmaudit.models.batching import pad, readout
+from llmaudit.models.layers import at_rows, reading
 from llmaudit.models.prefix import Past, branches, shareable, window_covers
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
 
     from llmaudit.models.runtime import AuditModel
+
+
+@dataclass
+class Samples:
+    """Per call, (rows, max_new_tokens) sampled token ids, text-major, -1 from the end-of-sequence token on; and per
+    text (the calls' texts in order), when asked, the probabilities of the labels at the first generated position and
+    the last prompt token's block outputs (texts, layers, width)."""
+
+    tokens: list[torch.Tensor]
+    probs: torch.Tensor | None = None
+    acts: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -63,9 +77,11 @@ def call_batches(
         yield batch
 
 
-def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int) -> list[torch.Tensor]:
-    """Per call, (rows, max_new_tokens) sampled token ids, text-major (each text's answers together), with -1 from
-    the end-of-sequence token on. All calls run as one batch: `call_batches` splits a long list."""
+def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
+                 labels: Sequence[int] | None = None, layers: Sequence[int] = ()) -> Samples:
+    """The calls' sampled answers (each text's answers together) and, given `labels` and `layers`, each text's label
+    probabilities and block outputs read from the same prefill. All calls run as one batch: `call_batches` splits a
+    long list."""
     hf, eos = model.hf, model.tokenizer.eos_token_id
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
@@ -74,7 +90,8 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     generators = [torch.Generator().manual_seed(call.seed) for call in calls]
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
-        logits, cache, mask = _prefill(model, encoded, max_new_tokens)
+        logits, cache, mask, read = _prefill(model, encoded, max_new_tokens, layers)
+        probs, acts = readout(logits, labels, read) if labels is not None else (None, None)
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
         for step in range(max_new_tokens):
@@ -92,15 +109,16 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
         # needed: each text, and each answer up to its last token (whose successor is never asked for)
         model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
                                                                                            tokens.tolist())])
-    return list(tokens.split([call.rows for call in calls]))
+    return Samples(list(tokens.split([call.rows for call in calls])), probs, acts)
 
 
-def _prefill(model: AuditModel, encoded: list[list[int]], extra: int) -> tuple[torch.Tensor, Cache, torch.Tensor]:
+def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Sequence[int] = ()
+             ) -> tuple[torch.Tensor, Cache, torch.Tensor, list[torch.Tensor]]:
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
     some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
     their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
     own tokens left-padded after the beginning. Returns the last real position's float32 logits, the key/value
-    cache and the attention mask (whose sum is each text's length)."""
+    cache, the attention mask (whose sum is each text's length) and the last real position's outputs of `layers`."""
     hf = model.hf
     shared = shareable(hf, encoded, extra)
     rest = [e[shared:] for e in encoded]
@@ -116,13 +134,13 @@ def _prefill(model: AuditModel, encoded: list[list[int]], extra: int) -> tuple[t
     ids, own = pad(rest, model.tokenizer.pad_token_id, left=not found)
     mask = torch.cat([past.mask.cpu(), own], dim=1)
     positions = past.mask.sum(1, keepdim=True).cpu() + (own.cumsum(-1) - 1).clamp(min=0)
-    out = architectures.decoder(hf)(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                    position_ids=positions.to(model.device), past_key_values=past.cache,
-                                    use_cache=True)
     last = (own * torch.arange(own.shape[1])).argmax(1)  # each row's last real token, whichever side it is padded
-    h = out.last_hidden_state
-    return architectures.unembedding(hf)(h[torch.arange(len(h)), last.to(h.device)]).float().cpu(), \
-        out.past_key_values, mask
+    with reading(architectures.blocks(hf), layers, lambda h: at_rows(h, last)) as read:
+        out = architectures.decoder(hf)(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                                        position_ids=positions.to(model.device), past_key_values=past.cache,
+                                        use_cache=True)
+    logits = architectures.unembedding(hf)(at_rows(out.last_hidden_state, last)).float().cpu()
+    return logits, out.past_key_values, mask, [read[layer] for layer in layers]
 
 
 def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor,

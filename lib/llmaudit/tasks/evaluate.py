@@ -11,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors
+from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.states import store_kept
-from llmaudit.models.sweep import sweep, sweep_from_stored
+from llmaudit.models.sweep import SweepOutput, sweep, sweep_from_stored
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 from llmaudit.steering import SteeringVector
@@ -57,7 +57,8 @@ class TaskAudit:
         return sweep_slope(self.white, n_boot=n_boot, seed=seed)
 
     def slope_at_zero(self, n_boot: int, seed: int) -> Estimate | None:
-        """Exact d metric / d lambda at lambda = 0 (forward-mode derivative), averaged over cases."""
+        """Exact d metric / d lambda at lambda = 0 (forward-mode derivative), averaged over cases; None where the
+        audit did not take it (`TaskRunner.audit(exact=True)`, local models)."""
         if "slope0" not in self.white:
             return None
         per_case = self.white.drop_duplicates("case")["slope0"].to_numpy()
@@ -126,13 +127,14 @@ class TaskRunner:
     vectors: tuple[SteeringVector, ...] = ()
 
     def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
-              projection: bool = True) -> TaskAudit:
+              projection: bool = True, exact: bool = False) -> TaskAudit:
         """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
-        `vector`, with the projection edit or the additive one), on the same cases whichever vector steers them."""
+        `vector`, with the projection edit or the additive one, and with `exact` the derivative at lambda = 0), on
+        the same cases whichever vector steers them."""
         exclude = self.held_out(task)
         swept = self._prompts(task.items("neutral", n, self.seed, self.mirror, exclude))
         black = {variant: self.black_box(task, variant, n, exclude, swept) for variant in task.black_box_variants}
-        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude, projection))
+        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude, projection, exact))
 
     def held_out(self, task: Task) -> set[int]:
         """Row ids of the task's source data that chose or scaled any of the audit's vectors: cases never drawn."""
@@ -178,41 +180,56 @@ class TaskRunner:
 
     def white_box(
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
-        exclude: Collection[int] = (), projection: bool = True,
+        exclude: Collection[int] = (), projection: bool = True, exact: bool = False,
     ) -> pd.DataFrame:
-        """Per neutral item and lambda: case, lam, metric, mass, the exact prompt text, and the exact derivative at
-        lambda = 0 (`slope0`, local models only); `projection` False steers with the additive edit."""
+        """Per neutral item and lambda: case, lam, metric, mass and the exact prompt text; `projection` False steers
+        with the additive edit. With `exact` (local models), also each case's exact derivative at lambda = 0
+        (`slope0`): a forward-mode pass through the upper blocks that costs several sweeps' lambdas, so it is taken
+        only where it is reported. The probabilities and the derivative are cached apart; a missing one is computed
+        alone, in one pass with the other when both are missing."""
         model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
         key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas),
                "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})
-
-        def run() -> dict[str, torch.Tensor]:
-            desc = f"{task.name} sweep"
-            if model.hf is None:
-                return {"probs": sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens)}
-            # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep
-            # the states at the lowest block the concept's vectors steer, where its other vector's sweeps start
-            concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
-            swept = sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache,
-                                      [v.layer for v in self.vectors], min([*concept, vector.layer]), projection,
-                                      self.batch_tokens, self.lambda_batch, desc)
-            return {"probs": swept.probs, "slope0": swept.derivative}
-
-        result = cached_tensors(self.cache, key, run)
+        exact_key = {key_: value for key_, value in key.items() if key_ != "lambdas"} | {"result": "slope at 0"}
+        exact = exact and model.hf is not None
+        probs = stored_tensors(self.cache, key)
+        slope = stored_tensors(self.cache, exact_key) if exact else None
+        if probs is None or (exact and slope is None):
+            computed = self._sweep(task, vector, texts, labels, lambdas if probs is None else (),
+                                   targets if exact and slope is None else None, projection)
+            if probs is None:
+                probs = {"probs": computed.probs}
+                store_tensors(self.cache, key, probs)
+            if exact and slope is None:
+                slope = {"slope0": computed.derivative}
+                store_tensors(self.cache, exact_key, slope)
         cases = [item.case for item in items]
         frame = pd.concat(
             [
-                pd.DataFrame({"case": cases, "lam": lam, "metric": metric(probs, targets).numpy(),
-                              "mass": probs.sum(-1).numpy(), "prompt": texts})
-                for lam, probs in zip(lambdas, result["probs"])
+                pd.DataFrame({"case": cases, "lam": lam, "metric": metric(p, targets).numpy(),
+                              "mass": p.sum(-1).numpy(), "prompt": texts})
+                for lam, p in zip(lambdas, probs["probs"])
             ],
             ignore_index=True,
         )
-        if "slope0" in result:
-            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": result["slope0"].numpy()}))
+        if slope is not None:
+            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": slope["slope0"].numpy()}))
         return frame
+
+    def _sweep(self, task: Task, vector: SteeringVector, texts: list[str], labels: list[int],
+               lambdas: Sequence[float], targets: Sequence[int] | None, projection: bool) -> SweepOutput:
+        """The neutral prompts swept at `lambdas`, with the derivative at 0 given `targets` (local models)."""
+        model, desc = self.model, f"{task.name} sweep"
+        if model.hf is None:
+            return SweepOutput(sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens))
+        # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep the
+        # states at the lowest block the concept's vectors steer, where its other vector's sweeps start
+        concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
+        return sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache,
+                                 [v.layer for v in self.vectors], min([*concept, vector.layer]), projection,
+                                 self.batch_tokens, self.lambda_batch, desc)
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""

@@ -1,0 +1,50 @@
+"""Grouped-query attention with the key/value heads as they are. transformers' SDPA path copies every key/value head
+once per query head it serves whenever an attention mask is given, which is always in a padded batch; for prompts
+that continue a long cached beginning (few-shot demonstrations) that copy costs more than the attention itself.
+PyTorch's scaled-dot-product attention takes grouped heads directly (`enable_gqa`) and gives the same numbers
+(tests/test_attention.py), so every local model runs this instead of "sdpa", as a registered attention
+implementation with SDPA's masks."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "sdpa_grouped"
+
+
+def grouped_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, None]:
+    """transformers' `sdpa_attention_forward` for (batch, heads, tokens, head_dim) inputs, without repeating the
+    key/value heads; returns (batch, tokens, heads, head_dim) as it does. Without a mask, several query tokens
+    attend causally to as many keys (a dynamic cache's masks are given whenever a cache precedes them)."""
+    if kwargs.get("softcap") is not None:
+        raise ValueError("attention logit soft-capping needs the eager attention implementation")
+    q_length = query.shape[2]
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    causal = q_length > 1 and attention_mask is None and causal
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal,
+        enable_gqa=query.shape[1] != key.shape[1],
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_grouped(hf: torch.nn.Module) -> None:
+    """Run a local model's SDPA attention as `grouped_sdpa` (a model on another implementation keeps it). The
+    implementation is registered here, not on import, which would load transformers' model code with llmaudit."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(NAME, grouped_sdpa)
+    AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    if hf.config._attn_implementation == "sdpa":
+        hf.set_attn_implementation(NAME)

@@ -1,0 +1,55 @@
+"""Grouped attention (models/attention.py) gives transformers' SDPA numbers on every supported architecture: a
+padded batch (SDPA repeats the key/value heads), a continuation of a cached beginning, one decoding step (SDPA packs
+the query heads) and an unpadded prompt (the causal kernel without a mask)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_sweep_architectures import ARCHITECTURES, PROMPTS, build_model
+
+from llmaudit.models import attention
+from llmaudit.models.batching import pad
+
+
+def _logits(hf: torch.nn.Module, implementation: str, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    """Logits of a padded batch, of its last five tokens after a cache of the rest, of one decoding step after the
+    whole batch and of the first row unpadded, under `implementation`."""
+    hf.set_attn_implementation(implementation)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        whole = hf(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        head = hf(input_ids=ids[:, :-5], attention_mask=mask[:, :-5], position_ids=positions[:, :-5], use_cache=True)
+        tail = hf(input_ids=ids[:, -5:], attention_mask=mask, position_ids=positions[:, -5:],
+                  past_key_values=head.past_key_values).logits
+        step_mask = torch.cat([mask, torch.ones(len(ids), 1, dtype=mask.dtype)], dim=1)
+        step = hf(input_ids=ids[:, -1:], attention_mask=step_mask, position_ids=positions[:, -1:] + 1,
+                  past_key_values=whole.past_key_values).logits
+        alone = hf(input_ids=ids[-1:, mask[-1].bool()]).logits
+    return [whole.logits, tail, step, alone]
+
+
+@pytest.mark.parametrize("model_type", ARCHITECTURES)
+def test_grouped_attention_gives_sdpa_numbers(model_type) -> None:
+    model = build_model(model_type)
+    hf = model.hf
+    assert hf.config._attn_implementation == attention.NAME  # every local model runs it
+    assert hf.config.num_attention_heads > hf.config.num_key_value_heads  # grouped heads: the case it changes
+    ids, mask = pad(model.encode(PROMPTS), model.tokenizer.pad_token_id)
+    try:
+        reference = _logits(hf, "sdpa", ids, mask)
+        grouped = _logits(hf, attention.NAME, ids, mask)
+    finally:
+        hf.set_attn_implementation(attention.NAME)
+    for expected, got in zip(reference, grouped):
+        assert torch.allclose(got, expected, atol=1e-5, rtol=0)
+
+
+def test_a_model_on_another_implementation_keeps_it(tiny_model) -> None:
+    hf = tiny_model.hf
+    try:
+        hf.set_attn_implementation("eager")
+        attention.use_grouped(hf)
+        assert hf.config._attn_implementation == "eager"
+    finally:
+        hf.set_attn_implementation(attention.NAME)
