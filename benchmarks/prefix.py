@@ -2,15 +2,17 @@
 default model: 9-shot race-template sentences (markedness: one long common beginning), the gender_id vector's
 training prompts (steering: six instruction templates, long texts) and the credit task's explicit prompts
 (decision tasks: the two gender variants of each case). Each set runs three ways: the traced forward (each prompt
-whole), the common beginning only (the engine without branches, as before branches existed) and with branches.
-Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks that all agree to
-1e-4, and the speed ratios measured in this run.
+whole), the common beginning only (the engine without branches, as before branches existed), with branches, and
+with branches under transformers' own SDPA attention (key/value heads repeated per query head, as before
+`models.attention`). Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks
+that all agree to 1e-4, and the speed ratios measured in this run.
 Usage: python benchmarks/prefix.py [N_PROMPTS]   (per set; default 64)"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -19,7 +21,8 @@ from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
 from llmaudit.markedness.metrics import LABELS
 from llmaudit.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
-from llmaudit.models import AuditModel, load_model
+from llmaudit.models import AuditModel, attention, load_model
+from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.steering.extract import tokens_for
 from llmaudit.steering.recipes import RECIPES, rows
@@ -45,6 +48,15 @@ def prompt_sets(model: AuditModel, n: int) -> dict[str, tuple[list[str], list[in
     }
 
 
+def with_sdpa(model: AuditModel, run: Callable[[], ForwardOutput]) -> ForwardOutput:
+    """`run()` with the model on transformers' own SDPA attention (the key/value heads repeated per query head)."""
+    model.hf.set_attn_implementation("sdpa")
+    try:
+        return run()
+    finally:
+        model.hf.set_attn_implementation(attention.NAME)
+
+
 def main(n: int) -> None:
     params = load_params("smollm2-135m-instruct")
     model = load_model(params.name, params.model)
@@ -57,6 +69,8 @@ def main(n: int) -> None:
                                                                         min_branch=None),
         "branches": lambda texts, labels: forward_shared_prefix(model, texts, labels,
                                                                 batch_tokens=params.batch_tokens),
+        "repeated heads": lambda texts, labels: with_sdpa(model, lambda: forward_shared_prefix(
+            model, texts, labels, batch_tokens=params.batch_tokens)),
     }
     for name, (texts, labels) in prompt_sets(model, n).items():
         tokens = sum(len(e) for e in model.encode(texts))
@@ -72,7 +86,8 @@ def main(n: int) -> None:
                   f"actual / minimum {ledger.actual / ledger.minimum:5.2f}")
         gap = max((outputs[e] - outputs["traced forward"]).abs().max().item() for e in engines)
         print(f"  branches vs traced {seconds['traced forward'] / seconds['branches']:.2f}x, vs common beginning "
-              f"{seconds['common beginning'] / seconds['branches']:.2f}x; max |difference| {gap:.1e}")
+              f"{seconds['common beginning'] / seconds['branches']:.2f}x; grouped attention vs repeated heads "
+              f"{seconds['repeated heads'] / seconds['branches']:.2f}x; max |difference| {gap:.1e}")
         assert gap < 1e-4
 
 
