@@ -16,8 +16,15 @@ def one_line(info: pytest.ExceptionInfo) -> str:
     return message
 
 
+def offline(monkeypatch) -> None:
+    """The hub unreachable at once, as in HF_HUB_OFFLINE=1 (read when huggingface_hub is imported, so set here)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
 def test_hub_id_unreachable(monkeypatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline(monkeypatch)
     with pytest.raises(AuditError) as info:
         load_model("x", ModelSpec(hf="nobody/no-such-model"))
     message = one_line(info)
@@ -36,7 +43,7 @@ def test_remote_needs_api_key(monkeypatch) -> None:
 def test_remote_unreachable(monkeypatch) -> None:
     from nnsight import CONFIG
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline(monkeypatch)
     monkeypatch.setattr(CONFIG.API, "APIKEY", "test-key")
     with pytest.raises(AuditError) as info:
         load_model("x", ModelSpec(hf="nobody/no-such-model", remote=True))
