@@ -184,8 +184,8 @@ class AuditModel:
                layers: Sequence[int] = ()) -> Samples:
         """Seeded answers of each call's chat-formatted texts, sampled at temperature 1 over the whole vocabulary
         (`models.sampling`, the same tokens as one `generate` call per prompt): per call, (rows, max_new_tokens)
-        token ids with -1 from the end-of-sequence token on; given `labels`, each text's label probabilities and
-        last-token outputs of `layers` from the same pass, as `forward` gives them."""
+        token ids with -1 from the end-of-sequence token on; given `labels` or `layers`, each text's label
+        probabilities and last-token outputs of `layers` from the same pass, as `forward` gives them."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
         return sample_calls(self, calls, max_new_tokens, labels, layers)

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 @dataclass
 class Samples:
     """Per call, (rows, max_new_tokens) sampled token ids, text-major, -1 from the end-of-sequence token on; and per
-    text (the calls' texts in order), when asked, the probabilities of the labels at the first generated position and
-    the last prompt token's block outputs (texts, layers, width)."""
+    text (the calls' texts in order), when labels or layers were asked for, the first generated position's
+    probabilities of the labels and the last prompt token's block outputs (texts, layers, width)."""
 
     tokens: list[torch.Tensor]
     probs: torch.Tensor | None = None
@@ -79,9 +79,9 @@ def call_batches(
 
 def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
                  labels: Sequence[int] | None = None, layers: Sequence[int] = ()) -> Samples:
-    """The calls' sampled answers (each text's answers together) and, given `labels` and `layers`, each text's label
-    probabilities and block outputs read from the same prefill. All calls run as one batch: `call_batches` splits a
-    long list."""
+    """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
+    probabilities (log-probabilities over the vocabulary when `labels` is None, as `forward` gives them) and block
+    outputs read from the same prefill. All calls run as one batch: `call_batches` splits a long list."""
     hf, eos = model.hf, model.tokenizer.eos_token_id
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
@@ -91,7 +91,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
         logits, cache, mask, read = _prefill(model, encoded, max_new_tokens, layers)
-        probs, acts = readout(logits, labels, read) if labels is not None else (None, None)
+        probs, acts = readout(logits, labels, read) if labels is not None or layers else (None, None)
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
         for step in range(max_new_tokens):
