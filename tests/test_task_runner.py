@@ -152,7 +152,7 @@ def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_s
     assert from_tokens[0] - sweep[0] == padded * (vector.layer + 1)  # the sweep ran no block below the edit
     assert sweep[1] == from_tokens[1]  # in both, the black-box pass had run the blocks below: none are needed
     assert audit.white["metric"].to_numpy() == pytest.approx(plain.white["metric"].to_numpy(), abs=1e-6)
-    assert audit.white["slope0"].to_numpy() == pytest.approx(plain.white["slope0"].to_numpy(), abs=1e-6)
+    assert audit.white["slope0"].to_numpy() == pytest.approx(plain.white["slope0"].to_numpy(), rel=1e-5)  # float32
 
 
 def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:

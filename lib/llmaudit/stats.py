@@ -30,7 +30,10 @@ def bootstrap_mean(
     values: np.ndarray, n_boot: int, seed: int, alpha: float = 0.05, clusters: np.ndarray | None = None
 ) -> Estimate:
     """Mean of per-case values with a percentile interval from resampling cases, or whole clusters (`clusters`:
-    one id per value) so that correlated cases of one cluster are drawn together and the interval stays honest."""
+    one id per value) so that correlated cases of one cluster are drawn together and the interval stays honest.
+    Computed in float64, as the interval is (float32 model outputs summed in float32 would move the mean's last
+    digits with their order)."""
+    values = np.asarray(values, dtype=np.float64)
     if clusters is None:
         clusters = np.arange(len(values))
     if len(clusters) != len(values):
