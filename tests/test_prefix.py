@@ -12,7 +12,7 @@ from test_sweep_architectures import ARCHITECTURES, build_model
 from llmaudit.ledger import Ledger
 from llmaudit.models import architectures
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.prefix import Branch, branches, one_batch_branches, forward_shared_prefix
+from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
 from llmaudit.models.states import LowerStates
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
@@ -96,15 +96,3 @@ def test_branches_bring_the_forward_to_the_minimum(tiny_model) -> None:
     ledger = model.ledger
     assert ledger.minimum == distinct_prefixes(encoded) * model.n_layers
     assert ledger.actual == ledger.minimum
-
-
-def test_one_batch_branches_weigh_the_padding_of_each_distinct_branch() -> None:
-    """In one batch every distinct branch is padded to the longest (here a pair sharing 60 tokens): four questions
-    about one 20-token context, as two pairs sharing 32 tokens each, save the most tokens (64 against 60) but pad
-    one more branch to 60."""
-    question, context = list(range(10, 30)), list(range(40, 100))
-    rest = [question + [1] + [2] * 11 + [3], question + [1] + [2] * 11 + [4], question + [5] * 12 + [6],
-            question + [5] * 12 + [7], context + [8] * 20, context + [9] * 20]
-    assert branches(rest) == [Branch((0, 1), 32), Branch((2, 3), 32), Branch((4, 5), 60)]
-    # 2 x 60 + 6 x 20 positions against 3 x 60 + 6 x 20
-    assert one_batch_branches(rest) == [Branch((0, 1, 2, 3), 20), Branch((4, 5), 60)]

@@ -12,7 +12,7 @@ from test_sweep_architectures import build_model
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.batching import pad
-from llmaudit.models.prefix import Branch, branches, one_batch_branches, shareable
+from llmaudit.models.prefix import Branch, branches, shareable
 from llmaudit.models.sampling import SampleCall, call_batches
 
 NEW = 6
@@ -53,8 +53,7 @@ def calls_of(model: AuditModel) -> list[SampleCall]:
     """A completion prompt answered 5 times, a choice prompt with three option orders, and one answered twice."""
     return [
         SampleCall((model.chat("write about the nurse"),), 5, seed=7),
-        SampleCall(tuple(model.chat(f"who is the doctor who wrote about the nurse and the teacher ? {order}")
-                         for order in ("a b c", "b c a", "c a b")), 1,
+        SampleCall(tuple(model.chat(f"who is the doctor ? {order}") for order in ("a b c", "b c a", "c a b")), 1,
                    seed=8),
         SampleCall((model.chat("the teacher said that she was good and he was bad"),), 2, seed=9),
     ]
@@ -67,7 +66,7 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     shared = shareable(model.hf, encoded, NEW)
     assert (shared > 0) == (model.hf.config.sliding_window > 100)
     if shared:  # the option orders share their question: a branch, whose cache serves the three
-        assert one_batch_branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 13)]
+        assert branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 5)]
     model.ledger = Ledger(model.n_layers)
     batched = model.sample(calls, NEW).tokens
     sampled, minimum = model.ledger.actual, model.ledger.minimum

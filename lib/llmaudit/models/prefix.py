@@ -68,13 +68,12 @@ class Branch:
     length: int
 
 
-def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH, reach: int = 128,
-             per_branch: int = 0) -> list[Branch]:
+def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH, reach: int = 128) -> list[Branch]:
     """The runs of token-sorted continuations that save the most tokens when each run's shared beginning (at least
     `shortest` tokens, each member keeping one token of its own) is computed once: m members sharing l tokens save
-    l (m - 1), less `per_branch` (what a branch costs beyond its tokens). Dynamic programming over the sorted order,
-    runs of at most `reach` members; continuations in no run are left out. (Grouping all four questions about one
-    context by the context alone saves less than pairing them by the sentence that answers two of them.)"""
+    l (m - 1). Dynamic programming over the sorted order, runs of at most `reach` members; continuations in no run
+    are left out. (Grouping all four questions about one context by the context alone saves less than pairing
+    them by the sentence that answers two of them.)"""
     order = sorted(range(len(rest)), key=lambda i: rest[i])
     shared = [common_prefix([rest[a], rest[b]]) for a, b in zip(order, order[1:])]  # between sorted neighbours
     saved = [0] * (len(order) + 1)  # saved[j]: the most the first j sorted continuations save
@@ -85,8 +84,8 @@ def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH, reach: i
             length = shared[i] if length is None else min(length, shared[i])
             if length < shortest:
                 break
-            if saved[i] + length * (j - 1 - i) - per_branch > saved[j]:
-                saved[j], start[j] = saved[i] + length * (j - 1 - i) - per_branch, i
+            if saved[i] + length * (j - 1 - i) > saved[j]:
+                saved[j], start[j] = saved[i] + length * (j - 1 - i), i
     found, j = [], len(order)
     while j > 0:
         i = start[j]
@@ -94,21 +93,6 @@ def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH, reach: i
             found.append(Branch(tuple(order[i:j]), min(shared[i : j - 1])))
         j = i
     return found[::-1]
-
-
-def one_batch_branches(rest: Sequence[Sequence[int]]) -> list[Branch]:
-    """Branches for continuations that run as one batch, where every distinct branch is padded to the longest: of
-    the partitions `branches` gives when each branch is charged nothing or one, two or four times one of the
-    unchanged partition's branch lengths, the one whose batch computes the fewest positions (distinct branches times
-    the longest, plus rows times the longest own part)."""
-    def positions(found: list[Branch]) -> int:
-        branch_of = {i: b for b in found for i in b.members}
-        own = max(len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest))
-        return len(found) * max((b.length for b in found), default=0) + len(rest) * own
-
-    lengths = [b.length for b in branches(rest)]
-    charges = {0, *lengths, *(2 * n for n in lengths), *(4 * n for n in lengths)}
-    return min((branches(rest, per_branch=charge) for charge in sorted(charges)), key=positions)
 
 
 def batches(rest: Sequence[Sequence[int]], found: Sequence[Branch], batch_tokens: int) -> Iterator[list[int]]:

@@ -24,7 +24,7 @@ import torch
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, reading
-from llmaudit.models.prefix import Past, one_batch_branches, shareable, window_covers
+from llmaudit.models.prefix import Past, branches, shareable, window_covers
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
@@ -123,7 +123,7 @@ def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Se
     shared = shareable(hf, encoded, extra)
     rest = [e[shared:] for e in encoded]
     # a branch is left-padded inside the sequence, which at most doubles its length
-    found = one_batch_branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
+    found = branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
     branch_of = {i: b for b in found for i in b.members}
     past = Past.beginning(model, encoded[0][:shared])
     if found:
