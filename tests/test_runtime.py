@@ -223,11 +223,6 @@ def test_left_pad_and_batches() -> None:
     assert list(batching.token_batches([0, 1], [10, 9], batch_tokens=4096)) == [[0, 1]]  # 1 padded < a batch
     costly = list(batching.token_batches([0, 1, 2], [50, 50, 50], 4096, computed=[300, 10, 10]))
     assert costly == [[0], [1, 2]]  # padding counted on the computed lengths
-    # shared beginnings run once per batch, padded to the batch's longest: a long one and a short one apart
-    shared = [("long", 200), ("long", 200), ("short", 10), ("short", 10)]
-    assert list(batching.token_batches([0, 1, 2, 3], [210] * 2 + [20] * 2, 4096, [10] * 4)) == [[0, 1, 2, 3]]
-    assert list(batching.token_batches([0, 1, 2, 3], [210] * 2 + [20] * 2, 4096, [10] * 4, shared)) == [[0, 1],
-                                                                                                        [2, 3]]
 
 
 def test_load_model_missing_path() -> None:

@@ -3,7 +3,7 @@ answer probabilities and activations, and the out-of-memory message every engine
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -74,33 +74,25 @@ def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch
 BATCH_OVERHEAD = 64
 
 
-def token_batches(order: list[int], lengths: list[int], batch_tokens: int, computed: list[int] | None = None,
-                  branch: Sequence[tuple[Hashable, int] | None] | None = None) -> Iterator[list[int]]:
+def token_batches(order: list[int], lengths: list[int], batch_tokens: int,
+                  computed: list[int] | None = None) -> Iterator[list[int]]:
     """Consecutive runs of `order` (best sorted longest first) whose padded batch, rows times the longest of
     `lengths`, holds at most `batch_tokens` tokens (a longer row alone), cut where they compute the fewest padded
     positions (rows times the longest of `computed`, default `lengths`) plus `BATCH_OVERHEAD` per batch. Filling
     each batch to the budget would pad a long row's batch-mates to its length: with long-tailed lengths, a
     quarter of the positions (dynamic programming over the cut points; a batch holds at most
-    batch_tokens / shortest rows, so the cost is linear in the number of rows). `branch`: per row, the beginning
-    (a key and its length) it shares with other rows, which a batch runs once for all its rows, left-padded: a
-    batch also computes its distinct beginnings times the longest of them (best ordered so that rows sharing one
-    are neighbours)."""
+    batch_tokens / shortest rows, so the cost is linear in the number of rows)."""
     computed = lengths if computed is None else computed
     best = [0] + [0] * len(order)  # best[j]: the least cost of the first j rows
     cut = [0] * (len(order) + 1)  # cut[j]: where the last batch of that best begins
     for j in range(1, len(order) + 1):
-        longest = widest = branched = 0
-        distinct: set[Hashable] = set()
+        longest = widest = 0
         best[j] = -1
         for i in range(j - 1, -1, -1):  # the last batch: rows i .. j-1
             longest, widest = max(longest, lengths[order[i]]), max(widest, computed[order[i]])
             if i < j - 1 and (j - i) * longest > batch_tokens:
                 break
-            if branch is not None and branch[order[i]] is not None:
-                key, length = branch[order[i]]
-                distinct.add(key)
-                branched = max(branched, length)
-            cost = best[i] + (j - i) * widest + len(distinct) * branched + BATCH_OVERHEAD
+            cost = best[i] + (j - i) * widest + BATCH_OVERHEAD
             if best[j] < 0 or cost < best[j]:
                 best[j], cut[j] = cost, i
     batches, j = [], len(order)

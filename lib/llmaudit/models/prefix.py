@@ -14,7 +14,7 @@ traced forward (`AuditModel.forward(..., traced=True)`), which the tests check."
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -68,49 +68,26 @@ class Branch:
     length: int
 
 
-def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH, reach: int = 128) -> list[Branch]:
-    """The runs of token-sorted continuations that save the most tokens when each run's shared beginning (at least
-    `shortest` tokens, each member keeping one token of its own) is computed once: m members sharing l tokens save
-    l (m - 1). Dynamic programming over the sorted order, runs of at most `reach` members; continuations in no run
-    are left out. (Grouping all four questions about one context by the context alone saves less than pairing
-    them by the sentence that answers two of them.)"""
-    order = sorted(range(len(rest)), key=lambda i: rest[i])
-    shared = [common_prefix([rest[a], rest[b]]) for a, b in zip(order, order[1:])]  # between sorted neighbours
-    saved = [0] * (len(order) + 1)  # saved[j]: the most the first j sorted continuations save
-    start = list(range(-1, len(order)))  # start[j]: where the last run of that best begins (j - 1: alone)
-    for j in range(2, len(order) + 1):
-        saved[j], length = saved[j - 1], None
-        for i in range(j - 2, max(-1, j - 1 - reach), -1):  # the last run: sorted continuations i .. j-1
-            length = shared[i] if length is None else min(length, shared[i])
-            if length < shortest:
-                break
-            if saved[i] + length * (j - 1 - i) > saved[j]:
-                saved[j], start[j] = saved[i] + length * (j - 1 - i), i
-    found, j = [], len(order)
-    while j > 0:
-        i = start[j]
-        if j - i > 1:
-            found.append(Branch(tuple(order[i:j]), min(shared[i : j - 1])))
-        j = i
-    return found[::-1]
-
-
-def batches(rest: Sequence[Sequence[int]], found: Sequence[Branch], batch_tokens: int) -> Iterator[list[int]]:
-    """The batches of continuations an engine runs after the common beginning: those in no branch, longest first;
-    then the branched ones, a branch's members neighbours, longer branches first (of two as long, the one with the
-    longer own parts), cut where the batches compute the fewest positions, each distinct branch once
-    (`batching.token_batches`). Each batch's budget counts its rows' tokens after the common beginning: those they
-    compute and, for a branched row, the cached branch it attends to (which bounds the cache copies' memory)."""
-    branch_of = {i: b for b in found for i in b.members}
-    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
-    lengths = [len(r) for r in rest]
-    alone = sorted((i for i in range(len(rest)) if i not in branch_of), key=lambda i: -own[i])
-    yield from token_batches(alone, lengths, batch_tokens, own)
-    longest = {b: max(own[i] for i in b.members) for b in found}  # a branch's longest own part
-    shared = sorted(branch_of, key=lambda i: (-branch_of[i].length, -longest[branch_of[i]], branch_of[i].members,
-                                              -own[i]))
-    yield from token_batches(shared, lengths, batch_tokens, own,
-                             [(branch_of[i], branch_of[i].length) if i in branch_of else None for i in range(len(rest))])
+def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH) -> list[Branch]:
+    """Runs of continuations, in token order, sharing at least `shortest` beginning tokens (each keeping one token of
+    its own). A run grows while the next continuation's joining saves tokens overall: m members sharing l tokens save
+    l (m - 1). Continuations in no run are left out."""
+    found: list[Branch] = []
+    members: list[int] = []
+    length = 0
+    for i in sorted(range(len(rest)), key=lambda i: rest[i]):
+        if members:
+            joined = min(length, common_prefix([rest[members[0]], rest[i]]))
+            if joined >= shortest and joined * len(members) >= length * (len(members) - 1):
+                members.append(i)
+                length = joined
+                continue
+            if len(members) > 1:
+                found.append(Branch(tuple(members), length))
+        members, length = [i], len(rest[i]) - 1
+    if len(members) > 1:
+        found.append(Branch(tuple(members), length))
+    return found
 
 
 def forward_shared_prefix(
@@ -147,17 +124,22 @@ def forward_shared_prefix(
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = Past.beginning(model, encoded[0][:shared], keep)
         with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            for batch in batches(rest, found, batch_tokens):
-                past = start.branched(model, [branch_of[i] for i in batch], rest) if batch[0] in branch_of else \
-                    start.repeated(len(batch))
-                p, a, s = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels, layers)
-                for row, i in enumerate(batch):
-                    probs[i] = p[row]
-                    for block in keep:
-                        states[block][i] = s[block][row]
-                if acts is not None:
-                    acts[batch] = a
-                bar.update(len(batch))
+            for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first
+                order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
+                # the budget counts each row's tokens after the common beginning: those it computes and, for a
+                # branched row, the cached branch it attends to (which bounds the cache copies' memory)
+                for batch in token_batches(order, [len(r) for r in rest], batch_tokens, own):
+                    past = start.branched(model, [branch_of[i] for i in batch], rest) if branched else \
+                        start.repeated(len(batch))
+                    p, a, s = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels,
+                                        layers)
+                    for row, i in enumerate(batch):
+                        probs[i] = p[row]
+                        for block in keep:
+                            states[block][i] = s[block][row]
+                    if acts is not None:
+                        acts[batch] = a
+                    bar.update(len(batch))
     return ForwardOutput(probs=torch.stack(probs), acts=acts, states=states or None)  # type: ignore[arg-type]
 
 

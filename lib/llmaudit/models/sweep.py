@@ -51,8 +51,8 @@ from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.batching import pad
-from llmaudit.models.prefix import batches, branches, shareable, window_covers
+from llmaudit.models.batching import pad, token_batches
+from llmaudit.models.prefix import branches, shareable, window_covers
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
@@ -277,25 +277,29 @@ def _batches(
     model: AuditModel, prefix: _Prefix, rest: Sequence[Sequence[int]], branching: bool, batch_tokens: int,
     desc: str | None, run: tuple,
 ) -> Iterator[tuple[list[int], _Prefix, torch.Tensor, torch.Tensor]]:
-    """The continuations after the beginning in batches (`prefix.batches`): (their indices, what they attend to, their
-    own tokens left-padded and the mask, on the model's device). When `branching`, the continuations that share a
-    branch (`prefix.branches`) run it once per batch after the beginning (`_Prefix.branched` with `run`'s
-    arguments), and their own tokens after it."""
+    """The continuations after the beginning in batches: (their indices, what they attend to, their own tokens
+    left-padded and the mask, on the model's device). Continuations in no branch first, length-sorted as
+    `AuditModel.padded_batches` batches them; then, when `branching`, those that share a branch (`prefix.branches`),
+    each batch running its distinct branches once after the beginning (`_Prefix.branched` with `run`'s arguments),
+    its rows their tokens after their branch."""
     found = branches(rest) if branching else []
     branch_of = {i: b for b in found for i in b.members}
+    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
     pad_id = model.tokenizer.pad_token_id
     with tqdm(total=len(rest), desc=desc, disable=desc is None, leave=False) as bar:
-        for batch in batches(rest, found, batch_tokens):
-            past = prefix.for_rows(len(batch))
-            if batch[0] in branch_of:
-                distinct = list(dict.fromkeys(branch_of[i] for i in batch))
-                ids, mask = pad([list(rest[b.members[0]][: b.length]) for b in distinct], pad_id)
-                where = torch.tensor([distinct.index(branch_of[i]) for i in batch])
-                past = prefix.branched(model.hf, ids.to(model.device), mask.to(model.device), where, *run)
-            own = [list(rest[i][branch_of[i].length:]) if i in branch_of else list(rest[i]) for i in batch]
-            ids, mask = pad(own, pad_id)
-            yield batch, past, ids.to(model.device), mask.to(model.device)
-            bar.update(len(batch))
+        for branched in (False, True):
+            order = sorted((i for i in range(len(rest)) if (i in branch_of) == branched), key=lambda i: -own[i])
+            # the budget counts each row's tokens after the beginning: those it computes and its cached branch
+            for batch in token_batches(order, [len(r) for r in rest], batch_tokens, own):
+                past = prefix.for_rows(len(batch))
+                if branched:
+                    distinct = list(dict.fromkeys(branch_of[i] for i in batch))
+                    ids, mask = pad([list(rest[b.members[0]][: b.length]) for b in distinct], pad_id)
+                    where = torch.tensor([distinct.index(branch_of[i]) for i in batch])
+                    past = prefix.branched(model.hf, ids.to(model.device), mask.to(model.device), where, *run)
+                ids, mask = pad([list(rest[i][len(rest[i]) - own[i]:]) for i in batch], pad_id)
+                yield batch, past, ids.to(model.device), mask.to(model.device)
+                bar.update(len(batch))
 
 
 @dataclass
