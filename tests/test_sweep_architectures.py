@@ -4,8 +4,6 @@ than every prompt), steering layers below and above a sliding block, and left-pa
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
 import torch
 from conftest import build_tokenizer
@@ -14,7 +12,7 @@ from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.blocks import running
-from llmaudit.models.prefix import branches, shareable, window_covers
+from llmaudit.models.prefix import shareable
 from llmaudit.ledger import Ledger
 from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
@@ -48,9 +46,6 @@ PROMPTS = [
     "write one sentence about a doctor who started a new job . the doctor said it was good and bad",
     "a woman and a man",
     "describe the engineer who wrote about the teacher",
-    # branches after the shared chat beginning: two variants of one case, and a prompt that goes on past another
-    "the nurse started a new job and he said that it was bad",
-    "a woman and a man and a doctor",
 ]
 
 
@@ -120,23 +115,6 @@ def hooked_metric(model, text: str, labels: list[int], target: int, vector, lam:
     return probs[target] / probs.sum()
 
 
-@contextmanager
-def tokens_per_block(model):
-    """While open, the token positions each decoder block runs on, counted in the list this yields."""
-    blocks = architectures.blocks(model.hf)
-    counts = [0] * len(blocks)
-
-    def count(block: int):
-        return lambda module, args, output: counts.__setitem__(block, counts[block] + hidden(output).shape[:2].numel())
-
-    hooks = [b.register_forward_hook(count(i)) for i, b in enumerate(blocks)]
-    try:
-        yield counts
-    finally:
-        for hook in hooks:
-            hook.remove()
-
-
 def shared_beginning(model, texts: list[str], window: int | None, monkeypatch) -> int:
     """With `window`, every sliding block sees the whole prompt; returns how many beginning tokens the sweep shares
     (none while the model's own window is shorter than the prompts, see `prefix.shareable`)."""
@@ -154,9 +132,6 @@ def test_sweep_equals_plain_steered_forward(models, arch, which, projection, win
     texts, labels = texts_of(model), labels_of(model)
     shared = shared_beginning(model, texts, window, monkeypatch)
     assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
-    encoded = model.encode(texts)
-    branched = window_covers(model.hf, 2 * max(map(len, encoded))) and branches([e[shared:] for e in encoded])
-    assert bool(branched) == (shared > 0)  # and the branches
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     engine = sweep(model, texts, labels, vector, LAMBDAS, projection, batch_tokens=60, lambda_batch=2)
     reference = torch.stack(
@@ -202,23 +177,18 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch,
     encoded = model.encode(texts)
     first = sweep_with_sensitivity(model, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
     assert first.states.block == low.layer and [len(s) for s in first.states.states] == list(map(len, encoded))
+    shared = shareable(model.hf, encoded)
+    rest = [e[shared:] for e in encoded]
+    padded = sum(ids.numel() for _, (ids, _, _) in model.padded_batches(rest, 60))  # the continuations' batches
     for vector, projection in ((low, True), (high, False)):
         model.ledger = Ledger(model.n_layers)
-        with tokens_per_block(model) as ran_from_tokens:
-            plain = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection,
-                                           batch_tokens=60)
+        plain = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60)
         from_tokens, model.ledger = model.ledger, Ledger(model.n_layers)
-        with tokens_per_block(model) as ran_started:
-            started = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection,
-                                             batch_tokens=60, start=first.states)
+        started = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60,
+                                         start=first.states)
         torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
         torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
-        # the continuations' own tokens run no block up to the states' (shared beginnings and branches run from
-        # their tokens, which gives their caches every block), and every block above runs as from the tokens
-        spared = [ran_from_tokens[b] - ran_started[b] for b in range(model.n_layers)]
-        assert spared[0] > 0 and spared[: low.layer + 1] == [spared[0]] * (low.layer + 1)
-        assert spared[low.layer + 1:] == [0] * (model.n_layers - low.layer - 1)
-        assert from_tokens.actual - model.ledger.actual == spared[0] * (low.layer + 1)
+        assert from_tokens.actual - model.ledger.actual == padded * (low.layer + 1)  # no block up to the states'
         prefixes = {tuple(e[:i]) for e in encoded for i in range(1, len(e) + 1)}
         assert from_tokens.minimum - model.ledger.minimum == len(prefixes) * (low.layer + 1)  # spared, not needed
     with pytest.raises(ValueError, match="not these prompts"):

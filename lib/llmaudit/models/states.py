@@ -22,10 +22,10 @@ class LowerStates:
     block: int
     states: list[torch.Tensor]
 
-    def padded(self, rows: Sequence[int], starts: Sequence[int]) -> torch.Tensor:
-        """The states of prompts `rows`, each from its token in `starts` on, as one left-padded batch (rows, longest,
-        width), zeros at the padding (which the attention mask hides)."""
-        parts = [self.states[i][start:] for i, start in zip(rows, starts, strict=True)]
+    def padded(self, rows: Sequence[int], start: int) -> torch.Tensor:
+        """The states of prompts `rows` from token `start` on, as one left-padded batch (rows, longest, width), zeros
+        at the padding (which the attention mask hides)."""
+        parts = [self.states[i][start:] for i in rows]
         batch = torch.zeros(len(parts), max(len(p) for p in parts), parts[0].shape[-1], dtype=parts[0].dtype)
         for row, part in enumerate(parts):
             batch[row, batch.shape[1] - len(part):] = part

@@ -6,9 +6,7 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
   depend on lambda (the edit happens above them);
 * the blocks above run once per lambda on the edited hidden states, several lambdas stacked in one batch;
 * the beginning every prompt of the call shares (chat template, system prompt, instruction) runs once: below the
-  steering layer once, above it once per lambda, its key/value caches serving every continuation; and so does, in
-  each batch, a branch some prompts share after it (`models.prefix.branches`: the variants of one case, the questions
-  about one context), left-padded after the beginning, each prompt's own tokens left-padded after its branch;
+  steering layer once, above it once per lambda, its key/value caches serving every continuation;
 * only the last position goes through the final norm and the unembedding, and only the answer tokens'
   probabilities are kept.
 
@@ -22,11 +20,11 @@ and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral
 Gemma 3, between the local and the global rotary embedding), so a block run from a shortened list would get the mask
 of another block. Llama and Mistral give every block the same mask. Gemma 3 scales the token embeddings inside its
 embedding module, so the edited hidden states passed as `inputs_embeds` are not rescaled. The only key/value caches
-are the shared beginnings': the lower one from the lower run, and per lambda one whose upper blocks come from the
+are the shared beginning's: the lower one from the lower run, and per lambda one whose upper blocks come from the
 upper run on the edited beginning, so that every block of the cache holds the beginning (a model reads the cache's
-length from its first block; a branch therefore runs from its tokens through every lower block even when the sweep
-starts from stored states). A model whose sliding window is shorter than the padded prompts shares nothing (the
-padding would count inside its window). The architectures in `SUPPORTED` are the ones whose forward was read and tested for this; any other is refused, and the plain steered
+length from its first block). The continuations are left-padded after the beginning, so a model whose sliding window
+is shorter than the prompts shares nothing (the padding would count inside its window). The architectures in
+`SUPPORTED` are the ones whose forward was read and tested for this; any other is refused, and the plain steered
 forward is its fallback. Models traced remotely cannot be split and use that path. A model spread over devices
 (`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
 where the steering block left it.
@@ -35,14 +33,12 @@ where the steering block left it.
 from __future__ import annotations
 
 import copy
-import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.autograd import forward_ad
-from tqdm import tqdm
 from transformers.cache_utils import Cache
 
 from llmaudit.errors import AuditError
@@ -51,8 +47,7 @@ from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.batching import pad, token_batches
-from llmaudit.models.prefix import branches, shareable, window_covers
+from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
@@ -177,35 +172,29 @@ def sweep_with_sensitivity(
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
         blocks = architectures.blocks(hf)
-        # a branch is left-padded inside the sequence, which at most doubles its length
-        branching = window_covers(hf, 2 * max(len(e) for e in encoded))
-        for batch, past, ids, mask in _batches(model, prefix, rest, branching, batch_tokens, desc,
-                                               (lower, upper, vector, lambdas, projection, keep)):
-            own = mask.sum(-1).tolist()
-            positions = past.after((mask.cumsum(-1) - 1).clamp(min=0))
+        for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
             inputs = {"input_ids": ids} if start is None else \
-                {"inputs_embeds": start.padded(batch, [len(encoded[i]) - n for i, n in zip(batch, own)])
-                 .to(ids.device, hf.dtype)}
+                {"inputs_embeds": start.padded(batch, shared).to(ids.device, hf.dtype)}
             with torch.inference_mode():
                 with running(hf, range(base, vector.layer + 1), final_norm=False), \
                         reading(blocks, below, _last) as read, \
                         reading(blocks, _listed(keep), every_position) as at_keep:
                     hidden = architectures.decoder(hf)(
-                        **inputs, attention_mask=past.mask(mask), position_ids=positions,
-                        past_key_values=past.lower(), use_cache=past.cached).last_hidden_state
+                        **inputs, attention_mask=prefix.mask(mask), position_ids=positions + shared,
+                        past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
                 for row, i in enumerate(batch) if keep is not None else ():
-                    kept[i] = torch.cat([past.kept_of(row), at_keep[keep][row, at_keep[keep].shape[1] - own[row]:]
-                                         .to(past.kept.device)]).cpu()
+                    kept[i] = torch.cat([prefix.kept[0], at_keep[keep][row, at_keep[keep].shape[1] - len(rest[i]):]
+                                         .to(prefix.kept.device)]).cpu()
                 if lambdas:
-                    swept = _upper_sweep(hf, hidden, past.mask(mask), positions, labels, vector, lambdas,
-                                         projection, lambda_batch, past, layers, read)
+                    swept = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector, lambdas,
+                                         projection, lambda_batch, prefix, layers, read)
                     probs[:, batch] = swept.probs
                     if acts is not None:
                         acts[:, batch] = swept.acts
             if derivative is not None:
                 chosen = torch.as_tensor([targets[i] for i in batch])
-                whole, where = past.whole(hidden.clone()), past.positions(positions)
-                derivative[batch] = _upper_derivative(hf, whole, past.mask(mask), where, labels, chosen, vector,
+                whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
+                derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
                                                       projection)
     states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
@@ -273,59 +262,25 @@ def _last(h: torch.Tensor) -> torch.Tensor:
     return h[:, -1]
 
 
-def _batches(
-    model: AuditModel, prefix: _Prefix, rest: Sequence[Sequence[int]], branching: bool, batch_tokens: int,
-    desc: str | None, run: tuple,
-) -> Iterator[tuple[list[int], _Prefix, torch.Tensor, torch.Tensor]]:
-    """The continuations after the beginning in batches: (their indices, what they attend to, their own tokens
-    left-padded and the mask, on the model's device). Continuations in no branch first, length-sorted as
-    `AuditModel.padded_batches` batches them; then, when `branching`, those that share a branch (`prefix.branches`),
-    each batch running its distinct branches once after the beginning (`_Prefix.branched` with `run`'s arguments),
-    its rows their tokens after their branch."""
-    found = branches(rest) if branching else []
-    branch_of = {i: b for b in found for i in b.members}
-    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
-    pad_id = model.tokenizer.pad_token_id
-    with tqdm(total=len(rest), desc=desc, disable=desc is None, leave=False) as bar:
-        for branched in (False, True):
-            order = sorted((i for i in range(len(rest)) if (i in branch_of) == branched), key=lambda i: -own[i])
-            # the budget counts each row's tokens after the beginning: those it computes and its cached branch
-            for batch in token_batches(order, [len(r) for r in rest], batch_tokens, own):
-                past = prefix.for_rows(len(batch))
-                if branched:
-                    distinct = list(dict.fromkeys(branch_of[i] for i in batch))
-                    ids, mask = pad([list(rest[b.members[0]][: b.length]) for b in distinct], pad_id)
-                    where = torch.tensor([distinct.index(branch_of[i]) for i in batch])
-                    past = prefix.branched(model.hf, ids.to(model.device), mask.to(model.device), where, *run)
-                ids, mask = pad([list(rest[i][len(rest[i]) - own[i]:]) for i in batch], pad_id)
-                yield batch, past, ids.to(model.device), mask.to(model.device)
-                bar.update(len(batch))
-
-
 @dataclass
 class _Prefix:
-    """What a batch's continuations attend to, computed once for all of them: the beginning every prompt shares
-    (one source), or that beginning followed by the branches the batch's prompts share (one source per distinct
-    branch). Per source: the lower blocks' output and key/value cache, and, per lambda, the cache of every block whose
-    upper blocks ran on the edited output; batch row i continues source `where[i]`. With no shared beginning
-    (empty), every method leaves the batch as it is."""
+    """The beginning every prompt of a sweep shares, computed once: its lower blocks' output and key/value cache,
+    and, per lambda, the cache of the upper blocks on its edited output. With no shared beginning (empty), every
+    method leaves the batch as it is."""
 
-    hidden: torch.Tensor | None  # (sources, length, width): the lower blocks' output
-    lower_cache: Cache | None  # the sources' keys and values in the lower blocks
-    upper_caches: dict[float | None, Cache]  # lambda -> the sources' keys and values in every block, edited above
-    sources_mask: torch.Tensor  # (sources, length): zeros at a branch's left padding
-    kept: torch.Tensor  # (sources, length, width): the output of the block whose states the sweep keeps (or length 0)
-    where: torch.Tensor  # (rows,): the source each row of the batch continues
+    hidden: torch.Tensor | None  # (1, p, width): the lower blocks' output on the prefix
+    lower_cache: Cache | None  # the prefix's keys and values in the lower blocks
+    upper_caches: dict[float | None, Cache]  # lambda -> the prefix's keys and values in every block, edited above
+    length: int
+    kept: torch.Tensor  # (1, p, width): the output of the block whose states the sweep keeps (empty: none)
 
     @classmethod
     def run(cls, hf: torch.nn.Module, tokens: list[int], device: str, lower: range, upper: range,
             vector: SteeringVector, lambdas: Sequence[float | None], projection: bool,
             keep: int | None = None) -> _Prefix:
         """Compute the shared beginning `tokens` (none: an empty prefix)."""
-        width, none = hf.config.hidden_size, torch.zeros(0, dtype=torch.long)
         if not tokens:
-            return cls(None, None, {}, torch.ones(1, 0, dtype=torch.long, device=device),
-                       torch.empty(1, 0, width, dtype=hf.dtype), none)
+            return cls(None, None, {}, 0, torch.empty(1, 0, hf.config.hidden_size, dtype=hf.dtype))
         ids = torch.tensor([tokens], device=device)
         with torch.inference_mode():
             with running(hf, lower, final_norm=False), \
@@ -336,108 +291,54 @@ class _Prefix:
                 with running(hf, upper, final_norm=False):
                     edited = _edited(out.last_hidden_state, vector, lam, projection)
                     above = architectures.decoder(hf)(inputs_embeds=edited, use_cache=True).past_key_values
-                caches[lam] = _merged(out.past_key_values, above, upper)
-        kept = at_keep[keep] if keep is not None else torch.empty(1, 0, width, dtype=hf.dtype)
-        return cls(out.last_hidden_state, out.past_key_values, caches, torch.ones_like(ids), kept, none)
-
-    def for_rows(self, rows: int) -> _Prefix:
-        """This beginning for a batch of `rows` continuations, every one continuing it."""
-        return dataclasses.replace(self, where=torch.zeros(rows, dtype=torch.long))
-
-    def branched(self, hf: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, where: torch.Tensor,
-                 lower: range, upper: range, vector: SteeringVector, lambdas: Sequence[float | None],
-                 projection: bool, keep: int | None) -> _Prefix:
-        """This beginning followed by branches: the distinct branches `ids` (left-padded, `mask`) run once after it,
-        from their tokens through the lower blocks and, per lambda, through the upper ones on their edited output;
-        batch row i continues branch `where[i]`."""
-        after = self.for_rows(len(ids))
-        full = after.mask(mask)
-        positions = after.after((mask.cumsum(-1) - 1).clamp(min=0))
-        with torch.inference_mode():
-            with running(hf, lower, final_norm=False), \
-                    reading(architectures.blocks(hf), _listed(keep), every_position) as at_keep:
-                out = architectures.decoder(hf)(input_ids=ids, attention_mask=full, position_ids=positions,
-                                                past_key_values=after.lower(), use_cache=True)
-            caches = {}
-            for lam in lambdas:
-                with running(hf, upper, final_norm=False):
-                    edited = _edited(out.last_hidden_state, vector, lam, projection)
-                    above = architectures.decoder(hf)(inputs_embeds=edited, attention_mask=full,
-                                                      position_ids=positions, past_key_values=after.upper([lam]),
-                                                      use_cache=True).past_key_values
-                caches[lam] = _merged(out.past_key_values, above, upper)
-        kept = self.kept[after._where(self.kept)]
-        if keep is not None:
-            kept = torch.cat([kept, at_keep[keep].to(kept.device)], dim=1)
-        return _Prefix(after.whole(out.last_hidden_state), out.past_key_values, caches, full, kept, where)
+                caches[lam] = copy.deepcopy(out.past_key_values)
+                for block in upper:
+                    caches[lam].layers[block] = above.layers[block]
+        kept = at_keep[keep] if keep is not None else torch.empty(1, 0, hf.config.hidden_size, dtype=hf.dtype)
+        return cls(out.last_hidden_state, out.past_key_values, caches, len(tokens), kept)
 
     @property
     def cached(self) -> bool:
         """Whether there is a shared beginning."""
-        return self.sources_mask.shape[1] > 0
+        return self.length > 0
 
     def mask(self, mask: torch.Tensor) -> torch.Tensor:
-        """The attention mask of the batch's continuations after their sources."""
+        """The attention mask of the continuations after the prefix."""
         if not self.cached:
             return mask
-        return torch.cat([self.sources_mask[self._where(mask)], mask], dim=1)
-
-    def after(self, positions: torch.Tensor) -> torch.Tensor:
-        """Position ids of the continuations (counted from 0 in each), shifted past their sources' tokens."""
-        if not self.cached:
-            return positions
-        return positions + self.sources_mask.sum(1, keepdim=True)[self._where(positions)]
+        return torch.cat([torch.ones(len(mask), self.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
 
     def positions(self, positions: torch.Tensor) -> torch.Tensor:
-        """Position ids of the whole prompts: the sources', then the continuations' (given `after`)."""
+        """Position ids of the whole prompts: the prefix's, then the continuations' after them."""
         if not self.cached:
             return positions
-        before = (self.sources_mask.cumsum(-1) - 1).clamp(min=0)
-        return torch.cat([before[self._where(positions)], positions], dim=1)
+        start = torch.arange(self.length, device=positions.device).expand(len(positions), -1)
+        return torch.cat([start, positions + self.length], dim=1)
 
     def whole(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The lower blocks' output of the whole prompts: the sources', then the continuations'."""
+        """The lower blocks' output of the whole prompts: the prefix's, then the continuations'."""
         if not self.cached:
             return hidden
-        return torch.cat([self.hidden[self._where(hidden)].to(hidden.device), hidden], dim=1)
+        return torch.cat([self.hidden.expand(len(hidden), -1, -1).to(hidden.device), hidden], dim=1)
 
-    def kept_of(self, row: int) -> torch.Tensor:
-        """The kept block's output at the tokens of row `row`'s source (tokens, width)."""
-        source = int(self.where[row])
-        return self.kept[source][self.sources_mask[source].bool().to(self.kept.device)]
+    def lower(self, rows: int) -> Cache | None:
+        """A copy of the prefix's lower cache for `rows` continuations."""
+        return _repeated([self.lower_cache], rows) if self.cached else None
 
-    def lower(self) -> Cache | None:
-        """A copy of the sources' lower cache, one row per continuation."""
-        return _rows([self.lower_cache], self.where) if self.cached else None
-
-    def upper(self, lambdas: Sequence[float | None]) -> Cache | None:
-        """The sources' caches at `lambdas`, stacked as the continuations are (lambda-major), one row per continuation
-        each."""
-        return _rows([self.upper_caches[lam] for lam in lambdas], self.where) if self.cached else None
-
-    def _where(self, like: torch.Tensor) -> torch.Tensor:
-        """The rows' sources, on the device of `like`."""
-        return self.where.to(like.device)
+    def upper(self, lambdas: Sequence[float | None], rows: int) -> Cache | None:
+        """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each."""
+        return _repeated([self.upper_caches[lam] for lam in lambdas], rows) if self.cached else None
 
 
-def _merged(lower: Cache, above: Cache, upper: range) -> Cache:
-    """A copy of the lower blocks' cache with the blocks `upper` taken from `above`."""
-    merged = copy.deepcopy(lower)
-    for block in upper:
-        merged.layers[block] = above.layers[block]
-    return merged
-
-
-def _rows(caches: Sequence[Cache], where: torch.Tensor) -> Cache:
-    """One cache whose batch holds, for each of `caches` in turn, their rows `where`; the originals stay as they
-    are."""
+def _repeated(caches: Sequence[Cache], rows: int) -> Cache:
+    """One cache whose batch holds each of `caches` (batch 1) `rows` times, in order; the originals stay as they are."""
     stacked = copy.deepcopy(caches[0])
     for block, layer in enumerate(stacked.layers):
-        if not layer.is_initialized:  # a block the sources did not run (above the steering block, in the lower cache)
+        if not layer.is_initialized:  # a block the prefix did not run (above the steering block, in the lower cache)
             continue
         for name in ("keys", "values"):
             parts = [getattr(cache.layers[block], name) for cache in caches]
-            setattr(layer, name, torch.cat([part[where.to(part.device)] for part in parts]))
+            setattr(layer, name, torch.cat(parts).repeat_interleave(rows, dim=0))
     return stacked
 
 
@@ -470,7 +371,7 @@ def _upper_sweep(
                     inputs_embeds=edited,
                     attention_mask=mask.repeat(repeat, 1),
                     position_ids=positions.repeat(repeat, 1),
-                    past_key_values=prefix.upper(group),
+                    past_key_values=prefix.upper(group, len(hidden)),
                     use_cache=prefix.cached,
                     logits_to_keep=1,
                 ).logits[:, -1, :]
