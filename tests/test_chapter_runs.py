@@ -12,6 +12,9 @@ from llmaudit.framing.evaluate import chat_pass, steered_probabilities, texts, t
 from llmaudit.framing.pronouns import family_probs, family_token_ids
 from llmaudit.framing.stimuli import prompts
 from llmaudit.markedness.evaluate import agreement_with_unmarked
+from llmaudit.models import architectures
+from llmaudit.models.layers import hidden
+from llmaudit.models.prefix import common_prefix
 from llmaudit.steering import SteeringVector
 from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 
@@ -43,12 +46,24 @@ def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_c
     pd.testing.assert_frame_equal(same, answers)
 
 
-def test_steered_shares_equal_the_plain_steered_forward(tiny_model) -> None:
-    free = [p for p in prompts("a moustache") if p.kind == "completion"]
+@pytest.mark.parametrize("after_chat_pass", [False, True])
+def test_steered_shares_equal_the_plain_steered_forward(tiny_model, tmp_path, after_chat_pass) -> None:
+    cells = prompts("a moustache")
+    free = [p for p in cells if p.kind == "completion"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256)
+    if after_chat_pass:  # the chat pass keeps the completion prompts' states below the edit: the sweep starts there
+        chat_pass(tiny_model, cells, 3, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+    first: list[int] = []  # token positions the first block runs on
+    hook = architectures.blocks(tiny_model.hf)[0].register_forward_hook(lambda m, a, out: first.append(
+        hidden(out).shape[0] * hidden(out).shape[1]))
+    try:
+        steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256, cache=tmp_path)
+    finally:
+        hook.remove()
     inputs = texts(tiny_model, free, "chat")
+    beginning = common_prefix(tiny_model.encode(inputs))  # run once from its tokens, to cache its keys and values
+    assert (sum(first) == beginning) == after_chat_pass  # from the states, no prompt's own token ran below the edit
     for lam in (-1.0, 1.0):
         log_probs = tiny_model.forward(inputs, None, intervention=vector.intervention(lam)).probs
         expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=True)

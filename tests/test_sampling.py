@@ -96,6 +96,17 @@ def test_the_prefill_gives_what_a_scoring_pass_over_the_texts_gives(model) -> No
     assert model.sample(calls, NEW).probs is None
 
 
+def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
+    calls, block = calls_of(model), 1
+    texts = [text for call in calls for text in call.texts]
+    samples = model.sample(calls, NEW, keep=[block])
+    kept = model.forward(texts, [5], keep=[block]).states[block]
+    assert [len(s) for s in samples.states[block]] == [len(e) for e in model.encode(texts)]
+    for got, want in zip(samples.states[block], kept, strict=True):
+        assert torch.allclose(got, want, atol=1e-5)
+    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
+
+
 def test_call_batches_keep_order_and_budget(tiny_model) -> None:
     calls = calls_of(tiny_model) * 3
     longest = [max(len(e) for e in tiny_model.encode(c.texts)) + NEW for c in calls]

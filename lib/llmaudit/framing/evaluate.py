@@ -18,7 +18,8 @@ from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, fa
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
 from llmaudit.models.sampling import SampleCall, call_batches
-from llmaudit.models.sweep import sweep
+from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.sweep import sweep_from_stored
 from llmaudit.steering import SteeringVector
 
 
@@ -85,12 +86,13 @@ def steered_probabilities(
     model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
     batch_tokens: int, cache: Path | None = None,
 ) -> pd.DataFrame:
-    """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam)."""
+    """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
+    prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
     key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
            "vector": vector.fingerprint()}
-    probs = cached_tensors(cache, key, lambda: {"probs": sweep(model, inputs, space, vector, lambdas,
-                                                               batch_tokens=batch_tokens, desc="framing steered")})
+    probs = cached_tensors(cache, key, lambda: {"probs": sweep_from_stored(
+        model, inputs, space, vector, lambdas, None, cache, batch_tokens=batch_tokens, desc="framing steered").probs})
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
                       for lam, p in zip(lambdas, probs["probs"])], ignore_index=True)
 
@@ -104,21 +106,29 @@ def chat_pass(
     choice cell uses one shuffled option order per sample) with the pronoun family each names (None: invalid
     output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
     Prompts run together in batches of `batch_tokens`, each cached on its own (an interrupted run keeps the batches
-    done)."""
+    done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
     shown = [versions([p], range(samples)) for p in prompts]
     space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
     layers = [vector.layer] if vector is not None else []
+    completion = [p.kind == "completion" for p in prompts]  # a completion prompt is one text, its own only version
     calls = [SampleCall(tuple(texts(model, versions_, "chat")), 1 if p.kind == "choice" else samples, seed + i)
              for i, (p, versions_) in enumerate(zip(prompts, shown))]
     answers: list[torch.Tensor] = []
     read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
+    kept: list[torch.Tensor] = []
     for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
                       leave=False):
         chosen = [calls[i] for i in batch]
 
         def run() -> dict[str, torch.Tensor]:
-            out = model.sample(chosen, max_new_tokens, space, layers)
-            return {"tokens": torch.cat(out.tokens), "probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
+            out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
+            found = {"tokens": torch.cat(out.tokens), "probs": out.probs}
+            if layers:  # the last token's projection, and the completion prompts' states (their call's one text)
+                first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
+                states = [out.states[vector.layer][t] for t, i in zip(first, batch) if completion[i]]
+                found |= {"acts": out.acts[:, 0], "states": torch.cat([torch.empty(0, model.width), *states]),
+                          "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
+            return found
 
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
                "labels": space, "layers": layers}
@@ -126,6 +136,11 @@ def chat_pass(
         answers += found["tokens"].split([call.rows for call in chosen])
         for name in read.keys() & found.keys():
             read[name].append(found[name])
+        if "states" in found:
+            kept += found["states"].split(found["lengths"].tolist())
+    if vector is not None:
+        free = [p for p, done in zip(prompts, completion) if done]
+        store_states(cache, model.identity, texts(model, free, "chat"), LowerStates(vector.layer, kept))
     scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
                      torch.cat(read["acts"]) if layers else None, vector)
     rows = []

@@ -181,14 +181,15 @@ class AuditModel:
             return readout(logits, labels, [saved[layer] for layer in layers])
 
     def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
-               layers: Sequence[int] = ()) -> Samples:
+               layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
         """Seeded answers of each call's chat-formatted texts, sampled at temperature 1 over the whole vocabulary
         (`models.sampling`, the same tokens as one `generate` call per prompt): per call, (rows, max_new_tokens)
         token ids with -1 from the end-of-sequence token on; given `labels` or `layers`, each text's label
-        probabilities and last-token outputs of `layers` from the same pass, as `forward` gives them."""
+        probabilities and last-token outputs of `layers` from the same pass, as `forward` gives them; and the outputs
+        of blocks `keep` at every prompt token, for a sweep of the same texts to start from."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
-        return sample_calls(self, calls, max_new_tokens, labels, layers)
+        return sample_calls(self, calls, max_new_tokens, labels, layers, keep)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position

@@ -23,7 +23,7 @@ import torch
 
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
-from llmaudit.models.layers import at_rows, reading
+from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.prefix import Past, branches, shareable, window_covers
 
 if TYPE_CHECKING:
@@ -36,11 +36,13 @@ if TYPE_CHECKING:
 class Samples:
     """Per call, (rows, max_new_tokens) sampled token ids, text-major, -1 from the end-of-sequence token on; and per
     text (the calls' texts in order), when labels or layers were asked for, the first generated position's
-    probabilities of the labels and the last prompt token's block outputs (texts, layers, width)."""
+    probabilities of the labels and the last prompt token's block outputs (texts, layers, width); per block kept,
+    each text's outputs at every prompt token (tokens, width), for a sweep of the same texts to start from."""
 
     tokens: list[torch.Tensor]
     probs: torch.Tensor | None = None
     acts: torch.Tensor | None = None
+    states: dict[int, list[torch.Tensor]] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,11 @@ def call_batches(
 
 
 def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
-                 labels: Sequence[int] | None = None, layers: Sequence[int] = ()) -> Samples:
+                 labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
     """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
     probabilities (log-probabilities over the vocabulary when `labels` is None, as `forward` gives them) and block
-    outputs read from the same prefill. All calls run as one batch: `call_batches` splits a long list."""
+    outputs read from the same prefill, which also keeps the outputs of blocks `keep` at every prompt token. All
+    calls run as one batch: `call_batches` splits a long list."""
     hf, eos = model.hf, model.tokenizer.eos_token_id
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
@@ -90,7 +93,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     generators = [torch.Generator().manual_seed(call.seed) for call in calls]
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
-        logits, cache, mask, read = _prefill(model, encoded, max_new_tokens, layers)
+        logits, cache, mask, read, states = _prefill(model, encoded, max_new_tokens, layers, keep)
         probs, acts = readout(logits, labels, read) if labels is not None or layers else (None, None)
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
@@ -100,8 +103,10 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
             going = (drawn != eos).nonzero().squeeze(-1)
             if step == max_new_tokens - 1 or not len(going):
                 break
-            live, mask = live[going], torch.cat([mask[going], torch.ones(len(going), 1, dtype=mask.dtype)], dim=1)
-            cache.batch_select_indices(going.to(model.device))
+            if len(going) < len(live):  # answers ended: drop their rows (a copy of the whole cache)
+                live, mask = live[going], mask[going]
+                cache.batch_select_indices(going.to(model.device))
+            mask = torch.cat([mask, torch.ones(len(live), 1, dtype=mask.dtype)], dim=1)
             logits = hf(input_ids=drawn[going, None].to(model.device), attention_mask=mask.to(model.device),
                         position_ids=(mask.sum(-1, keepdim=True) - 1).to(model.device), past_key_values=cache,
                         use_cache=True, logits_to_keep=1).logits[:, -1].float().cpu()
@@ -109,23 +114,25 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
         # needed: each text, and each answer up to its last token (whose successor is never asked for)
         model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
                                                                                            tokens.tolist())])
-    return Samples(list(tokens.split([call.rows for call in calls])), probs, acts)
+    return Samples(list(tokens.split([call.rows for call in calls])), probs, acts, states or None)
 
 
-def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Sequence[int] = ()
-             ) -> tuple[torch.Tensor, Cache, torch.Tensor, list[torch.Tensor]]:
+def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Sequence[int] = (),
+             keep: Sequence[int] = ()
+             ) -> tuple[torch.Tensor, Cache, torch.Tensor, list[torch.Tensor], dict[int, list[torch.Tensor]]]:
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
     some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
     their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
     own tokens left-padded after the beginning. Returns the last real position's float32 logits, the key/value
-    cache, the attention mask (whose sum is each text's length) and the last real position's outputs of `layers`."""
+    cache, the attention mask (whose sum is each text's length), the last real position's outputs of `layers` and
+    each text's outputs of blocks `keep` at all its tokens (on the CPU)."""
     hf = model.hf
     shared = shareable(hf, encoded, extra)
     rest = [e[shared:] for e in encoded]
     # a branch is left-padded inside the sequence, which at most doubles its length
     found = branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
     branch_of = {i: b for b in found for i in b.members}
-    past = Past.beginning(model, encoded[0][:shared])
+    past = Past.beginning(model, encoded[0][:shared], keep)
     if found:
         past = past.branched(model, [branch_of.get(i) for i in range(len(rest))], rest)
         rest = [r[branch_of[i].length:] if i in branch_of else r for i, r in enumerate(rest)]
@@ -135,12 +142,16 @@ def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Se
     mask = torch.cat([past.mask.cpu(), own], dim=1)
     positions = past.mask.sum(1, keepdim=True).cpu() + (own.cumsum(-1) - 1).clamp(min=0)
     last = (own * torch.arange(own.shape[1])).argmax(1)  # each row's last real token, whichever side it is padded
-    with reading(architectures.blocks(hf), layers, lambda h: at_rows(h, last)) as read:
+    blocks = architectures.blocks(hf)
+    with reading(blocks, layers, lambda h: at_rows(h, last)) as read, reading(blocks, keep, every_position) as seen:
         out = architectures.decoder(hf)(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
                                         position_ids=positions.to(model.device), past_key_values=past.cache,
                                         use_cache=True)
     logits = architectures.unembedding(hf)(at_rows(out.last_hidden_state, last)).float().cpu()
-    return logits, out.past_key_values, mask, [read[layer] for layer in layers]
+    before = past.mask.bool().cpu()  # where each row's beginning and branch hold its tokens (a branch is left-padded)
+    states = {block: [torch.cat([past.states[block][row].cpu()[before[row]], seen[block][row].cpu()[own[row].bool()]])
+                      for row in range(len(encoded))] for block in keep}
+    return logits, out.past_key_values, mask, [read[layer] for layer in layers], states
 
 
 def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor,
