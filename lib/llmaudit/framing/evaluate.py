@@ -131,7 +131,7 @@ def chat_pass(
             return found
 
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
-               "labels": space, "layers": layers}
+               "labels": space, "layers": layers, "keep": layers}  # a batch cached without its states runs again
         found = cached_tensors(cache, key, run)
         answers += found["tokens"].split([call.rows for call in chosen])
         for name in read.keys() & found.keys():
