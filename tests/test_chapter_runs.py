@@ -46,6 +46,14 @@ def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_c
     pd.testing.assert_frame_equal(same, answers)
 
 
+def test_a_chat_pass_without_completion_prompts_keeps_nothing(tiny_model, tmp_path) -> None:
+    choice = [p for p in prompts("a moustache") if p.kind == "choice"]
+    vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
+                            torch.zeros(tiny_model.width), k=3.0)
+    scored, answers = chat_pass(tiny_model, choice, 2, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+    assert len(answers) == 2 * len(choice) and len(scored) == 2 * len(choice)
+
+
 @pytest.mark.parametrize("after_chat_pass", [False, True])
 def test_steered_shares_equal_the_plain_steered_forward(tiny_model, tmp_path, after_chat_pass) -> None:
     cells = prompts("a moustache")

@@ -126,7 +126,7 @@ def chat_pass(
             if layers:  # the last token's projection, and the completion prompts' states (their call's one text)
                 first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
                 states = [out.states[vector.layer][t] for t, i in zip(first, batch) if completion[i]]
-                found |= {"acts": out.acts[:, 0], "states": torch.cat([torch.empty(0, model.width), *states]),
+                found |= {"acts": out.acts[:, 0], "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
                           "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
             return found
 
@@ -138,7 +138,7 @@ def chat_pass(
             read[name].append(found[name])
         if "states" in found:
             kept += found["states"].split(found["lengths"].tolist())
-    if vector is not None:
+    if vector is not None and any(completion):  # (no states to keep without a completion prompt)
         free = [p for p, done in zip(prompts, completion) if done]
         store_states(cache, model.identity, texts(model, free, "chat"), LowerStates(vector.layer, kept))
     scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
