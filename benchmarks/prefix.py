@@ -2,8 +2,8 @@
 default model: 9-shot race-template sentences (markedness: one long common beginning), the gender_id vector's
 training prompts (steering: six instruction templates, long texts) and the credit task's explicit prompts
 (decision tasks: the two gender variants of each case). Each set runs three ways: the traced forward (each prompt
-whole), the common beginning only (the engine without branches, as before branches existed), with branches, and
-with branches under transformers' own SDPA attention (key/value heads repeated per query head, as before
+whole), the common beginning only (the engine without token trees), with the prompts after it packed as token
+trees, and with token trees under transformers' own SDPA attention (key/value heads repeated per query head, as before
 `models.attention`). Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks
 that all agree to 1e-4, and the speed ratios measured in this run.
 Usage: python benchmarks/prefix.py [N_PROMPTS]   (per set; default 64)"""
@@ -66,8 +66,8 @@ def main(n: int) -> None:
                                                               traced=True),
         "common beginning": lambda texts, labels: forward_shared_prefix(model, texts, labels,
                                                                         batch_tokens=params.batch_tokens,
-                                                                        min_branch=None),
-        "branches": lambda texts, labels: forward_shared_prefix(model, texts, labels,
+                                                                        tree=False),
+        "token trees": lambda texts, labels: forward_shared_prefix(model, texts, labels,
                                                                 batch_tokens=params.batch_tokens),
         "repeated heads": lambda texts, labels: with_sdpa(model, lambda: forward_shared_prefix(
             model, texts, labels, batch_tokens=params.batch_tokens)),
@@ -85,9 +85,9 @@ def main(n: int) -> None:
             print(f"  {engine:17s} {seconds[engine]:7.1f} s  {tokens / seconds[engine]:7.0f} tokens/s  "
                   f"actual / minimum {ledger.actual / ledger.minimum:5.2f}")
         gap = max((outputs[e] - outputs["traced forward"]).abs().max().item() for e in engines)
-        print(f"  branches vs traced {seconds['traced forward'] / seconds['branches']:.2f}x, vs common beginning "
-              f"{seconds['common beginning'] / seconds['branches']:.2f}x; grouped attention vs repeated heads "
-              f"{seconds['repeated heads'] / seconds['branches']:.2f}x; max |difference| {gap:.1e}")
+        print(f"  token trees vs traced {seconds['traced forward'] / seconds['token trees']:.2f}x, vs common "
+              f"beginning {seconds['common beginning'] / seconds['token trees']:.2f}x; grouped attention vs repeated "
+              f"heads {seconds['repeated heads'] / seconds['token trees']:.2f}x; max |difference| {gap:.1e}")
         assert gap < 1e-4
 
 

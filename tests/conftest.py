@@ -43,6 +43,19 @@ def build_tokenizer():
     return fast
 
 
+def lower_positions(model, texts: list[str], batch_tokens: int) -> int:
+    """Token positions a sweep's pass through one block below the edit runs on: the continuations after the shared
+    beginning, packed (token trees where the model's window allows) and batched as the sweep does, padding
+    included."""
+    from llmaudit.models.packing import packed_batches
+    from llmaudit.models.prefix import shareable, window_covers
+
+    encoded = model.encode(texts)
+    shared, tree = shareable(model.hf, encoded), window_covers(model.hf, max(len(e) for e in encoded))
+    batches = packed_batches([e[shared:] for e in encoded], model.tokenizer.pad_token_id, batch_tokens, tree)
+    return sum(batch.ids.numel() for batch in batches)
+
+
 def build_hf_model(vocab_size: int):
     """A seeded random 4-block Llama (hidden 32, 2 heads) in float32 eval mode."""
     from transformers import LlamaConfig, LlamaForCausalLM

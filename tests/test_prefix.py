@@ -1,6 +1,6 @@
 """The shared-prefix engine (models/prefix.py) against the traced forward, each prompt whole: the common beginning
-and the branches (variants of one case, texts of one template) run once, on every supported architecture, with
-their sliding windows either covering the prompts (branches shared) or not (no branch)."""
+runs once and the prompts after it are packed as token trees (variants of one case, texts of one template), on every
+supported architecture, with their sliding windows either covering the prompts (trees) or not (a prompt a row)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ def test_branches_group_neighbours_while_sharing_saves_tokens() -> None:
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 @pytest.mark.parametrize("window", [None, 10_000])
-def test_branched_forward_equals_the_traced_forward(architecture, window, tiny_model) -> None:
+def test_packed_forward_equals_the_traced_forward(architecture, window, tiny_model) -> None:
     model = tiny_model if architecture == "llama" else build_model(architecture)
     if window is not None and hasattr(model.hf.config, "sliding_window"):
         model.hf.config.sliding_window = window
     texts, labels = variant_texts(model), model.single_token_ids(["she", "he", "good"])
     want = model.forward(texts, labels, layers=[1, 3], traced=True)
-    for budget in (4096, 60):  # all in one batch, and a branch split over batches
+    for budget in (4096, 60):  # all in one batch, and over several
         got = forward_shared_prefix(model, texts, labels, layers=[1, 3], batch_tokens=budget)
         torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(got.acts, want.acts, atol=1e-4, rtol=1e-4)
@@ -56,7 +56,7 @@ def test_branched_forward_equals_the_traced_forward(architecture, window, tiny_m
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 @pytest.mark.parametrize("window", [None, 10_000])
 def test_kept_states_are_each_prompt_s_block_outputs_at_every_token(architecture, window, tiny_model) -> None:
-    """The states the branched forward keeps (beginning, branch and own tokens put together) equal a block's output
+    """The states the packed forward keeps (beginning and tree path put together) equal a block's output
     on each prompt alone, and start a sweep as the sweep's own kept states do."""
     model = tiny_model if architecture == "llama" else build_model(architecture)
     if window is not None and hasattr(model.hf.config, "sliding_window"):
@@ -79,7 +79,7 @@ def test_kept_states_are_each_prompt_s_block_outputs_at_every_token(architecture
     torch.testing.assert_close(started.probs, swept.probs, atol=1e-5, rtol=0)
 
 
-def test_branches_bring_the_forward_to_the_minimum(tiny_model) -> None:
+def test_token_trees_bring_the_forward_to_the_minimum(tiny_model) -> None:
     """Variants that differ only in their last token, cases of one length: every token runs once, as the ledger's
     minimum asks (no padding)."""
     model = tiny_model

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import lower_positions
 
 from llmaudit.cache import cached_tensors, digest
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
-from llmaudit.models.prefix import shareable
 from llmaudit.steering import Intervention, SteeringVector
 from llmaudit.steering.concept import ConceptTokens, concept_tokens, split, split_counts, thresholds
 from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
@@ -342,9 +342,7 @@ def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_mo
         tables[projection] = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0], 4096, tmp_path,
                                             projection=projection)
         ran[projection] = tiny_model.ledger.actual
-    encoded = tiny_model.encode(prompts)
-    shared = shareable(tiny_model.hf, encoded)
-    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in encoded], 4096))
+    padded = lower_positions(tiny_model, prompts, 4096)
     assert ran[True] - ran[False] == padded * (vector.layer + 1)  # no block up to the edit's run again
     for projection, table in tables.items():
         for lam, part in table.groupby(table["lam"].fillna(99.0)):

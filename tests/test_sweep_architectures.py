@@ -1,12 +1,13 @@
 """The split sweep engine against the plain steered forward on tiny random models of every supported architecture,
 with sliding-window blocks mixed with global ones where the architecture has them (a window of 4 tokens, shorter
-than every prompt), steering layers below and above a sliding block, and left-padded batches."""
+than every prompt), steering layers below and above a sliding block, left-padded batches, and prompts that share
+nested beginnings packed as token trees where the window allows."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from conftest import build_tokenizer
+from conftest import build_tokenizer, lower_positions
 
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel, architectures
@@ -43,6 +44,8 @@ LAMBDAS = [-1.0, 0.0, 0.5, 1.0]
 PROMPTS = [
     "she",
     "the nurse started a new job and she said that it was good",
+    "the nurse started a new job and she said that it was bad",  # variants sharing a beginning, then a middle
+    "the nurse started a new job . he said it was good",
     "write one sentence about a doctor who started a new job . the doctor said it was good and bad",
     "a woman and a man",
     "describe the engineer who wrote about the teacher",
@@ -177,9 +180,7 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch,
     encoded = model.encode(texts)
     first = sweep_with_sensitivity(model, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
     assert first.states.block == low.layer and [len(s) for s in first.states.states] == list(map(len, encoded))
-    shared = shareable(model.hf, encoded)
-    rest = [e[shared:] for e in encoded]
-    padded = sum(ids.numel() for _, (ids, _, _) in model.padded_batches(rest, 60))  # the continuations' batches
+    padded = lower_positions(model, texts, 60)  # the continuations' batches
     for vector, projection in ((low, True), (high, False)):
         model.ledger = Ledger(model.n_layers)
         plain = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60)

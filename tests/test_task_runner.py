@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import lower_positions
 
 from llmaudit.ledger import Ledger
-from llmaudit.models.prefix import shareable
 from llmaudit.models.states import stored_states
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem, answer_ids
@@ -95,9 +95,7 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
         ToyTask(), low, lambdas, n=4, exact=True)
     started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
     plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4, exact=True)  # no cache
-    shared = shareable(tiny_model.hf, tiny_model.encode(texts))
-    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
-                                                                              tiny_model.encode(texts)], 64))
+    padded = lower_positions(tiny_model, texts, 64)
     assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
@@ -146,9 +144,7 @@ def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_s
     plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).audit(Restated(), vector, lambdas, n=4, exact=True)  # no cache
     from_tokens = tiny_model.ledger.calls["sweep: toy sweep"]
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in Restated().items("neutral", 4, 0)]
-    shared = shareable(tiny_model.hf, tiny_model.encode(texts))
-    padded = sum(ids.numel() for _, (ids, _, _) in tiny_model.padded_batches([e[shared:] for e in
-                                                                              tiny_model.encode(texts)], 64))
+    padded = lower_positions(tiny_model, texts, 64)
     assert from_tokens[0] - sweep[0] == padded * (vector.layer + 1)  # the sweep ran no block below the edit
     assert sweep[1] == from_tokens[1]  # in both, the black-box pass had run the blocks below: none are needed
     assert audit.white["metric"].to_numpy() == pytest.approx(plain.white["metric"].to_numpy(), abs=1e-6)

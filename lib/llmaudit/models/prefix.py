@@ -2,11 +2,11 @@
 beginning runs once and its key/value cache serves every continuation, so a 9-shot prompt costs little more than a
 zero-shot one, and the two gender variants of a case little more than one.
 
-Two levels of sharing. The beginning *every* prompt of a call shares (chat template, system prompt, instruction) runs
-once for the call. After it, prompts are sorted by their tokens, and runs of neighbours that go on alike for at least
-`MIN_BRANCH` more tokens form a *branch* (the variants of one case up to their first differing token, the texts of
-one instruction template, the names shown in one profile): each batch runs the branches of its prompts once, left-
-padded after the common beginning, and each prompt only its own last tokens, right-padded after its branch.
+The beginning *every* prompt of a call shares (chat template, system prompt, instruction) runs once for the call, and
+its cache serves every row. After it, the forward packs the prompts as token trees (`models.packing`): prompts that go
+on alike share one row, in which each token they share runs once. The sampler, which needs a cache per prompt, shares
+one level instead: runs of neighbours in token order that go on alike for at least `MIN_BRANCH` more tokens form a
+*branch*, run once, left-padded after the common beginning, whose cache each member's own tokens continue.
 
 The splits are made on token ids, so every prompt is tokenised exactly as on its own, and the results equal the
 traced forward (`AuditModel.forward(..., traced=True)`), which the tests check."""
@@ -20,20 +20,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
-from tqdm import tqdm
 
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
-from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
+from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
+from llmaudit.models.layers import every_position, reading
+from llmaudit.models.packing import PackedBatch, attention_cost, packed_batches
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
 
     from llmaudit.models.runtime import AuditModel
 
-# Fewest tokens a branch's prompts share beyond the common beginning: shorter ones cost a forward call for too little.
+# Fewest tokens a sampler branch's prompts share beyond the common beginning: shorter ones cost a forward call for
+# too little.
 MIN_BRANCH = 4
 
 
@@ -97,24 +98,20 @@ def forward_shared_prefix(
     layers: Sequence[int] = (),
     batch_tokens: int = 4096,
     desc: str | None = None,
-    min_branch: int | None = MIN_BRANCH,
+    tree: bool = True,
     keep: Sequence[int] = (),
 ) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
-    chat-formatted texts, every shared beginning computed once (see the module; `min_branch` None shares only the
-    common beginning) and, when no label is read, no block above the deepest layer read; equal to the traced
-    forward, which remote models take. `keep`: blocks whose outputs at every token to return (`states`, a local
-    model's only), for a sweep of the same texts to start from."""
+    chat-formatted texts, the common beginning computed once and, with `tree`, the prompts after it packed as token
+    trees (`models.packing`: every beginning some of them share runs once); when no label is read, no block above the
+    deepest layer read. Equal to the traced forward, which remote models take. `keep`: blocks whose outputs at every
+    token to return (`states`, a local model's only), for a sweep of the same texts to start from."""
     if model.hf is None:
         return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     rest = [e[shared:] for e in encoded]
-    # a branch is left-padded inside the sequence, which at most doubles its length
-    branching = min_branch is not None and window_covers(model.hf, 2 * max(len(e) for e in encoded))
-    found = branches(rest, min_branch) if branching else []
-    branch_of = {i: b for b in found for i in b.members}
-    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
+    packing = tree and window_covers(model.hf, max(len(e) for e in encoded))
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
     states: dict[int, list[torch.Tensor | None]] = {block: [None] * len(texts) for block in keep}
@@ -123,23 +120,15 @@ def forward_shared_prefix(
     accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = Past.beginning(model, encoded[0][:shared], keep)
-        with tqdm(total=len(texts), desc=desc, disable=desc is None, leave=False) as bar:
-            for branched in (False, True):  # prompts in no branch, then the branched ones, longest own part first
-                order = sorted((i for i in range(len(texts)) if (i in branch_of) == branched), key=lambda i: -own[i])
-                # the budget counts each row's tokens after the common beginning: those it computes and, for a
-                # branched row, the cached branch it attends to (which bounds the cache copies' memory)
-                for batch in token_batches(order, [len(r) for r in rest], batch_tokens, own):
-                    past = start.branched(model, [branch_of[i] for i in batch], rest) if branched else \
-                        start.repeated(len(batch))
-                    p, a, s = _continue(model, past, [rest[i][len(rest[i]) - own[i]:] for i in batch], labels,
-                                        layers)
-                    for row, i in enumerate(batch):
-                        probs[i] = p[row]
-                        for block in keep:
-                            states[block][i] = s[block][row]
-                    if acts is not None:
-                        acts[batch] = a
-                    bar.update(len(batch))
+        for packed in packed_batches(rest, model.tokenizer.pad_token_id, batch_tokens, packing, desc, shared,
+                                     attention_cost(model.hf)):
+            p, a, s = _continue(model, start.repeated(len(packed.rows)), packed, labels, layers)
+            for k, i in enumerate(packed.members):
+                probs[i] = p[k]
+                for block in keep:
+                    states[block][i] = s[block][k]
+            if acts is not None:
+                acts[packed.members] = a
     return ForwardOutput(probs=torch.stack(probs), acts=acts, states=states or None)  # type: ignore[arg-type]
 
 
@@ -194,24 +183,20 @@ class Past:
 
 
 def _continue(
-    model: AuditModel, past: Past, suffixes: list[list[int]], labels: Sequence[int] | None, layers: Sequence[int],
+    model: AuditModel, past: Past, packed: PackedBatch, labels: Sequence[int] | None, layers: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, list[torch.Tensor]]]:
-    """One right-padded batch of continuations after their past: label probabilities and block outputs at each
-    row's last real token (causal attention keeps the padding after it invisible), and per kept block of the past
-    each row's whole states (its tokens, width), on the CPU."""
-    ids, mask = pad(suffixes, model.tokenizer.pad_token_id, left=False)
-    ids, mask = ids.to(model.device), mask.to(past.mask.device)
-    attention = torch.cat([past.mask, mask], dim=1)
-    positions = past.mask.sum(1, keepdim=True) + torch.arange(ids.shape[1], device=mask.device)
-    last = mask.sum(1) - 1
+    """One packed batch of continuations after their past (the common beginning, whole in every row): label
+    probabilities and block outputs at each member's last token, and per kept block each member's whole states
+    (its tokens, width), on the CPU."""
+    attention = packed.attention(past.mask.shape[1], model.device)
     blocks = architectures.blocks(model.hf)
-    with reading(blocks, layers, lambda h: at_rows(h, last)) as saved, \
-            reading(blocks, list(past.states), every_position) as seen:
-        out = architectures.decoder(model.hf)(input_ids=ids, attention_mask=attention, position_ids=positions,
+    with reading(blocks, layers, packed.pick) as saved, reading(blocks, list(past.states), every_position) as seen:
+        out = architectures.decoder(model.hf)(input_ids=packed.ids.to(model.device), attention_mask=attention,
+                                              position_ids=packed.depths.to(model.device) + past.mask.shape[1],
                                               past_key_values=past.cache, use_cache=past.cache is not None)
     unembedded = not activations_only(labels, layers)
-    logits = architectures.unembedding(model.hf)(at_rows(out.last_hidden_state, last)) if unembedded else None
+    logits = architectures.unembedding(model.hf)(packed.pick(out.last_hidden_state)) if unembedded else None
     probs, acts = readout(logits, labels, [saved[layer] for layer in layers])
-    states = {b: [torch.cat([before[row][past.mask[row].bool().to(before.device)], seen[b][row, : len(suffix)]]).cpu()
-                  for row, suffix in enumerate(suffixes)] for b, before in past.states.items()}
+    states = {b: [torch.cat([before[0], own.to(before.device)]).cpu() for own in packed.unpack(seen[b])]
+              for b, before in past.states.items()}
     return probs, acts, states

@@ -7,7 +7,9 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
 * the blocks above run once per lambda on the edited hidden states, several lambdas stacked in one batch;
 * the beginning every prompt of the call shares (chat template, system prompt, instruction) runs once: below the
   steering layer once, above it once per lambda, its key/value caches serving every continuation;
-* only the last position goes through the final norm and the unembedding, and only the answer tokens'
+* after it, prompts that begin alike (the variants of one case, the questions about one context) are packed as
+  token trees (`models.packing`), so every beginning they share, at any depth, runs once per block and lambda;
+* only each prompt's last position goes through the final norm and the unembedding, and only the answer tokens'
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
@@ -47,7 +49,9 @@ from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.prefix import shareable
+from llmaudit.models.batching import token_batches
+from llmaudit.models.packing import PackedBatch, attention_cost, packed_batches
+from llmaudit.models.prefix import shareable, window_covers
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
@@ -172,30 +176,31 @@ def sweep_with_sensitivity(
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
         blocks = architectures.blocks(hf)
-        for batch, (ids, mask, positions) in model.padded_batches(rest, batch_tokens, desc):
-            inputs = {"input_ids": ids} if start is None else \
-                {"inputs_embeds": start.padded(batch, shared).to(ids.device, hf.dtype)}
+        tree = window_covers(hf, max(len(e) for e in encoded))
+        for packed in packed_batches(rest, model.tokenizer.pad_token_id, batch_tokens, tree, desc, shared,
+                                     attention_cost(hf)):
+            batch, mask = packed.members, packed.attention(prefix.length, model.device)
+            positions = packed.depths.to(model.device) + shared
+            inputs = {"input_ids": packed.ids.to(model.device)} if start is None else \
+                {"inputs_embeds": packed.place([start.states[i][shared:] for i in batch]).to(model.device, hf.dtype)}
             with torch.inference_mode():
                 with running(hf, range(base, vector.layer + 1), final_norm=False), \
-                        reading(blocks, below, _last) as read, \
+                        reading(blocks, below, packed.pick) as read, \
                         reading(blocks, _listed(keep), every_position) as at_keep:
                     hidden = architectures.decoder(hf)(
-                        **inputs, attention_mask=prefix.mask(mask), position_ids=positions + shared,
-                        past_key_values=prefix.lower(len(batch)), use_cache=prefix.cached).last_hidden_state
-                for row, i in enumerate(batch) if keep is not None else ():
-                    kept[i] = torch.cat([prefix.kept[0], at_keep[keep][row, at_keep[keep].shape[1] - len(rest[i]):]
-                                         .to(prefix.kept.device)]).cpu()
+                        **inputs, attention_mask=mask, position_ids=positions,
+                        past_key_values=prefix.lower(len(packed.rows)), use_cache=prefix.cached).last_hidden_state
+                for i, states in zip(batch, packed.unpack(at_keep[keep]) if keep is not None else ()):
+                    kept[i] = torch.cat([prefix.kept[0], states.to(prefix.kept.device)]).cpu()
                 if lambdas:
-                    swept = _upper_sweep(hf, hidden, prefix.mask(mask), positions + shared, labels, vector, lambdas,
-                                         projection, lambda_batch, prefix, layers, read)
+                    swept = _upper_sweep(hf, hidden, mask, positions, packed, labels, vector, lambdas, projection,
+                                         lambda_batch, prefix, layers, read)
                     probs[:, batch] = swept.probs
                     if acts is not None:
                         acts[:, batch] = swept.acts
             if derivative is not None:
-                chosen = torch.as_tensor([targets[i] for i in batch])
-                whole, where = prefix.whole(hidden.clone()), prefix.positions(positions)
-                derivative[batch] = _upper_derivative(hf, whole, prefix.mask(mask), where, labels, chosen, vector,
-                                                      projection)
+                _derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection,
+                             batch_tokens, derivative)
     states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
 
@@ -257,11 +262,6 @@ def _edited(h: torch.Tensor, vector: SteeringVector, lam: float | None, projecti
     return h if edit is None else edit(h)
 
 
-def _last(h: torch.Tensor) -> torch.Tensor:
-    """The last position of left-padded hidden states (batch, tokens, width): each row's last token."""
-    return h[:, -1]
-
-
 @dataclass
 class _Prefix:
     """The beginning every prompt of a sweep shares, computed once: its lower blocks' output and key/value cache,
@@ -303,7 +303,7 @@ class _Prefix:
         return self.length > 0
 
     def mask(self, mask: torch.Tensor) -> torch.Tensor:
-        """The attention mask of the continuations after the prefix."""
+        """The padding mask of left-padded continuations after the prefix."""
         if not self.cached:
             return mask
         return torch.cat([torch.ones(len(mask), self.length, dtype=mask.dtype, device=mask.device), mask], dim=1)
@@ -347,6 +347,7 @@ def _upper_sweep(
     hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
+    packed: PackedBatch,
     labels: Sequence[int],
     vector: SteeringVector,
     lambdas: Sequence[float | None],
@@ -356,32 +357,62 @@ def _upper_sweep(
     layers: Sequence[int] = (),
     below: dict[int, torch.Tensor] | None = None,
 ) -> SweepOutput:
-    """The upper blocks on the edited hidden states (continuations of `prefix`), `lambda_batch` lambdas per pass:
-    probabilities (lambdas, batch, labels) and the last token's outputs (lambdas, batch, layers, width), those of
-    the blocks below the steering block given in `below` (the same at every lambda)."""
+    """The upper blocks on the edited hidden states of a packed batch (continuations of `prefix`), `lambda_batch`
+    lambdas per pass: probabilities (lambdas, members, labels) and each member's last token's outputs (lambdas,
+    members, layers, width), those of the blocks below the steering block given in `below` (the same at every
+    lambda)."""
     probs, acts = [], []
     above = [layer for layer in layers if layer > vector.layer]
+    members = len(packed.members)
     with running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
         for start in range(0, len(lambdas), lambda_batch):
             group = lambdas[start : start + lambda_batch]
             edited = torch.cat([_edited(hidden, vector, lam, projection) for lam in group])
             repeat = len(group)
-            with reading(architectures.blocks(hf), above, _last) as read:
-                logits = hf(
+            with reading(architectures.blocks(hf), above, packed.pick) as read:
+                last = architectures.decoder(hf)(
                     inputs_embeds=edited,
-                    attention_mask=mask.repeat(repeat, 1),
+                    attention_mask=mask.repeat(repeat, *[1] * (mask.dim() - 1)),
                     position_ids=positions.repeat(repeat, 1),
                     past_key_values=prefix.upper(group, len(hidden)),
                     use_cache=prefix.cached,
-                    logits_to_keep=1,
-                ).logits[:, -1, :]
-            probs.append(torch.softmax(logits.float(), dim=-1)[:, list(labels)].reshape(repeat, len(hidden), -1))
+                ).last_hidden_state
+            logits = architectures.unembedding(hf)(packed.pick(last))
+            probs.append(torch.softmax(logits.float(), dim=-1)[:, list(labels)].reshape(repeat, members, -1))
             if layers:
                 read |= {layer: h.repeat(repeat, 1) for layer, h in (below or {}).items()}
-                read[vector.layer] = edited[:, -1]
+                read[vector.layer] = packed.pick(edited)
                 acts.append(torch.stack([read[layer].float().cpu() for layer in layers], dim=1)
-                            .reshape(repeat, len(hidden), len(layers), -1))
+                            .reshape(repeat, members, len(layers), -1))
     return SweepOutput(torch.cat(probs).cpu(), torch.cat(acts) if layers else None)
+
+
+def _derivatives(
+    model: AuditModel,
+    hidden: Sequence[torch.Tensor],
+    texts: Sequence[int],
+    prefix: _Prefix,
+    labels: Sequence[int],
+    targets: Sequence[int],
+    vector: SteeringVector,
+    projection: bool,
+    batch_tokens: int,
+    out: torch.Tensor,
+) -> None:
+    """Into `out`, d metric / d lambda at lambda = 0 of `texts` given their lower blocks' outputs after the prefix
+    (`hidden`, one per text): whole prompts, left-padded in token-budgeted batches."""
+    order = sorted(range(len(texts)), key=lambda k: -len(hidden[k]))
+    for chunk in token_batches(order, [prefix.length + len(h) for h in hidden], batch_tokens):
+        width = max(len(hidden[k]) for k in chunk)
+        states = torch.zeros(len(chunk), width, model.width, dtype=hidden[0].dtype, device=hidden[0].device)
+        mask = torch.zeros(len(chunk), width, dtype=torch.long, device=model.device)
+        for row, k in enumerate(chunk):
+            states[row, width - len(hidden[k]):] = hidden[k]
+            mask[row, width - len(hidden[k]):] = 1
+        positions = prefix.positions((mask.cumsum(-1) - 1).clamp(min=0))
+        chosen = torch.as_tensor([targets[texts[k]] for k in chunk])
+        out[[texts[k] for k in chunk]] = _upper_derivative(model.hf, prefix.whole(states), prefix.mask(mask),
+                                                           positions, labels, chosen, vector, projection)
 
 
 def _upper_derivative(
