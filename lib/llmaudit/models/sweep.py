@@ -24,8 +24,9 @@ of another block. Llama and Mistral give every block the same mask. Gemma 3 scal
 embedding module, so the edited hidden states passed as `inputs_embeds` are not rescaled. The only key/value caches
 are the shared beginning's: the lower one from the lower run, and per lambda one whose upper blocks come from the
 upper run on the edited beginning, so that every block of the cache holds the beginning (a model reads the cache's
-length from its first block). The continuations are left-padded after the beginning, so a model whose sliding window
-is shorter than the prompts shares nothing (the padding would count inside its window). The architectures in
+length from its first block). The derivative runs whole prompts, left-padded after the beginning, so a model whose
+sliding window is shorter than the prompts shares no beginning (the padding would count inside its window) and packs
+no token trees (their mask stands in for the model's own window masks). The architectures in
 `SUPPORTED` are the ones whose forward was read and tested for this; any other is refused, and the plain steered
 forward is its fallback. Models traced remotely cannot be split and use that path. A model spread over devices
 (`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
