@@ -48,11 +48,12 @@ def lower_positions(model, texts: list[str], batch_tokens: int) -> int:
     beginning, packed (token trees where the model's window allows) and batched as the sweep does, padding
     included."""
     from llmaudit.models.packing import packed_batches
-    from llmaudit.models.prefix import shareable, window_covers
+    from llmaudit.models.prefix import shareable
 
     encoded = model.encode(texts)
-    shared, tree = shareable(model.hf, encoded), window_covers(model.hf, max(len(e) for e in encoded))
-    batches = packed_batches([e[shared:] for e in encoded], model.tokenizer.pad_token_id, batch_tokens, tree)
+    shared = shareable(model.hf, encoded)
+    batches = packed_batches(model.hf, [e[shared:] for e in encoded], model.tokenizer.pad_token_id, batch_tokens,
+                             shared)
     return sum(batch.ids.numel() for batch in batches)
 
 

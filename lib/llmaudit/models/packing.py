@@ -188,11 +188,22 @@ class PackedBatch:
                 k += 1
 
 
-def packed_batches(prompts: Sequence[Sequence[int]], pad_id: int, batch_tokens: int, tree: bool,
-                   desc: str | None = None, before: int = 0, attention: float = 0.0) -> Iterator[PackedBatch]:
-    """The prompts packed (`pack`, rows within the budget) in token-budgeted batches of rows (`token_batches`,
-    longest rows first), with a progress bar over prompts when `desc` is given."""
-    rows = pack(prompts, tree, before, attention, batch_tokens)
+def window_covers(hf: torch.nn.Module, length: int) -> bool:
+    """Whether every block attends over `length` tokens. Engines that pad inside a sequence (after a shared beginning)
+    or lay their own mask over the model's need it: a sliding window shorter than the sequence would count the
+    padding, or be left out."""
+    window = getattr(hf.config, "sliding_window", None)
+    return window is None or length <= window
+
+
+def packed_batches(hf: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, batch_tokens: int,
+                   before: int = 0, tree: bool = True, desc: str | None = None) -> Iterator[PackedBatch]:
+    """The prompts (continuations of `before` cached tokens) packed for model `hf` (`pack`: token trees, at the
+    model's `attention_cost`, where asked and its window covers the whole prompts; rows within the budget) in
+    token-budgeted batches of rows (`token_batches`, longest rows first), with a progress bar over prompts when
+    `desc` is given."""
+    tree = tree and window_covers(hf, before + max(len(p) for p in prompts))
+    rows = pack(prompts, tree, before, attention_cost(hf) if tree else 0.0, batch_tokens)
     order = sorted(range(len(rows)), key=lambda r: -len(rows[r].tokens))
     with tqdm(total=len(prompts), desc=desc, disable=desc is None, leave=False) as bar:
         for batch in token_batches(order, [len(row.tokens) for row in rows], batch_tokens):

@@ -26,7 +26,7 @@ from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.packing import PackedBatch, attention_cost, packed_batches
+from llmaudit.models.packing import PackedBatch, packed_batches, window_covers
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
@@ -45,13 +45,6 @@ def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
     while n < shortest - 1 and all(e[n] == encoded[0][n] for e in encoded):
         n += 1
     return n
-
-
-def window_covers(hf: torch.nn.Module, length: int) -> bool:
-    """Whether every block attends over `length` tokens. Engines that pad inside a sequence (after a shared beginning)
-    need it: a sliding window shorter than the padded sequence would count the padding."""
-    window = getattr(hf.config, "sliding_window", None)
-    return window is None or length <= window
 
 
 def shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]], extra: int = 0) -> int:
@@ -111,7 +104,6 @@ def forward_shared_prefix(
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     rest = [e[shared:] for e in encoded]
-    packing = tree and window_covers(model.hf, max(len(e) for e in encoded))
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts = torch.empty(len(texts), len(layers), model.width) if layers else None
     states: dict[int, list[torch.Tensor | None]] = {block: [None] * len(texts) for block in keep}
@@ -120,8 +112,7 @@ def forward_shared_prefix(
     accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = Past.beginning(model, encoded[0][:shared], keep)
-        for packed in packed_batches(rest, model.tokenizer.pad_token_id, batch_tokens, packing, desc, shared,
-                                     attention_cost(model.hf)):
+        for packed in packed_batches(model.hf, rest, model.tokenizer.pad_token_id, batch_tokens, shared, tree, desc):
             p, a, s = _continue(model, start.repeated(len(packed.rows)), packed, labels, layers)
             for k, i in enumerate(packed.members):
                 probs[i] = p[k]

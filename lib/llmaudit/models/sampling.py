@@ -24,7 +24,8 @@ import torch
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.models.prefix import Past, branches, shareable, window_covers
+from llmaudit.models.packing import window_covers
+from llmaudit.models.prefix import Past, branches, shareable
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache

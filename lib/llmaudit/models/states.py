@@ -22,6 +22,15 @@ class LowerStates:
     block: int
     states: list[torch.Tensor]
 
+    def padded(self, rows: Sequence[int], start: int) -> torch.Tensor:
+        """The states of prompts `rows` from token `start` on, as one left-padded batch (rows, longest, width), zeros
+        at the padding (which the attention mask hides)."""
+        parts = [self.states[i][start:] for i in rows]
+        batch = torch.zeros(len(parts), max(len(p) for p in parts), parts[0].shape[-1], dtype=parts[0].dtype)
+        for row, part in enumerate(parts):
+            batch[row, batch.shape[1] - len(part):] = part
+        return batch
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """The states as named tensors for the tensor cache (`from_tensors` reads them back)."""
         return {"states": torch.cat(self.states), "lengths": torch.tensor([len(s) for s in self.states]),

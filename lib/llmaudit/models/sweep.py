@@ -51,8 +51,8 @@ from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.batching import token_batches
-from llmaudit.models.packing import PackedBatch, attention_cost, packed_batches
-from llmaudit.models.prefix import shareable, window_covers
+from llmaudit.models.packing import PackedBatch, packed_batches
+from llmaudit.models.prefix import shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
@@ -177,9 +177,7 @@ def sweep_with_sensitivity(
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
         blocks = architectures.blocks(hf)
-        tree = window_covers(hf, max(len(e) for e in encoded))
-        for packed in packed_batches(rest, model.tokenizer.pad_token_id, batch_tokens, tree, desc, shared,
-                                     attention_cost(hf)):
+        for packed in packed_batches(hf, rest, model.tokenizer.pad_token_id, batch_tokens, shared, desc=desc):
             batch, mask = packed.members, packed.attention(prefix.length, model.device)
             positions = packed.depths.to(model.device) + shared
             inputs = {"input_ids": packed.ids.to(model.device)} if start is None else \
@@ -402,14 +400,12 @@ def _derivatives(
 ) -> None:
     """Into `out`, d metric / d lambda at lambda = 0 of `texts` given their lower blocks' outputs after the prefix
     (`hidden`, one per text): whole prompts, left-padded in token-budgeted batches."""
+    lower = LowerStates(vector.layer, list(hidden))
     order = sorted(range(len(texts)), key=lambda k: -len(hidden[k]))
     for chunk in token_batches(order, [prefix.length + len(h) for h in hidden], batch_tokens):
-        width = max(len(hidden[k]) for k in chunk)
-        states = torch.zeros(len(chunk), width, model.width, dtype=hidden[0].dtype, device=hidden[0].device)
-        mask = torch.zeros(len(chunk), width, dtype=torch.long, device=model.device)
-        for row, k in enumerate(chunk):
-            states[row, width - len(hidden[k]):] = hidden[k]
-            mask[row, width - len(hidden[k]):] = 1
+        states = lower.padded(chunk, 0).to(model.device)
+        lengths = torch.tensor([len(hidden[k]) for k in chunk], device=model.device)
+        mask = (torch.arange(states.shape[1], device=model.device) >= states.shape[1] - lengths[:, None]).long()
         positions = prefix.positions((mask.cumsum(-1) - 1).clamp(min=0))
         chosen = torch.as_tensor([targets[texts[k]] for k in chunk])
         out[[texts[k] for k in chunk]] = _upper_derivative(model.hf, prefix.whole(states), prefix.mask(mask),
