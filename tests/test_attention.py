@@ -53,3 +53,26 @@ def test_a_model_on_another_implementation_keeps_it(tiny_model) -> None:
         assert hf.config._attn_implementation == "eager"
     finally:
         hf.set_attn_implementation(attention.NAME)
+
+
+def test_masked_attention_in_query_chunks_equals_one_call(monkeypatch) -> None:
+    """A score budget too small for one call splits the queries of a tree-masked, grouped call into chunks; the output
+    is the single call's, and no call holds more scores than the budget allows."""
+    torch.manual_seed(0)
+    query, key, value = torch.randn(2, 4, 37, 8), torch.randn(2, 2, 45, 8), torch.randn(2, 2, 45, 8)
+    mask = torch.rand(2, 1, 37, 45) > 0.3
+    mask[..., 0] = True  # every query attends to something
+    whole, _ = attention.grouped_sdpa(torch.nn.Module(), query, key, value, mask)
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, **kwargs):
+        seen.append(q.shape[2])
+        return sdpa(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    budget = 4 * 2 * 4 * 45 * 5  # scores of five queries
+    monkeypatch.setattr(attention, "SCORE_BYTES", budget)
+    chunked, _ = attention.grouped_sdpa(torch.nn.Module(), query, key, value, mask)
+    assert seen == [5] * 7 + [2]
+    assert torch.allclose(chunked, whole, atol=1e-6, rtol=0)

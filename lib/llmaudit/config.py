@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
 
 from llmaudit.errors import ConfigError
+from llmaudit.models.memory import AUTO, BatchTokens
 from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS
@@ -23,13 +24,14 @@ __all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "p
 
 class RunSettings(Section):
     """The part of a params file that is not a chapter's: the model, the chapters to run, the seed, the token budget
-    of one forward batch, a local data mirror and the verdict page's gates."""
+    of one forward batch (`auto`: planned from the device's free memory, `models.memory`), a local data mirror and the
+    verdict page's gates."""
 
     name: str
     model: ModelSpec
     chapters: list[str] = ["steering_vectors"]
     seed: int = 0
-    batch_tokens: int = 4096
+    batch_tokens: BatchTokens = AUTO
     data_dir: str | None = None
     gates: GateParams = Field(default_factory=GateParams)
 
@@ -56,8 +58,8 @@ class RunSettings(Section):
 
     @field_validator("batch_tokens")
     @classmethod
-    def _batch(cls, value: int) -> int:
-        return at_least(value, 64)
+    def _batch(cls, value: BatchTokens) -> BatchTokens:
+        return value if value == AUTO else at_least(value, 64)
 
 
 # Everything one audit run of one model needs: the run's settings and one section per registered chapter that has one.

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.framing.metrics import KEYS
 from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
@@ -55,7 +56,7 @@ def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd
 
 
 def token_probabilities(
-    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: int,
+    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: BatchTokens,
     cache: Path | None = None, vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
@@ -84,7 +85,7 @@ def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int
 
 def steered_probabilities(
     model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
-    batch_tokens: int, cache: Path | None = None,
+    batch_tokens: BatchTokens, cache: Path | None = None,
 ) -> pd.DataFrame:
     """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
     prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
@@ -99,7 +100,7 @@ def steered_probabilities(
 
 def chat_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
-    batch_tokens: int, cache: Path | None = None, vector: SteeringVector | None = None,
+    batch_tokens: BatchTokens, cache: Path | None = None, vector: SteeringVector | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
     range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.markedness.metrics import LABELS
 from llmaudit.markedness.prompts import Example, classification_prompt
@@ -23,7 +24,7 @@ def classify(
     examples: Sequence[Example],
     demos: Sequence[tuple[str, str]] = (),
     *,
-    batch_tokens: int,
+    batch_tokens: BatchTokens,
     cache: Path | None = None,
     vector: SteeringVector | None = None,
 ) -> pd.DataFrame:

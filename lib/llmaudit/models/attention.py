@@ -3,13 +3,19 @@ once per query head it serves whenever an attention mask is given, which is alwa
 that continue a long cached beginning (few-shot demonstrations) that copy costs more than the attention itself.
 PyTorch's scaled-dot-product attention takes grouped heads directly (`enable_gqa`) and gives the same numbers
 (tests/test_attention.py), so every local model runs this instead of "sdpa", as a registered attention
-implementation with SDPA's masks."""
+implementation with SDPA's masks.
+
+A given mask (a padded batch, a token tree) keeps PyTorch from its fused kernels for grouped heads, and the math
+kernel it falls back on holds every score, batch x heads x queries x keys: quadratic in a packed row's length (an
+8B model's tree rows of 4,000 tokens need 2 GiB a row). So queries run in chunks whose scores fit `SCORE_BYTES`:
+each query's softmax is over its own row of scores, so a chunk computes exactly what the whole would."""
 
 from __future__ import annotations
 
 import torch
 
 NAME = "sdpa_grouped"
+SCORE_BYTES = 1 << 28  # the most attention scores (float32) one masked call materialises at once: 256 MiB
 
 
 def grouped_sdpa(
@@ -31,11 +37,25 @@ def grouped_sdpa(
     q_length = query.shape[2]
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = q_length > 1 and attention_mask is None and causal
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal,
-        enable_gqa=query.shape[1] != key.shape[1],
-    )
+    grouped = query.shape[1] != key.shape[1]
+    chunk = query_chunk(query.shape[0] * query.shape[1], q_length, key.shape[2]) if attention_mask is not None \
+        else q_length
+    parts = [
+        torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, start : start + chunk], key, value,
+            attn_mask=None if attention_mask is None else attention_mask[..., start : start + chunk, :],
+            dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=grouped,
+        )
+        for start in range(0, q_length, chunk)
+    ]
+    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+def query_chunk(rows: int, queries: int, keys: int) -> int:
+    """How many queries of a masked call to run at once: all when `rows` (batch x heads) x queries x keys float32
+    scores fit `SCORE_BYTES`, else as many as fit (at least one)."""
+    return max(1, min(queries, SCORE_BYTES // (4 * rows * keys)))
 
 
 def use_grouped(hf: torch.nn.Module) -> None:

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from llmaudit.models import architectures
 from llmaudit.models.batching import token_batches
+from llmaudit.models.memory import ROW_TOKENS
 
 @dataclass(frozen=True)
 class Row:
@@ -197,16 +198,20 @@ def window_covers(hf: torch.nn.Module, length: int) -> bool:
 
 
 def packed_batches(hf: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, batch_tokens: int,
-                   before: int = 0, tree: bool = True, desc: str | None = None) -> Iterator[PackedBatch]:
-    """The prompts (continuations of `before` cached tokens) packed for model `hf` (`pack`: token trees, at the
-    model's `attention_cost`, where asked and its window covers the whole prompts; rows within the budget) in
-    token-budgeted batches of rows (`token_batches`, longest rows first), with a progress bar over prompts when
-    `desc` is given."""
-    tree = tree and window_covers(hf, before + max(len(p) for p in prompts))
-    rows = pack(prompts, tree, before, attention_cost(hf) if tree else 0.0, batch_tokens)
+                   before: int = 0, tree: bool = True, desc: str | None = None,
+                   only: Sequence[int] | None = None) -> Iterator[PackedBatch]:
+    """The prompts (continuations of `before` cached tokens; `only` these of them, members still numbered in
+    `prompts`) packed for model `hf` (`pack`: token trees, at the model's `attention_cost`, where asked and its window
+    covers the whole prompts; rows within the budget and `memory.ROW_TOKENS`) in token-budgeted batches of rows
+    (`token_batches`, longest rows first), with a progress bar over prompts when `desc` is given."""
+    index = list(range(len(prompts))) if only is None else list(only)
+    chosen = [prompts[i] for i in index]
+    tree = tree and window_covers(hf, before + max(len(p) for p in chosen))
+    rows = pack(chosen, tree, before, attention_cost(hf) if tree else 0.0, min(batch_tokens, ROW_TOKENS))
     order = sorted(range(len(rows)), key=lambda r: -len(rows[r].tokens))
-    with tqdm(total=len(prompts), desc=desc, disable=desc is None, leave=False) as bar:
+    with tqdm(total=len(chosen), desc=desc, disable=desc is None, leave=False) as bar:
         for batch in token_batches(order, [len(row.tokens) for row in rows], batch_tokens):
             packed = PackedBatch.of([rows[r] for r in batch], pad_id)
+            packed.members = [index[m] for m in packed.members]
             yield packed
             bar.update(len(packed.members))

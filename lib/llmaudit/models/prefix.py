@@ -14,7 +14,7 @@ traced forward (`AuditModel.forward(..., traced=True)`), which the tests check."
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
 from llmaudit.models.layers import every_position, reading
+from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches, window_covers
 
 if TYPE_CHECKING:
@@ -52,6 +53,27 @@ def shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]], extra: int 
     tokens after them (the sweep, sampling); none when the model's window does not cover the padded prompts (plus
     `extra` tokens generated after them)."""
     return common_prefix(encoded) if window_covers(hf, max(len(e) for e in encoded) + extra) else 0
+
+
+def repeat_rows(caches: Sequence[Cache], rows: int, differing: Iterable[int] = ()) -> Cache:
+    """One cache whose batch holds each of `caches` (batch 1) `rows` times, in order. Only the blocks `differing`
+    between the caches are copied; every other block is the same in all of them and becomes a view of the first's, as
+    a pass that extends a block concatenates its keys anyway and a block it does not run only tells the cache's
+    length. The originals stay as they are."""
+    differing = set(differing) if len(caches) > 1 else set()
+    stacked = copy.copy(caches[0])
+    stacked.layers = [copy.copy(layer) for layer in caches[0].layers]
+    for block, layer in enumerate(stacked.layers):
+        if not layer.is_initialized:  # a block the beginning did not run
+            continue
+        for name in ("keys", "values"):
+            if block in differing:
+                parts = [getattr(cache.layers[block], name) for cache in caches]
+                setattr(layer, name, torch.cat(parts).repeat_interleave(rows, dim=0))
+            else:
+                shared = getattr(layer, name)
+                setattr(layer, name, shared.expand(len(caches) * rows, *shared.shape[1:]))
+    return stacked
 
 
 @dataclass(frozen=True)
@@ -89,7 +111,7 @@ def forward_shared_prefix(
     texts: Sequence[str],
     labels: Sequence[int] | None,
     layers: Sequence[int] = (),
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
     desc: str | None = None,
     tree: bool = True,
     keep: Sequence[int] = (),
@@ -110,16 +132,24 @@ def forward_shared_prefix(
     depth = max([*layers, *keep]) + 1 if activations_only(labels, layers) else model.n_layers
     upper_skipped = running(model.hf, range(depth), final_norm=False) if depth < model.n_layers else nullcontext()
     accounted = model.ledger.account(encoded, depth, label=call_label("prefix", desc))
+    budget = batch_budget(model.hf, model.device, batch_tokens)
+
+    def plan(left: list[int], budget: int) -> Iterator[tuple[list[int], PackedBatch]]:
+        for packed in packed_batches(model.hf, rest, model.tokenizer.pad_token_id, budget, shared, tree, desc, left):
+            yield packed.members, packed
+
+    def run(packed: PackedBatch, budget: int) -> None:
+        p, a, s = _continue(model, start.repeated(len(packed.rows)), packed, labels, layers)
+        for k, i in enumerate(packed.members):
+            probs[i] = p[k]
+            for block in keep:
+                states[block][i] = s[block][k]
+        if acts is not None:
+            acts[packed.members] = a
+
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = Past.beginning(model, encoded[0][:shared], keep)
-        for packed in packed_batches(model.hf, rest, model.tokenizer.pad_token_id, batch_tokens, shared, tree, desc):
-            p, a, s = _continue(model, start.repeated(len(packed.rows)), packed, labels, layers)
-            for k, i in enumerate(packed.members):
-                probs[i] = p[k]
-                for block in keep:
-                    states[block][i] = s[block][k]
-            if acts is not None:
-                acts[packed.members] = a
+        backing_off(len(rest), budget, plan, run)
     return ForwardOutput(probs=torch.stack(probs), acts=acts, states=states or None)  # type: ignore[arg-type]
 
 
@@ -145,10 +175,8 @@ class Past:
         return cls(cache, torch.ones(1, len(tokens), dtype=torch.long, device=model.device), dict(seen))
 
     def repeated(self, rows: int) -> Past:
-        """This past for `rows` continuations (a copy: the original serves later batches)."""
-        cache = copy.deepcopy(self.cache)
-        if cache is not None:
-            cache.batch_repeat_interleave(rows)
+        """This past for `rows` continuations (views: the original serves later batches)."""
+        cache = None if self.cache is None else repeat_rows([self.cache], rows)
         return Past(cache, self.mask.expand(rows, -1), {b: s.expand(rows, -1, -1) for b, s in self.states.items()})
 
     def branched(self, model: AuditModel, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:

@@ -17,6 +17,7 @@ from llmaudit.models.attention import use_grouped
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.memory import AUTO, CPU_TOKENS, BatchTokens, backing_off, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
@@ -107,7 +108,7 @@ class AuditModel:
         labels: Sequence[int] | None = None,
         layers: Sequence[int] = (),
         intervention: Intervention | None = None,
-        batch_tokens: int = 4096,
+        batch_tokens: BatchTokens = 4096,
         desc: str | None = None,
         traced: bool = False,
         keep: Sequence[int] = (),
@@ -124,24 +125,35 @@ class AuditModel:
         encoded = self.encode(texts)
         depth = max(layers) + 1 if activations_only(labels, layers) else None
         steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
+
+        def run(batch: tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]], budget: int) -> None:
+            p, a = self._forward_batch(*batch[1], labels, layers, intervention)
+            for row, i in enumerate(batch[0]):
+                probs[i] = p[row]
+                acts[i] = a[row] if a is not None else None
+
+        def plan(left: list[int], budget: int) -> Iterator[tuple[list[int], tuple]]:
+            for batch in self.padded_batches(encoded, budget, desc, left):
+                yield batch[0], batch
+
+        budget = batch_budget(self.hf, self.device, batch_tokens) if self.hf is not None else \
+            (CPU_TOKENS if batch_tokens == AUTO else batch_tokens)
         with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered, call_label("traced", desc)):
-            for batch, tensors in self.padded_batches(encoded, batch_tokens, desc):
-                p, a = self._forward_batch(*tensors, labels, layers, intervention)
-                for row, i in enumerate(batch):
-                    probs[i] = p[row]
-                    acts[i] = a[row] if a is not None else None
+            backing_off(len(encoded), budget, plan, run)
         return ForwardOutput(
             probs=torch.stack(probs),  # type: ignore[arg-type]
             acts=torch.stack(acts) if layers else None,  # type: ignore[arg-type]
         )
 
     def padded_batches(
-        self, encoded: Sequence[Sequence[int]], batch_tokens: int, desc: str | None = None
+        self, encoded: Sequence[Sequence[int]], batch_tokens: int, desc: str | None = None,
+        only: Sequence[int] | None = None,
     ) -> Iterator[tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
-        """Length-sorted batches of encoded texts (`encode`), each as (input indices, (ids, mask, position ids)),
-        left-padded on the model's device; position ids follow the attention mask so padding changes nothing."""
-        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
-        with tqdm(total=len(encoded), desc=desc, disable=desc is None, leave=False) as bar:
+        """Length-sorted batches of encoded texts (`encode`; `only` these of them), each as (input indices, (ids, mask,
+        position ids)), left-padded on the model's device; position ids follow the attention mask so padding changes
+        nothing."""
+        order = sorted(range(len(encoded)) if only is None else only, key=lambda i: -len(encoded[i]))
+        with tqdm(total=len(order), desc=desc, disable=desc is None, leave=False) as bar:
             for batch in token_batches(order, [len(e) for e in encoded], batch_tokens):
                 ids, mask = pad([encoded[i] for i in batch], self.tokenizer.pad_token_id)
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)

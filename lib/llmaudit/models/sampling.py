@@ -24,6 +24,7 @@ import torch
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, every_position, reading
+from llmaudit.models.memory import BatchTokens, batch_budget
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 
@@ -62,10 +63,11 @@ class SampleCall:
 
 
 def call_batches(
-    model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: int
+    model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
     """Consecutive runs of call indices whose answers, at their longest, hold at most `batch_tokens` tokens
-    (a call larger than that alone)."""
+    (`memory.batch_budget` for auto; a call larger than that alone)."""
+    batch_tokens = batch_budget(model.hf, model.device, batch_tokens)
     batch: list[int] = []
     longest = 0
     for i, call in enumerate(calls):

@@ -36,7 +36,7 @@ where the steering block left it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +51,9 @@ from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.batching import token_batches
+from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches
-from llmaudit.models.prefix import shareable
+from llmaudit.models.prefix import repeat_rows, shareable
 from llmaudit.models.runtime import AuditModel, edit_key, memory_guard
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.vector import SteeringVector
@@ -80,7 +81,7 @@ def sweep(
     vector: SteeringVector,
     lambdas: Sequence[float | None],
     projection: bool = True,
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
 ) -> torch.Tensor:
@@ -97,7 +98,7 @@ def sweep_outputs(
     lambdas: Sequence[float | None],
     layers: Sequence[int] = (),
     projection: bool = True,
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
 ) -> SweepOutput:
@@ -119,7 +120,7 @@ def sensitivity_at_zero(
     targets: Sequence[int],
     vector: SteeringVector,
     projection: bool = True,
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
 ) -> torch.Tensor:
     """Exact d metric / d lambda at lambda = 0 for each text (see `sweep_with_sensitivity`)."""
     return sweep_with_sensitivity(model, texts, labels, vector, (), targets, projection, batch_tokens).derivative
@@ -133,7 +134,7 @@ def sweep_with_sensitivity(
     lambdas: Sequence[float | None],
     targets: Sequence[int] | None,
     projection: bool = True,
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
     layers: Sequence[int] = (),
@@ -177,7 +178,12 @@ def sweep_with_sensitivity(
         # the beginning runs from its tokens through every lower block, which gives the cache a layer for each
         prefix = _Prefix.run(hf, encoded[0][:shared], model.device, lower, upper, vector, lambdas, projection, keep)
         blocks = architectures.blocks(hf)
-        for packed in packed_batches(hf, rest, model.tokenizer.pad_token_id, batch_tokens, shared, desc=desc):
+
+        def plan(left: list[int], budget: int) -> Iterator[tuple[list[int], PackedBatch]]:
+            for packed in packed_batches(hf, rest, model.tokenizer.pad_token_id, budget, shared, desc=desc, only=left):
+                yield packed.members, packed
+
+        def run(packed: PackedBatch, budget: int) -> None:
             batch, mask = packed.members, packed.attention(prefix.length, model.device)
             positions = packed.depths.to(model.device) + shared
             inputs = {"input_ids": packed.ids.to(model.device)} if start is None else \
@@ -189,17 +195,22 @@ def sweep_with_sensitivity(
                     hidden = architectures.decoder(hf)(
                         **inputs, attention_mask=mask, position_ids=positions,
                         past_key_values=prefix.lower(len(packed.rows)), use_cache=prefix.cached).last_hidden_state
-                for i, states in zip(batch, packed.unpack(at_keep[keep]) if keep is not None else ()):
-                    kept[i] = torch.cat([prefix.kept[0], states.to(prefix.kept.device)]).cpu()
                 if lambdas:
                     swept = _upper_sweep(hf, hidden, mask, positions, packed, labels, vector, lambdas, projection,
                                          lambda_batch, prefix, layers, read)
-                    probs[:, batch] = swept.probs
-                    if acts is not None:
-                        acts[:, batch] = swept.acts
             if derivative is not None:
-                _derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection,
-                             batch_tokens, derivative)
+                depth = min(budget, batch_budget(hf, model.device, batch_tokens, derivative=True))
+                _derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection, depth,
+                             derivative)
+            # results are written only once the whole batch has run, so a batch that runs out of memory leaves none
+            for i, states in zip(batch, packed.unpack(at_keep[keep]) if keep is not None else ()):
+                kept[i] = torch.cat([prefix.kept[0], states.to(prefix.kept.device)]).cpu()
+            if lambdas:
+                probs[:, batch] = swept.probs
+                if acts is not None:
+                    acts[:, batch] = swept.acts
+
+        backing_off(len(rest), batch_budget(hf, model.device, batch_tokens, stacked=lambda_batch), plan, run)
     states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
 
@@ -215,7 +226,7 @@ def sweep_from_stored(
     starts: Iterable[int] = (),
     keep: int | None = None,
     projection: bool = True,
-    batch_tokens: int = 4096,
+    batch_tokens: BatchTokens = 4096,
     lambda_batch: int = 1,
     desc: str | None = None,
 ) -> SweepOutput:
@@ -321,24 +332,15 @@ class _Prefix:
         return torch.cat([self.hidden.expand(len(hidden), -1, -1).to(hidden.device), hidden], dim=1)
 
     def lower(self, rows: int) -> Cache | None:
-        """A copy of the prefix's lower cache for `rows` continuations."""
-        return _repeated([self.lower_cache], rows) if self.cached else None
+        """The prefix's lower cache for `rows` continuations (views of it)."""
+        return repeat_rows([self.lower_cache], rows) if self.cached else None
 
-    def upper(self, lambdas: Sequence[float | None], rows: int) -> Cache | None:
-        """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each."""
-        return _repeated([self.upper_caches[lam] for lam in lambdas], rows) if self.cached else None
-
-
-def _repeated(caches: Sequence[Cache], rows: int) -> Cache:
-    """One cache whose batch holds each of `caches` (batch 1) `rows` times, in order; the originals stay as they are."""
-    stacked = copy.deepcopy(caches[0])
-    for block, layer in enumerate(stacked.layers):
-        if not layer.is_initialized:  # a block the prefix did not run (above the steering block, in the lower cache)
-            continue
-        for name in ("keys", "values"):
-            parts = [getattr(cache.layers[block], name) for cache in caches]
-            setattr(layer, name, torch.cat(parts).repeat_interleave(rows, dim=0))
-    return stacked
+    def upper(self, lambdas: Sequence[float | None], rows: int, blocks: range) -> Cache | None:
+        """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each; they
+        differ in the upper `blocks` only."""
+        if not self.cached:
+            return None
+        return repeat_rows([self.upper_caches[lam] for lam in lambdas], rows, blocks)
 
 
 def _upper_sweep(
@@ -363,7 +365,8 @@ def _upper_sweep(
     probs, acts = [], []
     above = [layer for layer in layers if layer > vector.layer]
     members = len(packed.members)
-    with running(hf, range(vector.layer + 1, hf.config.num_hidden_layers)):
+    upper = range(vector.layer + 1, hf.config.num_hidden_layers)
+    with running(hf, upper):
         for start in range(0, len(lambdas), lambda_batch):
             group = lambdas[start : start + lambda_batch]
             edited = torch.cat([_edited(hidden, vector, lam, projection) for lam in group])
@@ -373,7 +376,7 @@ def _upper_sweep(
                     inputs_embeds=edited,
                     attention_mask=mask.repeat(repeat, *[1] * (mask.dim() - 1)),
                     position_ids=positions.repeat(repeat, 1),
-                    past_key_values=prefix.upper(group, len(hidden)),
+                    past_key_values=prefix.upper(group, len(hidden), upper),
                     use_cache=prefix.cached,
                 ).last_hidden_state
             logits = architectures.unembedding(hf)(packed.pick(last))

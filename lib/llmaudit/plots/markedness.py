@@ -6,6 +6,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from llmaudit.plots.summaries import boxes, five_numbers
+
 
 def gaps(summary: pd.DataFrame) -> alt.FacetChart:
     """Mean FPR gap per group with its 95% interval, one panel per kind, one colour per dataset (columns dataset,
@@ -30,8 +32,9 @@ def agreement(table: pd.DataFrame) -> alt.Chart:
     ).properties(width=420, height=alt.Step(10))
 
 
-def projections(frame: pd.DataFrame, vector: str) -> alt.Chart:
-    """Distribution of the prompts' projections on the race vector per group (columns group, projection)."""
-    return alt.Chart(frame[["group", "projection"]]).mark_boxplot(extent="min-max").encode(
-        x=alt.X("projection:Q", title=f"projection on {vector} (− White, + Black)"), y=alt.Y("group:N", title=None)
-    ).properties(width=420, height=alt.Step(18))
+def projections(frame: pd.DataFrame, vector: str) -> alt.LayerChart:
+    """Distribution of the prompts' projections on the race vector per group (columns group, projection): one box
+    per group over every prompt."""
+    stats = five_numbers(frame, ["group"], "projection")
+    return boxes(stats, "group", f"projection on {vector} (− White, + Black)", horizontal=True).properties(
+        width=420, height=alt.Step(18))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from llmaudit.plots.summaries import boxes, five_numbers, sample_per, shown_note
+
 PANEL = {"width": 250, "height": 180}
 
 
@@ -24,11 +26,12 @@ def layer_curves(layers: pd.DataFrame, chosen: dict[str, int]) -> alt.FacetChart
     return alt.layer(lines, rule, data=long).facet(facet=alt.Facet("vector:N", title=None), columns=2)
 
 
-def projection_scatter(val: pd.DataFrame) -> alt.FacetChart:
-    """Projection on the chosen vector against concept score, validation texts, coloured by data label.
-    `val` has columns vector, score, projection, group."""
+def projection_scatter(val: pd.DataFrame, title: str, seed: int = 0) -> alt.FacetChart:
+    """Projection on the chosen vector against concept score, validation texts, coloured by data label, at most
+    `summaries.POINTS` texts per vector (a seeded sample, said under the title). `val` has columns vector, score,
+    projection, group."""
     return (
-        alt.Chart(val)
+        alt.Chart(sample_per(val[["vector", "score", "projection", "group"]], "vector", seed=seed))
         .mark_circle(size=22, opacity=0.6)
         .encode(
             x=alt.X("score:Q", title="concept score s"),
@@ -38,19 +41,15 @@ def projection_scatter(val: pd.DataFrame) -> alt.FacetChart:
         .properties(**PANEL)
         .facet(facet=alt.Facet("vector:N", title=None), columns=2)
         .resolve_scale(x="independent", y="independent", color="independent")
+        .properties(title=alt.Title(title, subtitle=shown_note(val, "vector")))
     )
 
 
 def projection_by_label(val: pd.DataFrame) -> alt.FacetChart:
-    """Distribution of projections per data label (box plots), one panel per vector."""
+    """Distribution of projections per data label (box plots over every text), one panel per vector."""
+    stats = five_numbers(val.assign(group=val["group"].astype(str)), ["vector", "group"], "projection")
     return (
-        alt.Chart(val)
-        .mark_boxplot(size=18)
-        .encode(
-            x=alt.X("group:N", title=None),
-            y=alt.Y("projection:Q", title="projection (a − μ₀)·v"),
-            color=alt.Color("group:N", legend=None),
-        )
+        boxes(stats, "group", "projection (a − μ₀)·v", color="group")
         .properties(width=250, height=180)
         .facet(facet=alt.Facet("vector:N", title=None), columns=2)
         .resolve_scale(x="independent", y="independent")

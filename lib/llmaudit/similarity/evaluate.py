@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep_outputs
@@ -36,7 +37,7 @@ def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
 def run_systems(
     model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
     depths: list[float],
-    *, batch_tokens: int, cache: Path | None = None,
+    *, batch_tokens: BatchTokens, cache: Path | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """Answers of the plain model and of the model steered at each lambda, with the representations they read,
     keyed 'system|depth'. The systems run as one sweep (the blocks below the steering block once for all of them);

@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
+from llmaudit.errors import AuditError
 from llmaudit.models.sweep import sweep, sweep_from_stored
 from llmaudit.steering.concept import ConceptTokens
 from llmaudit.models.vector import SteeringVector
@@ -30,13 +32,16 @@ def steered_scores(
     frame: pd.DataFrame,
     tokens: ConceptTokens,
     lambdas: Sequence[float],
-    batch_tokens: int,
+    batch_tokens: BatchTokens,
     cache: Path | None = None,
     projection: bool = True,
 ) -> pd.DataFrame:
     """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
     projection edit (`projection` False: the additive one) at each lambda (one sweep: the lower blocks once for all,
     see `models.sweep`; they are kept, so that the same prompts steered again start above them)."""
+    if frame.empty:
+        raise AuditError(f"causal check of {vector.name}: no held-out rows to steer (the validation rows used them "
+                         "all): lower steering.val_rows or steering.check_rows")
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "lambdas": list(lambdas),
            "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.steering.spec import SteeringParams
 from llmaudit.data import read_json
 from llmaudit.steering.concept import ConceptTokens, concept_tokens, split_counts, thresholds
-from llmaudit.steering.recipes import Recipe, rows
+from llmaudit.steering.recipes import Recipe, rows, validation_size
 from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
 from llmaudit.models.vector import SteeringVector
 from llmaudit.steering.wmd import wmd
@@ -43,7 +44,7 @@ def forward_concept(
     model: AuditModel,
     frame: pd.DataFrame,
     tokens: ConceptTokens,
-    batch_tokens: int,
+    batch_tokens: BatchTokens,
     cache: Path | None = None,
     desc: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,16 +73,17 @@ def extract(
     recipe: Recipe,
     params: SteeringParams,
     seed: int,
-    batch_tokens: int,
+    batch_tokens: BatchTokens,
     mirror: Path | None = None,
     cache: Path | None = None,
 ) -> Extraction:
     """Build, validate, choose and scale the steering vector of `recipe` for `model`."""
     tokens = tokens_for(model, recipe.concept, mirror)
     tables, acts = {}, {}
-    for split in ("train", "val"):
-        sizes = params.train_rows if split == "train" else params.val_rows
-        frame = rows(recipe, split, sizes.get(recipe.dataset), seed, mirror)
+    sizes = {"train": params.train_rows.get(recipe.dataset),
+             "val": validation_size(recipe, params.val_rows.get(recipe.dataset), params.check_rows, mirror)}
+    for split, n in sizes.items():
+        frame = rows(recipe, split, n, seed, mirror)
         probs, a = forward_concept(model, frame, tokens, batch_tokens, cache, desc=f"{recipe.name} {split}")
         s = tokens.score(probs, params.normalised)
         tables[split], acts[split] = frame.assign(score=s.numpy(), label_mass=probs.sum(-1).numpy()), a

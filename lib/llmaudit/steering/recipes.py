@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from llmaudit.data import read_csv, read_text
+from llmaudit.errors import AuditError
 
 SPLITS = "llm-steering-audit/datasplits"
 
@@ -47,13 +49,47 @@ def templates(name: str, mirror: Path | None = None) -> list[tuple[str, str]]:
     return [(inst.replace("\\n", "\n"), prefix.strip()) for inst, prefix in pairs]
 
 
+# Validation files that a decision task also draws its cases from, with the column naming a case: the judicial task's
+# dialect pairs (main paper §4.2: "the validation split that does not overlap with those used to extract the race
+# vector"). Such a file is split once, by case, into a half for the tasks and a half for the vectors.
+TASK_CASES = {"dialect": "pair_id"}
+
+
+def for_tasks(dataset: str, frame: pd.DataFrame) -> pd.Series:
+    """Whether each row of `dataset`'s validation file is in the decision tasks' half: the cases (TASK_CASES) whose id
+    hashes even, a fixed split whatever the sizes and seed; none for a file no task draws from."""
+    column = TASK_CASES.get(dataset)
+    if column is None:
+        return pd.Series(False, index=frame.index)
+    return frame[column].map(lambda case: hashlib.sha256(f"{dataset}:{case}".encode()).digest()[0] % 2 == 0)
+
+
+def pool(recipe: Recipe, split: str, mirror: Path | None = None) -> pd.DataFrame:
+    """The rows of a data split the vectors may use: all training rows; the validation rows outside the tasks' half."""
+    frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
+    return frame[~for_tasks(recipe.dataset, frame)] if split == "val" else frame
+
+
+def validation_size(recipe: Recipe, requested: int | None, check_rows: int, mirror: Path | None = None) -> int:
+    """Validation rows for the vector of `recipe`: `requested`, or when None every row of its pool but the `check_rows`
+    that the causal check holds out; a request that leaves the check fewer rows is a one-line AuditError."""
+    spare = len(pool(recipe, "val", mirror)) - check_rows
+    if requested is None:
+        return spare
+    if requested > spare:
+        raise AuditError(f"steering.val_rows.{recipe.dataset} = {requested} leaves the causal check fewer than its "
+                         f"check_rows ({check_rows}) of the vector's {spare + check_rows} validation rows: set it to at "
+                         f"most {spare}, or leave it unset")
+    return requested
+
+
 def rows(
     recipe: Recipe, split: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
 ) -> pd.DataFrame:
-    """`n` rows (all when None) of a data split, sampled without replacement from those whose `_id` is not in
+    """`n` rows (all when None) of a data split's `pool`, sampled without replacement from those whose `_id` is not in
     `exclude`, each with its instruction template (index, instruction, prefix) assigned round-robin over a seeded
     shuffle (every template used equally often)."""
-    frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
+    frame = pool(recipe, split, mirror)
     frame = frame[~frame["_id"].isin(list(exclude))]
     if n is not None and n < len(frame):
         frame = frame.sample(n=n, random_state=seed)

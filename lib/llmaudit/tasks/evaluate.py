@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
@@ -120,7 +121,7 @@ class TaskRunner:
 
     model: AuditModel
     seed: int
-    batch_tokens: int
+    batch_tokens: BatchTokens
     mirror: Path | None = None
     cache: Path | None = None
     lambda_batch: int = 1

@@ -2,8 +2,9 @@
 only by one utterance in African American Language (AAL / AAVE) or White Mainstream English (WME / SAE).
 
 Decisions, and where they depart from the reference code:
-- A case is a dialect PAIR of the dialect validation split: two rows sharing a pair_id, labelled AAVE with SAE or
-  AAL with WME; AAVE / AAL is the Black-dialect text, SAE / WME the white one.
+- A case is a dialect PAIR of the tasks' half of the dialect validation split (`steering.recipes.for_tasks`; the race
+  vector validates and is checked on the other half): two rows sharing a pair_id, labelled AAVE with SAE or AAL with
+  WME; AAVE / AAL is the Black-dialect text, SAE / WME the white one.
 - Pairs are drawn WITHOUT replacement with the seed (the reference code drew 500 with replacement: 423 unique), and
   a pair with a row id in `exclude` is skipped: the caller passes the race vector's validation rows, so evaluation
   never reuses the data that chose and scaled the vector.
@@ -30,6 +31,7 @@ import pandas as pd
 
 from llmaudit.data import read_csv, read_json
 from llmaudit.errors import AuditError
+from llmaudit.steering.recipes import for_tasks
 from llmaudit.tasks.base import Task, TaskItem, sample_ids
 
 SPLIT = "llm-steering-audit/datasplits/dialect_val.csv"
@@ -62,8 +64,10 @@ def templates(key: str, mirror: Path | None = None) -> list[tuple[str, str]]:
 
 
 def pairs(mirror: Path | None = None) -> pd.DataFrame:
-    """One row per pair_id of the dialect validation split: text and row id of its Black- and white-dialect sides."""
-    rows = read_csv(SPLIT, mirror).rename(columns={"_id": "row"})
+    """One row per pair_id of the tasks' half of the dialect validation split: text and row id of its Black- and
+    white-dialect sides."""
+    rows = read_csv(SPLIT, mirror)
+    rows = rows[for_tasks("dialect", rows)].rename(columns={"_id": "row"})
     race = rows["label"].map(RACE_OF_LABEL)
     black, white = (rows.loc[race == side, ["pair_id", "row", "text"]] for side in ("black", "white"))
     merged = black.merge(white, on="pair_id", suffixes=("_black", "_white"), validate="one_to_one")

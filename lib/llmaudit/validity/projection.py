@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.prefix import forward_shared_prefix
@@ -29,7 +30,7 @@ def name_prompt(model: AuditModel, name: str) -> str:
 
 
 def name_projections(
-    model: AuditModel, vector: SteeringVector, names: Sequence[str], batch_tokens: int, cache: Path | None = None
+    model: AuditModel, vector: SteeringVector, names: Sequence[str], batch_tokens: BatchTokens, cache: Path | None = None
 ) -> np.ndarray:
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]

