@@ -10,7 +10,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit test unit book nbval-reference benchmark clean
+.PHONY: install second-model audit test scale-test unit book nbval-reference benchmark clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ audit: install
 
 test: install
 	$(PY) -m pytest $(NBVAL) tests
+
+# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~12 min.
+scale-test: install
+	$(PY) -m pytest -m scale tests/scale
 
 unit: install
 	$(PY) -m pytest tests

@@ -121,3 +121,25 @@ def test_sampling_needs_a_local_model(tiny_model, monkeypatch) -> None:
     monkeypatch.setattr(tiny_model, "hf", None)
     with pytest.raises(Exception, match="needs a local model"):
         tiny_model.sample(calls_of(tiny_model), NEW)
+
+
+def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(model) -> None:
+    calls, labels, layers, block = calls_of(model), [5, 6, 7], [1], 1
+    want = model.sample(calls, NEW, labels, layers, keep=[block])
+    failures = [1]
+
+    def once(module, args):
+        if failures[0] and args[0].shape[0] > 1:  # the first prefill of several texts
+            failures[0] -= 1
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+
+    hook = architectures.blocks(model.hf)[0].register_forward_pre_hook(once)
+    try:
+        with pytest.warns(UserWarning, match="out of memory sampling 3 prompts together: going on in two halves"):
+            got = model.sample(calls, NEW, labels, layers, keep=[block])
+    finally:
+        hook.remove()
+    assert [torch.equal(a, b) for a, b in zip(got.tokens, want.tokens)] == [True] * len(calls)
+    assert torch.allclose(got.probs, want.probs, atol=1e-6) and torch.allclose(got.acts, want.acts, atol=1e-5)
+    for a, b in zip(got.states[block], want.states[block], strict=True):
+        assert torch.allclose(a, b, atol=1e-5)

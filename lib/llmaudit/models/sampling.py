@@ -15,6 +15,7 @@ so a chapter that scores and samples the same prompts runs them once."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,7 +25,8 @@ import torch
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.models.memory import BatchTokens, batch_budget
+from llmaudit.errors import AuditError
+from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 
@@ -45,6 +47,15 @@ class Samples:
     probs: torch.Tensor | None = None
     acts: torch.Tensor | None = None
     states: dict[int, list[torch.Tensor]] | None = None
+
+    def followed_by(self, other: Samples) -> Samples:
+        """These samples, then `other`'s, as one call of both calls' lists would give them."""
+        def joined(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+            return None if a is None else torch.cat([a, b])
+
+        states = None if self.states is None else {b: s + other.states[b] for b, s in self.states.items()}
+        return Samples(self.tokens + other.tokens, joined(self.probs, other.probs), joined(self.acts, other.acts),
+                       states)
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,28 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
     probabilities (log-probabilities over the vocabulary when `labels` is None, as `forward` gives them) and block
     outputs read from the same prefill, which also keeps the outputs of blocks `keep` at every prompt token. All
-    calls run as one batch: `call_batches` splits a long list."""
+    calls run as one batch (`call_batches` splits a long list); a batch that runs out of memory runs again as two
+    halves, which draw the same answers (each call keeps its own random stream)."""
+    try:
+        return _sample_together(model, calls, max_new_tokens, labels, layers, keep)
+    except RuntimeError as err:
+        if not is_out_of_memory(err):
+            raise
+        if len(calls) == 1:
+            raise AuditError(f"out of memory sampling {calls[0].rows} answers of one prompt: lower the answers or "
+                             "their length in the params file") from None
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    warnings.warn(f"out of memory sampling {len(calls)} prompts together: going on in two halves", stacklevel=2)
+    half = len(calls) // 2
+    first, second = (sample_calls(model, part, max_new_tokens, labels, layers, keep)
+                     for part in (calls[:half], calls[half:]))
+    return first.followed_by(second)
+
+
+def _sample_together(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
+                     labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int]) -> Samples:
+    """`sample_calls` in one batch."""
     hf, eos = model.hf, model.tokenizer.eos_token_id
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))

@@ -64,6 +64,12 @@ def for_tasks(dataset: str, frame: pd.DataFrame) -> pd.Series:
     return frame[column].map(lambda case: hashlib.sha256(f"{dataset}:{case}".encode()).digest()[0] % 2 == 0)
 
 
+def held_for_tasks(recipe: Recipe, mirror: Path | None = None) -> int:
+    """How many rows of the vector's validation file are the decision tasks' (`for_tasks`)."""
+    frame = read_csv(f"{SPLITS}/{recipe.dataset}_val.csv", mirror)
+    return int(for_tasks(recipe.dataset, frame).sum())
+
+
 def pool(recipe: Recipe, split: str, mirror: Path | None = None) -> pd.DataFrame:
     """The rows of a data split the vectors may use: all training rows; the validation rows outside the tasks' half."""
     frame = read_csv(f"{SPLITS}/{recipe.dataset}_{split}.csv", mirror)
