@@ -28,6 +28,7 @@ from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section, verdict_section
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import largest_differences, read_cases, unit_values
+from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.results import Results
 from llmaudit.verdict.verdicts import from_card
 
@@ -547,6 +548,9 @@ def build_report(
         heading = _title(nb)
         anchor = _slug(path.stem, taken)
         failed = any(out.output_type == "error" for cell in nb.cells for out in cell.get("outputs", []))
+        undrawn = [] if failed else undrawn_figures(nb)  # a failed chapter stops short of its later figures
+        if undrawn:
+            raise AuditError(f"{path.name}: {'; '.join(undrawn)}: end that cell with the figure's show(...) call")
         flag = '<span class="failed">execution error</span>' if failed else ""
         toc.append(f'<li><a href="#{anchor}">{heading or escape(path.stem)}</a>{flag}</li>')
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
