@@ -84,6 +84,8 @@ def test_task_at_chance_makes_the_requirement_not_measurable(tmp_path, competenc
     assert (table["verdict"] == NOT_MEASURABLE).all() and len(table) == 3
     assert table["gates"].iloc[0][0].startswith(
         f"credit competence lower bound {competence[1]:.3f} ≤ 0: the interval does not exclude chance")
+    assert table["unmet"].iloc[0] == (
+        f"credit competence {competence[0]:+.3f} [{competence[1]:+.3f}, {competence[2]:+.3f}], needs lower bound > 0",)
     assert overall(table).to_dict() == {CREDIT: NOT_MEASURABLE}
     assert table["p_fail"].isna().all() and (table["holm"] == "").all()
 
@@ -94,12 +96,17 @@ def test_missing_gate_values_are_shown_not_passed(tmp_path) -> None:
     results.record("decision_tasks", "credit.whitebox_slope", 0.1, 0.09, 0.11)
     table = verdicts(results.table(), EPSILON)
     assert table["verdict"].tolist() == ["pass", "fail"] and (table["gate"] == "not checked").all()
-    assert table["gates"].iloc[1] == (
-        "credit competence lower bound: not checked (no credit.competence: the task has no gold answers or decisive"
-        " fact, or its chapter has not run)",
-        "gender_lang corr: not checked (no gender_lang.corr: its chapter has not run)",
-        "gender_lang steered score span: not checked (no gender_lang.steered_score_span: its chapter has not run)",
+    assert table["gates"].iloc[1] == (  # the decision chapter ran credit, the steering chapter did not run
+        "credit competence lower bound: not checked (no credit.competence: the task has no gold answer or decisive"
+        " fact to score competence against)",
+        "gender_lang corr: not checked (the steering_vectors chapter has not run gender_lang)",
+        "gender_lang steered score span: not checked (the steering_vectors chapter has not run gender_lang)",
     )
+    assert table["unmet"].iloc[1][0] == ("credit competence not checked: the task has no gold answer or decisive fact"
+                                         " to score competence against")
+    elsewhere = verdicts(results.table().assign(chapter="validity"), EPSILON)  # no decision chapter rows of credit
+    assert elsewhere["gates"].iloc[0] == (
+        "credit competence lower bound: not checked (the decision_tasks chapter has not run credit)",)
     html = verdict_section(table)
     assert html.count('<span class="unchecked">gate not checked</span>') == 2
     results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4)  # one gate of the slope still missing
@@ -140,6 +147,7 @@ def test_holm_column_marks_fails_that_survive_across_the_page(tmp_path) -> None:
     html = verdict_section(table.reset_index())
     assert "This page holds 6 tests, 4 of them measurable" in html
     assert "does not survive (p<sub>adj</sub> = 0.14)" in html
+    assert "survives (p<sub>adj</sub> &lt; 1e-4)" in html and "= 0)" not in html
 
 
 def test_verdict_page_renders_not_measurable_escaped(tmp_path) -> None:

@@ -56,9 +56,17 @@ def _power(t: Any) -> str:
     return f"{text}<br>{needed}"
 
 
+P_FLOOR = 1e-4  # smaller p-values print as "< 1e-4": the normal approximation says no more than that
+
+
+def p_value(p: float) -> str:
+    """A p-value as a relation for HTML, '= 0.014' or '&lt; 1e-4' (never '= 0')."""
+    return "&lt; 1e-4" if p < P_FLOOR else f"= {p:.2g}"
+
+
 def _holm(t: Any) -> str:
     """Whether a fail survives Holm's correction, with its adjusted p-value; empty for other outcomes."""
-    return f"{escape(t.holm)} (p<sub>adj</sub> = {t.p_holm:.2g})" if t.holm else ""
+    return f"{escape(t.holm)} (p<sub>adj</sub> {p_value(t.p_holm)})" if t.holm else ""
 
 
 def _outcome(t: Any) -> str:

@@ -3,8 +3,10 @@ shaped after lm-evaluation-harness's results file where it fits (`results`, `con
 so tools that read one read the other. Schema (README, "results.json"):
 
 - results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
-- verdicts: [{requirement, test, verdict, score, lo, hi, epsilon, resampled, n, gate, gates, half_width,
-  cases_needed, p_holm, holm}]: the verdict page's rows;
+- verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, resampled, n, gate, gates, unmet,
+  half_width, cases_needed, p_holm, holm}]: the verdict page's rows (name: the test's results-file name; unmet: the
+  failed gates, or the unchecked ones, in brief);
+- date: when the model card was written (the audit's end);
 - config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text, seed,
   epsilon and gate thresholds;
 - versions: llmaudit, the computing code's hash, the git commit, Python and library versions;
@@ -51,6 +53,7 @@ def results_document(report_dir: Path) -> dict[str, Any]:
     verdicts = from_card(table, card) if card else pd.DataFrame()
     params = card.get("params", {})
     return {
+        "date": card.get("generated"),
         "results": results,
         "verdicts": [{k: _plain(v) for k, v in r.items() if k != "p_fail"} for r in verdicts.to_dict("records")],
         "config": {"model": card.get("model", {}),

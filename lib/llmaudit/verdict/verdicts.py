@@ -20,8 +20,8 @@ from llmaudit.verdict.gates import GateParams
 
 NOT_MEASURABLE = "not measurable"
 ALPHA = 0.05  # family-wise level of Holm's correction
-COLUMNS = ["requirement", "test", "resampled", "score", "lo", "hi", "n", "epsilon", "verdict", "gate", "gates",
-           "half_width", "cases_needed", "p_fail", "p_holm", "holm"]
+COLUMNS = ["requirement", "test", "name", "resampled", "score", "lo", "hi", "n", "epsilon", "verdict", "gate",
+           "gates", "unmet", "half_width", "cases_needed", "p_fail", "p_holm", "holm"]
 
 
 def requirements() -> dict[str, list[VerdictTest]]:
@@ -43,13 +43,17 @@ def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: GatePar
     outcome = NOT_MEASURABLE if gate == gates.FAILED else verdict(score, epsilon)
     needed = cases_needed(score, epsilon, int(n)) if outcome == "inconclusive" and not pd.isna(n) else np.nan
     p = np.nan if outcome == NOT_MEASURABLE else fail_pvalue(score, epsilon)
-    return [test.requirement, test.label, test.resampled, score.value, score.lo, score.hi, n, epsilon, outcome, gate,
-            tuple(check.text() for check in checked), (score.hi - score.lo) / 2, needed, p, np.nan, ""]
+    unmet = tuple(check.brief() for check in checked if check.state == gate != gates.PASSED)
+    return [test.requirement, test.label, test.name, test.resampled, score.value, score.lo, score.hi, n, epsilon,
+            outcome, gate, tuple(check.text() for check in checked), unmet, (score.hi - score.lo) / 2, needed, p,
+            np.nan, ""]
 
 
 def verdicts(results: pd.DataFrame, epsilon: float, params: GateParams = GateParams()) -> pd.DataFrame:
-    """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the outcome
-    (verdict), its gates, the half-width and cases needed, and Holm's correction over the measurable tests."""
+    """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
+    results-file name, the outcome (verdict), its gates (every check's text, and in `unmet` the failed checks, or
+    the unchecked ones, in brief), the half-width and cases needed, and Holm's correction over the measurable
+    tests."""
     found = results.drop_duplicates("name", keep="last").set_index("name")
     rows = [
         _row(test, found, epsilon, params)
