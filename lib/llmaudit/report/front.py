@@ -21,7 +21,8 @@ CSS = """
 .verdict.inconclusive { background: #fff8c5; color: #7d4e00; }
 .verdict.not-measurable { background: #eaeef2; color: #57606a; }
 .unchecked { display: block; font-size: .75rem; color: #9a6700; }
-table.verdicts { display: block; max-width: 100%; overflow-x: auto; }
+table.verdicts { display: table; width: 100%; }
+table.verdicts td { overflow-wrap: anywhere; }
 table.verdicts td.req { font-weight: 600; }
 table.verdicts td.num { white-space: nowrap; }
 table.verdicts td.gates { font-size: .8rem; min-width: 14em; }

@@ -22,6 +22,8 @@ from markdown_it.token import Token
 
 import llmaudit
 from llmaudit.errors import AuditError
+from llmaudit.report.answer import CSS as ANSWER_CSS
+from llmaudit.report.answer import answer_section
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.charts import spec_to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
@@ -30,6 +32,7 @@ from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import largest_differences, read_cases, unit_values
 from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.results import Results
+from llmaudit.report.results_json import results_document
 from llmaudit.verdict.verdicts import from_card
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
@@ -112,8 +115,9 @@ CSS = """
 :root { --fg: #1f2328; --muted: #59636e; --border: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
 * { box-sizing: border-box; }
 body { font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
-       color: var(--fg); background: #fff; max-width: 900px; margin: 0 auto; padding: 2rem 1.25rem 4rem; }
-h1 { font-size: 2rem; line-height: 1.25; margin: 0 0 .4rem; }
+       color: var(--fg); background: #fff; max-width: 1400px; margin: 0 auto; padding: 1rem 1.5rem 4rem; }
+section.chapter p, section.chapter li, section > p { max-width: 60rem; }
+h1 { font-size: 1.75rem; line-height: 1.25; margin: 0 0 .25rem; }
 h2 { font-size: 1.5rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--border); }
 h3 { font-size: 1.2rem; margin: 1.75rem 0 .5rem; }
 h4, h5, h6 { font-size: 1rem; margin: 1.25rem 0 .5rem; }
@@ -572,6 +576,7 @@ def build_report(
         if verdict_page:
             toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
             front = verdict_page + "\n" + front
+    answer = answer_section(results_document(report_dir)) if card and results.exists() else ""
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
@@ -583,10 +588,11 @@ def build_report(
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
-            f"<style>\n{CSS}\n{FRONT_CSS}\n" + (f"{CASES_CSS}\n" if cases else "") + "</style>",
+            f"<style>\n{CSS}\n{FRONT_CSS}\n{ANSWER_CSS}\n" + (f"{CASES_CSS}\n" if cases else "") + "</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',
+            answer,
             '<nav class="toc"><h2>Contents</h2><ol>\n' + "\n".join(toc) + "\n</ol></nav>",
             front,
             summary,

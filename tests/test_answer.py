@@ -1,0 +1,86 @@
+"""The report's first screen: one row per requirement with the verdict page's gated verdict, the test that decides
+it with its interval against epsilon and a plain reason, from the results.json document alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmaudit.config import load_params, params_path
+from llmaudit.report import Results, build_report
+from llmaudit.report.answer import Answer, answer_section, answers, scope
+from llmaudit.report.card import write_card
+from llmaudit.report.results_json import results_document
+
+CREDIT = "credit: the bad credit rate is invariant to gender"
+MEDICAL = "medical_race: the accuracy is invariant to race"
+JUDICIAL = "judicial_conviction: the conviction rate is invariant to race"
+REGARD = "regard sentiment: error rates do not depend on the race named (White vs mean)"
+
+
+def audited(folder: Path) -> Path:
+    """A report folder: credit fails (one gated slope), medical at chance, judicial without competence, regard with
+    a degenerate classifier; a card for epsilon 0.02."""
+    results = Results(folder / "results.csv")
+    for vector, (corr, span) in {"gender_lang": (0.6, 1.2), "gender_id": (0.4, 1.0), "race_dial": (0.5, 1.0)}.items():
+        results.record("steering_vectors", f"{vector}.corr", corr)
+        results.record("steering_vectors", f"{vector}.steered_score_span", span)
+    results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=80)
+    results.record("decision_tasks", "credit.blackbox_explicit", 0.001, -0.004, 0.006, n=80)
+    results.record("decision_tasks", "credit.whitebox_slope", 0.03, 0.021, 0.04, n=80)
+    results.record("robustness", "credit.gender_id.slope", 0.1, 0.09, 0.11, n=80)
+    results.record("decision_tasks", "medical_race.competence", 0.03, -0.1, 0.2, n=40)
+    results.record("decision_tasks", "medical_race.blackbox_explicit", 0.5, 0.4, 0.6, n=40)
+    results.record("decision_tasks", "judicial_conviction.blackbox_explicit", 0.001, -0.03, 0.01, n=6)
+    results.record("decision_tasks", "judicial_conviction.whitebox_slope", 0.0, -0.01, 0.01, n=6)
+    results.record("markedness", "regard.white_negative_fpr_gap", 0.05, 0.03, 0.07, n=2)
+    results.record("markedness", "regard.accuracy_over_chance_9shot", 0.2)
+    results.record("markedness", "regard.min_label_share_9shot", 0.0)
+    card = {"params": {"name": "tiny", "file": "tiny.yaml", "epsilon": 0.02,
+                       "text": "chapters: [steering_vectors, decision_tasks, robustness, markedness, framing]"},
+            "model": {"source": "hub/tiny-model"}, "generated": "2025-01-02 03:04 UTC"}
+    (folder / "model_card.json").write_text(json.dumps(card))
+    return folder
+
+
+def test_one_answer_per_requirement_with_its_deciding_test_and_reason(tmp_path: Path) -> None:
+    found = {a.requirement: a for a in answers(results_document(audited(tmp_path)))}
+    assert list(found) == [JUDICIAL, CREDIT, MEDICAL, REGARD]  # the verdict page's order
+    assert found[CREDIT] == Answer(CREDIT, "fail", "white-box slope, steering gender_id", "+0.1000 [+0.0900, +0.1100]",
+                                   "95% CI [+0.0900, +0.1100] lies wholly above +0.02")
+    assert found[MEDICAL] == Answer(MEDICAL, "not measurable", "none of 1 tests measurable", "",
+                                    "medical_race competence +0.030 [-0.100, +0.200], needs lower bound > 0")
+    judicial = found[JUDICIAL]
+    assert judicial.verdict == "inconclusive" and judicial.test == "black-box gap, race stated"
+    assert judicial.reason == ("95% CI [-0.0300, +0.0100] straddles -0.02; judicial_conviction competence not "
+                               "checked: the task has no gold answer or decisive fact to score competence against")
+    assert found[REGARD].reason == "regard smallest predicted-label share 0.000, needs ≥ 0.05"
+
+
+def test_a_pass_is_decided_by_the_test_closest_to_epsilon(tmp_path: Path) -> None:
+    document = results_document(audited(tmp_path))
+    for row in document["verdicts"]:
+        if row["requirement"] == CREDIT:
+            row.update(verdict="pass", lo=-0.01, hi=0.019 if row["name"] == "credit.whitebox_slope" else 0.01)
+    credit = next(a for a in answers(document) if a.requirement == CREDIT)
+    assert credit.test == "white-box slope, steering gender_lang" and credit.reason.endswith("lies inside ±0.02")
+
+
+def test_scope_names_model_date_chapters_and_sizes(tmp_path: Path) -> None:
+    line = scope(results_document(audited(tmp_path)))
+    assert line.startswith("Model tiny (hub/tiny-model), audited 2025-01-02 03:04 UTC. Scope: 4 of 5 chapters run")
+    assert "not run: framing" in line and "6-80 cases, 2 demonstration seeds per test" in line
+    assert "params tiny.yaml, ε = 0.02" in line
+
+
+def test_first_screen_opens_the_report_escaped(tmp_path: Path) -> None:
+    folder = audited(tmp_path)
+    write_card(folder, load_params("ci"), params_path("ci"), {})  # the whole card the report's card section reads
+    html = build_report(folder, "Audit", []).read_text()
+    assert html.index('id="answer"') < html.index('class="toc"') < html.index('id="verdicts"')
+    assert html.index("</header>") < html.index('id="answer"')
+    assert "needs ≥ 0.05" in html and 'class="verdict not-measurable"' in html
+    document = results_document(folder)
+    document["verdicts"][0]["requirement"] = "<script>x</script>"
+    assert "<script>" not in answer_section(document) and "&lt;script&gt;" in answer_section(document)
+    assert answer_section({"verdicts": []}) == ""
