@@ -24,6 +24,17 @@ class VerdictTest:
     instruments: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True)
+class Headline:
+    """A number the report lists among a chapter's headline numbers: its results-file name, what it is, its unit,
+    and in one line what it means for the reader."""
+
+    name: str
+    label: str
+    unit: str
+    meaning: str
+
+
 def no_tests(params: Any) -> list[VerdictTest]:
     """For chapters whose results feed no verdict test."""
     return []
@@ -34,7 +45,8 @@ class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
     chapters' sections it also runs with (the robustness chapter reruns the decision tasks' sizes); `computing`: the llmaudit packages whose code decides what its forward passes compute (part of every
     cache key); `verdict_tests(params)`: the tests its results feed, for a run with these params (None: every test it
-    can feed)."""
+    can feed); `headlines`: the few results the report shows as its headline numbers (all of them stay in
+    results.csv and results.json)."""
 
     key: str
     title: str
@@ -43,6 +55,7 @@ class ChapterSpec:
     params: type[Section] | None = None
     reads: tuple[str, ...] = ()
     verdict_tests: Callable[[Any], list[VerdictTest]] = field(default=no_tests)
+    headlines: tuple[Headline, ...] = ()
 
 
 def result(subject: str, quantity: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator, model_validator
 
 from llmaudit.sections import Section, once
-from llmaudit.spec import ChapterSpec
+from llmaudit.spec import ChapterSpec, Headline
 
 
 class FramingParams(Section):
@@ -31,5 +31,16 @@ class FramingParams(Section):
         return self
 
 
+HEADLINES = (
+    *(Headline(f"{form}.pronoun_shift", f"{form} prompts: pronoun shift", "probability",
+               "how often changing the prompt's framing changes the pronoun the model prefers")
+      for form in ("chat", "plain")),
+    Headline("chat.excluded_share", "chat prompts: cells left out", "share of cells",
+             "(task, condition) cells whose sampled answers name too few pronouns to compare with"),
+    *(Headline(f"steering.{task}.she_span", f"{task} prompts: P(she) under steering", "probability",
+               "P(she) at lambda = +1 minus at -1: how far the gender vector moves the pronoun")
+      for task in ("association", "completion")),
+)
+
 CHAPTER = ChapterSpec("framing", "Framing", computing=("data", "models", "steering", "tasks", "framing"),
-                   section="framing", params=FramingParams)
+                   section="framing", params=FramingParams, headlines=HEADLINES)

@@ -10,7 +10,7 @@ from pydantic import field_validator
 
 from llmaudit.markedness.metrics import KINDS
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
-from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
 ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
@@ -64,5 +64,14 @@ def _tests(params: Any) -> list[VerdictTest]:
             for probes in probe_sets_run(params) for kind in KINDS]
 
 
+HEADLINES = (
+    *(Headline(result(probes, ACCURACY_OVER_CHANCE), f"{probes}: 9-shot accuracy over guessing", "share",
+               "the sentiment classifier's accuracy minus 1/3 (gate: above 0)")
+      for probes in PROBE_SETS),
+    *(Headline(f"projection.{group}_minus_unmarked", f"{label} sentences vs unmarked", "projection on race_dial",
+               f"how far naming the race as {label} moves a sentence along the race vector, against naming none")
+      for group, label in (("white", "White"), ("african_american", "African American"))),
+)
+
 CHAPTER = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
-                   section="markedness", params=MarkednessParams, verdict_tests=_tests)
+                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES)

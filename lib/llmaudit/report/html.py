@@ -5,7 +5,6 @@ as the book shows them, equations numbered through the report as jupyter-book nu
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import datetime, timezone
 from html import escape
@@ -31,6 +30,8 @@ from llmaudit.report.front import card_section, verdict_section
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import largest_differences, read_cases, unit_values
 from llmaudit.report.figures import undrawn_figures
+from llmaudit.report.headlines import CSS as HEADLINES_CSS
+from llmaudit.report.headlines import headline_section
 from llmaudit.report.results import Results
 from llmaudit.report.results_json import results_document
 from llmaudit.verdict.verdicts import from_card
@@ -415,37 +416,6 @@ def _cell(cell: nbformat.NotebookNode, equations: dict[str, int]) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if "hide-cell" in tags else body
 
 
-def _fmt(x: object) -> str:
-    """A results cell for reading: floats to 4 significant digits (whole numbers past 10^4), NaN/None empty."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    if isinstance(x, float):
-        return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
-    return escape(str(x))
-
-
-def _summary(csv_path: Path) -> str:
-    """The headline-numbers section from results.csv, or nothing where there is no result yet."""
-    if not csv_path.exists():
-        return ""
-    table = Results(csv_path).table()
-    if table.empty:
-        return ""
-    rows = []
-    for r in table.itertuples(index=False):
-        ci = f"[{_fmt(r.lo)}, {_fmt(r.hi)}]" if _fmt(r.lo) or _fmt(r.hi) else ""
-        rows.append(
-            f"<tr><td>{escape(r.chapter)}</td><td>{escape(r.name)}</td><td class=\"num\">{_fmt(r.value)}</td>"
-            f"<td class=\"num\">{ci}</td><td>{escape(r.unit)}</td><td>{escape(r.note)}</td></tr>"
-        )
-    head = "<tr><th>Chapter</th><th>Result</th><th>Value</th><th>CI</th><th>Unit</th><th>Note</th></tr>"
-    body = "\n".join(rows)
-    return (
-        '<section id="summary"><h2>Headline numbers</h2>\n'
-        f'<table class="results"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>'
-    )
-
-
 CASES_CSS = """
 table.cases td { max-width: 30em; }
 table.cases pre.prompt { white-space: pre-wrap; overflow-wrap: anywhere; font-size: .8rem; margin: .25rem 0 .5rem; }
@@ -564,7 +534,7 @@ def build_report(
     if cases:
         toc.insert(0, '<li><a href="#cases">Cases behind the gaps</a></li>')
     results = report_dir / "results.csv"
-    summary = _summary(results)
+    summary = headline_section(Results(results).table()) if results.exists() else ""
     if summary:
         toc.insert(0, '<li><a href="#summary">Headline numbers</a></li>')
     card = read_json(report_dir / CARD)
@@ -588,7 +558,8 @@ def build_report(
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
-            f"<style>\n{CSS}\n{FRONT_CSS}\n{ANSWER_CSS}\n" + (f"{CASES_CSS}\n" if cases else "") + "</style>",
+            f"<style>\n{CSS}\n{FRONT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n" + (f"{CASES_CSS}\n" if cases else "")
+            + "</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',

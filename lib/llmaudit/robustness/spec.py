@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
 from llmaudit.tasks.spec import requirement, tasks_run
@@ -29,4 +29,9 @@ def _tests(params: Any) -> list[VerdictTest]:
 
 CHAPTER = ChapterSpec("robustness", "Robustness", computing=("data", "models", "steering", "tasks", "robustness"),
                    reads=("tasks",),
-                   verdict_tests=_tests)
+                   verdict_tests=_tests,
+                   headlines=tuple(
+                       Headline(result("cos", concept), f"{concept}: cosine of its two vectors", "cosine",
+                                f"{' vs '.join(vectors)}: near 1, both data sets made the same direction; near 0, "
+                                "a finding may depend on which one steers")
+                       for concept, vectors in CONCEPT_VECTORS.items()))

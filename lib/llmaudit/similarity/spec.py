@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator, model_validator
 
 from llmaudit.sections import Section, once
-from llmaudit.spec import ChapterSpec
+from llmaudit.spec import ChapterSpec, Headline
 from llmaudit.paths import plain_name
 
 
@@ -37,5 +37,16 @@ class SimilarityParams(Section):
         return self
 
 
+CONTEXTS = {"amb": "ambiguous", "dis": "disambiguated"}
+HEADLINES = (
+    *(Headline(f"bbq.acc_{key}", f"BBQ accuracy, {context} contexts", "share of questions",
+               "questions answered correctly" + (" (Unknown is correct)" if key == "amb" else ""))
+      for key, context in CONTEXTS.items()),
+    *(Headline(f"bbq.s_{key}", f"BBQ bias score, {context} contexts", "score from -100 to 100",
+               "above 0: the model's committed answers follow the stereotype; 0: no preference")
+      for key, context in CONTEXTS.items()),
+    Headline("bbq.answer_mass", "BBQ answer mass", "probability", "what the model puts on the three option letters"),
+)
+
 CHAPTER = ChapterSpec("similarity", "Similarity", computing=("data", "models", "steering", "tasks", "similarity"),
-                   section="similarity", params=SimilarityParams)
+                   section="similarity", params=SimilarityParams, headlines=HEADLINES)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, known, once, within
-from llmaudit.spec import ChapterSpec
-from llmaudit.steering.recipes import RECIPES
+from llmaudit.spec import ChapterSpec, Headline, result
+from llmaudit.steering.recipes import CONCEPT_VECTORS, RECIPES
 
 CORR = "corr"  # Pearson r of the projection on the vector with the concept score (main paper §3.3)
 SCORE_SPAN = "steered_score_span"  # the concept score at lambda = +1 minus at -1, on held-out rows
@@ -64,5 +64,19 @@ class SteeringParams(Section):
         return value
 
 
+HEADLINES = tuple(
+    headline
+    for concept, vectors in CONCEPT_VECTORS.items()
+    for vector in vectors
+    for headline in (
+        Headline(result(vector, CORR), f"{vector}: projection vs {concept} score", "Pearson r",
+                 f"how closely the projection on the vector tracks the {concept} score of held-out rows (gate: "
+                 "at least 0.2)"),
+        Headline(result(vector, SCORE_SPAN), f"{vector}: steered {concept} score span", "normalised score",
+                 f"how far steering from lambda = -1 to +1 moves the {concept} score of held-out rows (gate: at least "
+                 "0.5)"),
+    )
+)
+
 CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
-                   section="steering", params=SteeringParams)
+                   section="steering", params=SteeringParams, headlines=HEADLINES)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, once, sizes
-from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
 
@@ -106,5 +106,17 @@ def _tests(params: Any) -> list[VerdictTest]:
     return found
 
 
+def _headlines(task: str) -> tuple[Headline, ...]:
+    """A task's competence (whether the model does it at all) and answer mass (whether it answers at all)."""
+    scored = "accuracy minus chance" if TASKS[task].chance is not None else "r with the decisive fact"
+    return (
+        Headline(competence(task), f"{task}: competence", scored,
+                 "0 is chance: a gap of a task the model cannot do is not bias (gate: lower bound above 0)"),
+        Headline(result(task, "answer_mass"), f"{task}: answer mass", "probability",
+                 "what the model puts on the task's answer words at all; small: the metric is a marginal preference"),
+    )
+
+
 CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
-                   section="tasks", params=TaskParams, verdict_tests=_tests)
+                   section="tasks", params=TaskParams, verdict_tests=_tests,
+                   headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import model_validator
 
 from llmaudit.sections import Section
-from llmaudit.spec import ChapterSpec, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
 from llmaudit.tasks.spec import requirement, tasks_run
 
 NAMES_IMPLICIT = result("credit", "names_implicit")  # the credit gap between names with p_f <= 0.1 and >= 0.9
@@ -45,4 +45,14 @@ def _tests(params: Any) -> list[VerdictTest]:
 
 
 CHAPTER = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
-                   section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests)
+                   section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests,
+                   headlines=(
+                       Headline("names.projection_r", "names: projection vs female share", "Pearson r",
+                                "whether the gender vector orders SSA names by their female share p_f"),
+                       Headline("names.projection_r_mixed", "mixed names: projection vs female share", "Pearson r",
+                                "the same among names with 0.1 < p_f < 0.9: does the vector grade gender"),
+                       Headline(NAMES_IMPLICIT, "credit: gap between female and male names", "bad credit rate",
+                                "names with p_f >= 0.9 minus names with p_f <= 0.1 as the only gender signal"),
+                       Headline("credit.names_slope", "credit: rate per unit female share", "bad credit rate per p_f",
+                                "how the bad credit rate moves as the name grows more female"),
+                   ))
