@@ -12,8 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
+from llmaudit.config import load_params, params_path
 from llmaudit.errors import AuditError, DataError
-from llmaudit.report import build_report, evidence
+from llmaudit.report import Results, build_report, evidence
+from llmaudit.report.card import write_card
 from llmaudit.chapter import finish_chapter
 from llmaudit.report.evidence import (
     FIELDS, discard_pending_cases, largest_differences, prompt_sha, read_cases, unit_values, write_cases,
@@ -246,22 +248,33 @@ def test_runner_keeps_the_exact_prompts(tiny_model, tmp_path) -> None:
 
 
 def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
+    write_card(tmp_path, load_params("ci"), params_path("ci"), {})
+    results = Results(tmp_path / "results.csv")
+    results.record("decision_tasks", "credit.blackbox_explicit", 0.0833, 0.05, 0.12, n=6)  # fail
+    results.record("decision_tasks", "credit.whitebox_slope", 0.02, 0.0, 0.04, n=6)  # inconclusive
+    results.record("decision_tasks", "credit.blackbox_implicit", 0.0, -0.01, 0.01, n=6)  # pass: no cases shown
     plain = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     assert "Cases behind the gaps" not in plain
 
-    frame = pd.concat([records(), records().assign(unit=lambda f: f["unit"] + "b")], ignore_index=True)
+    passed = records().query("test == 'credit.blackbox_explicit'").assign(test="credit.blackbox_implicit")
+    frame = pd.concat([records(), records().assign(unit=lambda f: f["unit"] + "b"), passed], ignore_index=True)
     write_cases(tmp_path, "decision_tasks", frame)
     page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     section = page[page.index('<section id="cases">'):]
     section = section[: section.index("</section>")]
     assert '<a href="#cases">Cases behind the gaps</a>' in page
-    assert section.count("<h3>") == 2 and section.count("<tr><td>") == 6  # top 3 per test
+    assert section.count("<h3>") == 2 and section.count("<tr><td>") == 6  # top 3 per decided test
+    assert "<h3>black-box gap, gender stated</h3>" in section and "implied" not in section
+    assert "(2 of 3)" in section and 'class="verdict fail"' in section and 'class="verdict inconclusive"' in section
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
     assert "&lt;|user|&gt;" in section and "<details>" in section
-    assert "<th>female</th><th>male</th>" in section and "<th>lam = 1</th><th>lam = -1</th>" in section
+    assert "<th>bad credit rate, female</th><th>bad credit rate, male</th>" in section
+    assert "<th>bad credit rate, lam = 1</th><th>bad credit rate, lam = -1</th>" in section
+    assert "<mark>female</mark> &rarr; <mark>male</mark>" in section and "(<mark>female</mark>)" in section
+    assert "<th>Answer mass, female / male</th>" in section and "0.900 / 0.900" in section
     assert re.search(r"<td>c1b?</td>", section)
     assert "score +0.0833 = mean of the per-case differences over 6 cases" in section
 
     (tmp_path / "cases" / "robustness.jsonl").write_text("{broken\n", encoding="utf-8")
     page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
-    assert "cases/robustness.jsonl not shown" in page and "<h3>credit.blackbox_explicit</h3>" in page
+    assert "cases/robustness.jsonl not shown" in page and "<h3>black-box gap, gender stated</h3>" in page

@@ -15,13 +15,15 @@ from llmaudit.sections import Section
 @dataclass(frozen=True)
 class VerdictTest:
     """One invariance test of a requirement, as the verdict page reads it: the results-file name of its score, its
-    label, the unit its bootstrap resampled, and the instruments (kind, name) whose gates it must pass."""
+    label, the unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, and the metric
+    its case records hold (the report's evidence names its columns by it)."""
 
     requirement: str
     name: str
     label: str
     resampled: str
     instruments: tuple[tuple[str, str], ...]
+    metric: str
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def _tests(params: Any) -> list[VerdictTest]:
     """Per probe set run: the White sentences' negative- and positive-sentiment FPR gaps."""
     return [VerdictTest(requirement(probes), fpr_gap(probes, kind),
                         f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
-                        "demonstration seeds", (("probes", probes),))
+                        "demonstration seeds", (("probes", probes),), "false positive (1) or not (0)")
             for probes in probe_sets_run(params) for kind in KINDS]
 
 

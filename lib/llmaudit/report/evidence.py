@@ -40,7 +40,7 @@ from llmaudit.records import FIELDS, NUMBERS, TEXT, empty_records, prompt_sha
 FOLDER = "cases"
 _FIX = "delete it and rerun the chapter (its forward passes are cached)"
 DIFFERENCES = ["test", "unit", "value", "side_a", "side_b", "metric_a", "metric_b", "diff", "prompt_a", "prompt_b",
-               "n_a", "n_b"]
+               "n_a", "n_b", "mass_a", "mass_b"]
 
 
 def cases_path(report_dir: Path, chapter: str) -> Path:
@@ -222,9 +222,9 @@ def unit_values(cases: pd.DataFrame) -> pd.DataFrame:
 
 
 def _side(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per unit: mean metric, first prompt and item count of one side of a pair."""
+    """Per unit: mean metric, first prompt, item count and mean answer mass of one side of a pair."""
     return rows.groupby("unit", sort=False).agg(metric=("metric", "mean"), prompt=("prompt", "first"),
-                                                n=("metric", "size"))
+                                                n=("metric", "size"), mass=("mass", "mean"))
 
 
 def _pairing(rows: pd.DataFrame, values: pd.Series) -> tuple[str, pd.DataFrame, str, pd.DataFrame] | None:
@@ -249,8 +249,9 @@ def _pairing(rows: pd.DataFrame, values: pd.Series) -> tuple[str, pd.DataFrame, 
 def largest_differences(cases: pd.DataFrame, test: str, k: int = 3) -> pd.DataFrame:
     """The `k` units of `test` whose two sides differ most (columns `DIFFERENCES`): for a black-box test its two
     groups (side a is group A of the gap, e.g. female or Black), for a white-box test the largest and the smallest
-    lambda of the grid; per side the mean metric, the first prompt and the number of items, and `diff` = metric_a -
-    metric_b. A test without such a pairing ranks its units by |value| (sides, metric_b and prompt_b empty)."""
+    lambda of the grid; per side the mean metric, the first prompt, the number of items and the mean answer mass
+    (the probability the model put on the answer words at all), and `diff` = metric_a - metric_b. A test without such
+    a pairing ranks its units by |value| (sides, metric_b, prompt_b and mass_b empty)."""
     rows = cases[cases["test"] == test]
     if rows.empty:
         raise AuditError(f"no case records of test {test!r}: check the test's results-file name")
@@ -259,9 +260,10 @@ def largest_differences(cases: pd.DataFrame, test: str, k: int = 3) -> pd.DataFr
     if pairing is None:
         side = _side(rows)
         table = pd.DataFrame({"unit": side.index, "metric_a": side["metric"].to_numpy(),
-                              "prompt_a": side["prompt"].to_numpy(), "n_a": side["n"].to_numpy()})
+                              "prompt_a": side["prompt"].to_numpy(), "n_a": side["n"].to_numpy(),
+                              "mass_a": side["mass"].to_numpy()})
         table = table.assign(value=table["unit"].map(values), side_a=None, side_b=None, metric_b=np.nan,
-                             prompt_b=None, n_b=0)
+                             prompt_b=None, n_b=0, mass_b=np.nan)
         table["diff"] = table["value"]
     else:
         label_a, rows_a, label_b, rows_b = pairing

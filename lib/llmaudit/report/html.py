@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import nh3
+import pandas as pd
 from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
@@ -24,11 +25,11 @@ from llmaudit.errors import AuditError
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.card import CARD, read_json
+from llmaudit.report.cases import CSS as CASES_CSS
+from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import spec_to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section, verdict_section
-from llmaudit.report.evidence import FOLDER as CASES_FOLDER
-from llmaudit.report.evidence import largest_differences, read_cases, unit_values
 from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
@@ -416,80 +417,6 @@ def _cell(cell: nbformat.NotebookNode, equations: dict[str, int]) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if "hide-cell" in tags else body
 
 
-CASES_CSS = """
-table.cases td { max-width: 30em; }
-table.cases pre.prompt { white-space: pre-wrap; overflow-wrap: anywhere; font-size: .8rem; margin: .25rem 0 .5rem; }
-table.cases details summary { cursor: pointer; color: var(--muted); font-size: .85rem; }
-table.cases .side { font-size: .8rem; color: var(--muted); }
-p.cases-error { color: #b42318; }
-""".strip()
-CASES_SHOWN = 3  # cases per test in the report; cases/<chapter>.jsonl has them all
-
-
-def _prompts_cell(row) -> str:
-    """Both sides' prompts of a case, folded (one block where both sides read the same prompt, as in a sweep)."""
-    def block(label: str, prompt, n: int) -> str:
-        first = f" (first of {n} prompts)" if n > 1 else ""
-        return (f'<div class="side">{escape(label)}{escape(first)}</div>'
-                f'<pre class="prompt">{escape(prompt) if isinstance(prompt, str) else "(not recorded)"}</pre>')
-
-    if row.prompt_a == row.prompt_b:
-        body = block(f"{row.side_a} and {row.side_b}: the same prompt", row.prompt_a, max(row.n_a, row.n_b))
-    else:
-        body = block(row.side_a, row.prompt_a, row.n_a) + block(row.side_b, row.prompt_b, row.n_b)
-    return f"<details><summary>prompts</summary>{body}</details>"
-
-
-def _cases_table(cases, test: str) -> str:
-    """One test's largest paired differences, or '' where its records pair no two sides."""
-    top = largest_differences(cases, test, CASES_SHOWN)
-    if top.empty or top["side_a"].isna().all():
-        return ""
-    first, records = top.iloc[0], cases[cases["test"] == test]
-    sweep = bool(records["lam"].notna().all())
-    values = unit_values(records)["value"]
-    chapter = records["chapter"].iloc[0]
-    meta = (f"{escape(chapter)} chapter; score {values.mean():+.4f} = mean of the per-case "
-            f"{'slopes' if sweep else 'differences'} over {len(values)} cases")
-    head = (f"<tr><th>Case</th><th>{escape(first.side_a)}</th><th>{escape(first.side_b)}</th><th>Difference</th>"
-            + ("<th>Slope</th>" if sweep else "") + "<th>Prompts</th></tr>")
-    rows = []
-    for row in top.itertuples(index=False):
-        slope = f'<td class="num">{row.value:+.4f}</td>' if sweep else ""
-        rows.append(f'<tr><td>{escape(row.unit)}</td><td class="num">{row.metric_a:.4f}</td>'
-                    f'<td class="num">{row.metric_b:.4f}</td><td class="num">{row.diff:+.4f}</td>{slope}'
-                    f"<td>{_prompts_cell(row)}</td></tr>")
-    return (f'<h3>{escape(test)}</h3>\n<p class="meta">{meta}</p>\n<table class="cases"><thead>{head}</thead>'
-            f"<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
-
-
-def cases_section(report_dir: Path) -> str:
-    """"Cases behind the gaps": per test of reports/<model>/cases/*.jsonl that contrasts two sides (black-box: the
-    two groups; white-box: the largest and smallest lambda), the cases whose two sides differ most, with both
-    metric values and both prompts; '' where there are no case files. A damaged case file is named in the section
-    instead of stopping the report."""
-    folder = Path(report_dir) / CASES_FOLDER
-    paths = sorted(p for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
-    parts = []
-    for path in paths:
-        try:
-            cases = read_cases(report_dir, path.stem)
-            parts += [_cases_table(cases, test) for test in dict.fromkeys(cases["test"])]
-        except AuditError as err:
-            parts.append(f'<p class="cases-error">{escape(CASES_FOLDER)}/{escape(path.name)} not shown: '
-                         f"{escape(str(err))}</p>")
-    parts = [part for part in parts if part]
-    if not parts:
-        return ""
-    intro = (f"Each test's score is the mean over cases of a per-case value: the difference of the metric between "
-             f"the two groups' prompts (black-box) or the slope of the metric on lambda (white-box). Per test, the "
-             f"{CASES_SHOWN} cases whose two sides differ most (for a slope, the metric at the largest minus the "
-             f"smallest lambda of the grid), with the prompts the model read; every case is in "
-             f"<code>{escape(CASES_FOLDER)}/&lt;chapter&gt;.jsonl</code>.")
-    return ('<section id="cases"><h2>Cases behind the gaps</h2>\n' + f"<p>{intro}</p>\n" + "\n".join(parts)
-            + "\n</section>")
-
-
 def _slug(text: str, taken: set[str]) -> str:
     """A unique anchor id for a chapter."""
     base = "ch-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chapter")
@@ -530,23 +457,24 @@ def build_report(
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in (_cell(cell, equations) for cell in nb.cells) if html]
         chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
-    cases = cases_section(report_dir)
+    results = report_dir / "results.csv"
+    card = read_json(report_dir / CARD)
+    table = Results(results).table() if results.exists() else None
+    decided = from_card(table, card) if card and table is not None else pd.DataFrame()
+    cases = cases_section(report_dir, decided)
     if cases:
         toc.insert(0, '<li><a href="#cases">Cases behind the gaps</a></li>')
-    results = report_dir / "results.csv"
-    summary = headline_section(Results(results).table()) if results.exists() else ""
+    summary = headline_section(table) if table is not None else ""
     if summary:
         toc.insert(0, '<li><a href="#summary">Headline numbers</a></li>')
-    card = read_json(report_dir / CARD)
     front = card_section(card)
     if front:
         toc.insert(0, '<li><a href="#model-card">Model card</a></li>')
-    if card and results.exists():
-        verdict_page = verdict_section(from_card(Results(results).table(), card))
-        if verdict_page:
-            toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
-            front = verdict_page + "\n" + front
-    answer = answer_section(results_document(report_dir)) if card and results.exists() else ""
+    verdict_page = verdict_section(decided) if not decided.empty else ""
+    if verdict_page:
+        toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
+        front = verdict_page + "\n" + front
+    answer = answer_section(results_document(report_dir)) if card and table is not None else ""
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"

@@ -23,7 +23,7 @@ def _tests(params: Any) -> list[VerdictTest]:
     for task in tasks_run(params):
         second = CONCEPT_VECTORS[TASKS[task].concept][1]
         found.append(VerdictTest(requirement(task), second_slope(task, second), f"white-box slope, steering {second}",
-                                 "cases", (("task", task), ("vector", second))))
+                                 "cases", (("task", task), ("vector", second)), TASKS[task].metric_name))
     return found
 
 

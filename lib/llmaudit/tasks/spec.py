@@ -99,10 +99,11 @@ def _tests(params: Any) -> list[VerdictTest]:
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
             found.append(VerdictTest(requirement(task), method(task, f"blackbox_{variant}"),
-                                     f"black-box gap, {concept} {stated}", "cases", own))
+                                     f"black-box gap, {concept} {stated}", "cases", own, TASKS[task].metric_name))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
-                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main))))
+                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main)),
+                                 TASKS[task].metric_name))
     return found
 
 

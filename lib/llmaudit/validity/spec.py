@@ -9,6 +9,7 @@ from pydantic import model_validator
 
 from llmaudit.sections import Section
 from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.tasks import TASKS
 from llmaudit.tasks.spec import requirement, tasks_run
 
 NAMES_IMPLICIT = result("credit", "names_implicit")  # the credit gap between names with p_f <= 0.1 and >= 0.9
@@ -41,7 +42,7 @@ def _tests(params: Any) -> list[VerdictTest]:
         return []
     return [VerdictTest(requirement("credit"), NAMES_IMPLICIT,
                         "black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", "profiles",
-                        (("task", "credit"),))]
+                        (("task", "credit"),), TASKS["credit"].metric_name)]
 
 
 CHAPTER = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
