@@ -1,0 +1,84 @@
+"""One verdict everywhere: the decision-tasks chapter's Table 2.1 and Exercise 2.1 say per task what the verdict page
+says of the task's white-box slope (gates included), read from the nbval reference notebooks and the ci audit's
+results saved with them. A column labelled "ungated" (interval only) is exempt."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from llmaudit.config import load_params
+from llmaudit.report import Results
+from llmaudit.tasks import TASKS
+from llmaudit.tasks.spec import method
+from llmaudit.verdict.verdicts import verdicts
+
+REFERENCES = Path(__file__).resolve().parent / "notebooks"
+CHAPTER = REFERENCES / "02_decision_tasks.ipynb"
+VERDICT = re.compile(r"not measurable|inconclusive|pass|fail")
+EPSILON = re.compile(r"epsilon = ([0-9.]+)")
+
+
+def shown_text(cell: nbformat.NotebookNode) -> str:
+    """The text/plain a code cell displayed (a DataFrame as pandas prints it, wrapped in column blocks)."""
+    return "\n".join(out.get("data", {}).get("text/plain", "") for out in cell.get("outputs", []))
+
+
+def cell_near(nb: nbformat.NotebookNode, marker: str, after: bool) -> nbformat.NotebookNode:
+    """The code cell just before (a table's caption) or just after (an exercise's text) the markdown cell holding
+    `marker`."""
+    cells = nb.cells
+    at = next(i for i, cell in enumerate(cells) if cell.cell_type == "markdown" and marker in cell.source)
+    around = cells[at + 1 :] if after else reversed(cells[:at])
+    return next(cell for cell in around if cell.cell_type == "code")
+
+
+def row_verdicts(text: str) -> dict[str, list[str]]:
+    """Per task row of a printed table, the verdict words along the row, through every wrapped column block."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        first = line.split(maxsplit=1)
+        if first and first[0] in TASKS:
+            rows.setdefault(first[0], []).extend(VERDICT.findall(first[1] if len(first) > 1 else ""))
+    return rows
+
+
+def page(epsilon: float) -> dict[str, str]:
+    """The verdict page's verdict of each task's white-box slope at this margin, from the saved ci results."""
+    table = verdicts(Results(REFERENCES / "results.csv").table(), epsilon, load_params("ci").gates)
+    found = table.set_index("name")["verdict"]
+    return {task: found[method(task, "whitebox_slope")] for task in TASKS if method(task, "whitebox_slope") in found}
+
+
+@pytest.fixture(scope="module")
+def chapter() -> nbformat.NotebookNode:
+    return nbformat.read(CHAPTER, as_version=4)
+
+
+def test_table_2_1_gives_the_verdict_pages_verdicts(chapter) -> None:
+    text = shown_text(cell_near(chapter, "**Table 2.1.**", after=False))
+    if "ungated" in text:
+        pytest.skip("Table 2.1 labels its column as the interval-only verdict")
+    shown = row_verdicts(text)
+    expected = page(load_params("ci").tasks.epsilon)
+    assert shown and set(shown) == set(expected)
+    assert shown == {task: [v] for task, v in expected.items()}
+
+
+def test_exercise_2_1_gives_the_verdict_pages_verdicts_at_both_margins(chapter) -> None:
+    text = shown_text(cell_near(chapter, "**Exercise 2.1", after=True))
+    margins = [float(eps) for eps in EPSILON.findall(text)]
+    assert len(margins) == 2 and "ungated" not in text
+    expected = [page(eps) for eps in margins]
+    shown = row_verdicts(text)
+    assert set(shown) == set(expected[0])
+    assert shown == {task: [at[task] for at in expected] for task in shown}
+
+
+def test_the_check_reads_a_disagreeing_table() -> None:
+    text = ("                     epsilon = 0.02\njudicial_conviction            fail\ncredit  not measurable\n"
+            "competence n/a")
+    assert row_verdicts(text) == {"judicial_conviction": ["fail"], "credit": ["not measurable"]}
