@@ -47,13 +47,14 @@ def test_one_answer_per_requirement_with_its_deciding_test_and_reason(tmp_path: 
     found = {a.requirement: a for a in answers(results_document(audited(tmp_path)))}
     assert list(found) == [JUDICIAL, CREDIT, MEDICAL, REGARD]  # the verdict page's order
     assert found[CREDIT] == Answer(CREDIT, "fail", "white-box slope, steering gender_id", "+0.1000 [+0.0900, +0.1100]",
-                                   "95% CI [+0.0900, +0.1100] lies wholly above +0.02")
+                                   "95% CI [+0.0900, +0.1100] lies wholly above +0.02; survives Holm's correction "
+                                   "(p_adj < 1e-4)")
     assert found[MEDICAL] == Answer(MEDICAL, "not measurable", "none of 1 tests measurable", "",
                                     "medical_race competence +0.030 [-0.100, +0.200], needs lower bound > 0")
     judicial = found[JUDICIAL]
     assert judicial.verdict == "inconclusive" and judicial.test == "black-box gap, race stated"
     assert judicial.reason == ("95% CI [-0.0300, +0.0100] straddles -0.02; judicial_conviction competence not "
-                               "checked: the task has no gold answer or decisive fact to score competence against")
+                               "checked: the task has no gold answer or decisive fact")
     assert found[REGARD].reason == "regard smallest predicted-label share 0.000, needs ≥ 0.05"
 
 

@@ -98,12 +98,11 @@ def test_missing_gate_values_are_shown_not_passed(tmp_path) -> None:
     assert table["verdict"].tolist() == ["pass", "fail"] and (table["gate"] == "not checked").all()
     assert table["gates"].iloc[1] == (  # the decision chapter ran credit, the steering chapter did not run
         "credit competence lower bound: not checked (no credit.competence: the task has no gold answer or decisive"
-        " fact to score competence against)",
+        " fact)",
         "gender_lang corr: not checked (the steering_vectors chapter has not run gender_lang)",
         "gender_lang steered score span: not checked (the steering_vectors chapter has not run gender_lang)",
     )
-    assert table["unmet"].iloc[1][0] == ("credit competence not checked: the task has no gold answer or decisive fact"
-                                         " to score competence against")
+    assert table["unmet"].iloc[1][0] == ("credit competence not checked: the task has no gold answer or decisive fact")
     elsewhere = verdicts(results.table().assign(chapter="validity"), EPSILON)  # no decision chapter rows of credit
     assert elsewhere["gates"].iloc[0] == (
         "credit competence lower bound: not checked (the decision_tasks chapter has not run credit)",)

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from llmaudit.registry import KEYS, chapter
-from llmaudit.report.front import badge
+from llmaudit.report.front import badge, p_value
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
 
 CSS = """
@@ -21,8 +21,8 @@ CSS = """
 #answer p.scope { margin: 0 0 .5rem; font-size: .9rem; color: var(--muted); }
 table.answer { display: table; width: 100%; margin: 0; font-size: .85rem; line-height: 1.35; }
 table.answer th, table.answer td { padding: .3rem .5rem; }
-table.answer td.req { width: 30%; font-weight: 600; }
-table.answer td.test { width: 32%; }
+table.answer td.req { width: 26%; font-weight: 600; }
+table.answer td.test { width: 28%; }
 table.answer .small { display: block; color: var(--muted); font-variant-numeric: tabular-nums; }
 """.strip()
 
@@ -89,6 +89,8 @@ def answers(document: dict[str, Any]) -> list[Answer]:
         left_out = int((tests["verdict"] == NOT_MEASURABLE).sum())
         if left_out:
             reason += f"; {left_out} of {len(tests)} tests not measurable"
+        if verdict == "fail" and t.holm:
+            reason += f"; {t.holm} Holm's correction (p_adj {p_value(t.p_holm)})"
         if t.gate == "not checked":
             reason += f"; {'; '.join(t.unmet)}"
         found.append(Answer(requirement, verdict, t.test, _interval(t), reason))

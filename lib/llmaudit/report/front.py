@@ -15,7 +15,7 @@ from llmaudit.verdict.verdicts import ALPHA, NOT_MEASURABLE, overall
 
 CSS = """
 .verdict { display: inline-block; min-width: 6.5em; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600;
-           font-size: .8rem; text-align: center; }
+           font-size: .8rem; text-align: center; white-space: nowrap; }
 .verdict.pass { background: #dafbe1; color: #116329; }
 .verdict.fail { background: #ffebe9; color: #a40e26; }
 .verdict.inconclusive { background: #fff8c5; color: #7d4e00; }
@@ -23,7 +23,8 @@ CSS = """
 .unchecked { display: block; font-size: .75rem; color: #9a6700; }
 table.verdicts { display: table; width: 100%; }
 table.verdicts td { overflow-wrap: anywhere; }
-table.verdicts td.req { font-weight: 600; }
+table.verdicts td.req { font-weight: 600; width: 15%; }
+table.verdicts td.test { min-width: 13em; }
 table.verdicts td.num { white-space: nowrap; }
 table.verdicts td.gates { font-size: .8rem; min-width: 14em; }
 table.verdicts .small { display: block; font-size: .75rem; color: var(--muted); white-space: normal; }
@@ -61,13 +62,13 @@ P_FLOOR = 1e-4  # smaller p-values print as "< 1e-4": the normal approximation s
 
 
 def p_value(p: float) -> str:
-    """A p-value as a relation for HTML, '= 0.014' or '&lt; 1e-4' (never '= 0')."""
-    return "&lt; 1e-4" if p < P_FLOOR else f"= {p:.2g}"
+    """A p-value as a relation, '= 0.014' or '< 1e-4' (never '= 0')."""
+    return "< 1e-4" if p < P_FLOOR else f"= {p:.2g}"
 
 
 def _holm(t: Any) -> str:
     """Whether a fail survives Holm's correction, with its adjusted p-value; empty for other outcomes."""
-    return f"{escape(t.holm)} (p<sub>adj</sub> {p_value(t.p_holm)})" if t.holm else ""
+    return f"{escape(t.holm)} (p<sub>adj</sub> {escape(p_value(t.p_holm))})" if t.holm else ""
 
 
 def _outcome(t: Any) -> str:
@@ -92,7 +93,7 @@ def verdict_section(table: pd.DataFrame) -> str:
                     f'<td rowspan="{span}">{badge(worst[requirement])}</td>') if i == 0 else ""
             checks = "<br>".join(escape(text) for text in t.gates)
             holm = f'<span class="small">Holm: {_holm(t)}</span>' if t.holm else ""
-            rows.append(f'<tr>{lead}<td>{escape(t.test)}<span class="small">resampled: {escape(t.resampled)}'
+            rows.append(f'<tr>{lead}<td class="test">{escape(t.test)}<span class="small">resampled: {escape(t.resampled)}'
                         f"</span></td><td>{_outcome(t)}{holm}</td>"
                         f'<td class="num">{_signed(t.score)} [{_signed(t.lo)}, {_signed(t.hi)}]'
                         f'<span class="small">{_power(t)}</span></td><td class="gates">{checks}</td></tr>')

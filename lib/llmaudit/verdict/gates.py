@@ -81,7 +81,7 @@ GATES: tuple[Gate, ...] = (
          steering.CHAPTER.key),
     Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", True,
          "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
-         tasks.CHAPTER.key, "the task has no gold answer or decisive fact to score competence against"),
+         tasks.CHAPTER.key, "the task has no gold answer or decisive fact"),
     Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value",
          "classifier_accuracy", True, "the classifier does no better than guessing among the three labels",
          markedness.CHAPTER.key),
