@@ -264,7 +264,8 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     section = section[: section.index("</section>")]
     assert '<a href="#cases">Cases behind the gaps</a>' in page
     assert section.count("<h3>") == 2 and section.count("<tr><td>") == 6  # top 3 per decided test
-    assert "<h3>black-box gap, gender stated</h3>" in section and "implied" not in section
+    assert "<h3>credit: the bad credit rate is invariant to gender &mdash; black-box gap, gender stated</h3>" in section
+    assert "implied" not in section
     assert "(2 of 3)" in section and 'class="verdict fail"' in section and 'class="verdict inconclusive"' in section
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
     assert "&lt;|user|&gt;" in section and "<details>" in section
@@ -277,4 +278,4 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
 
     (tmp_path / "cases" / "robustness.jsonl").write_text("{broken\n", encoding="utf-8")
     page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
-    assert "cases/robustness.jsonl not shown" in page and "<h3>black-box gap, gender stated</h3>" in page
+    assert "cases/robustness.jsonl not shown" in page and "&mdash; black-box gap, gender stated</h3>" in page

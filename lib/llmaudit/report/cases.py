@@ -64,7 +64,7 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
     sweep = bool(records["lam"].notna().all())
     values = unit_values(records)["value"]
     side_a, side_b = escape(str(first.side_a)), escape(str(first.side_b))
-    meta = (f"{escape(test.requirement)} {badge(test.verdict)} <code>{escape(test.name)}</code>, "
+    meta = (f"{badge(test.verdict)} <code>{escape(test.name)}</code>, "
             f"{escape(records['chapter'].iloc[0])} chapter; score {values.mean():+.4f} = mean of the per-case "
             f"{'slopes' if sweep else 'differences'} over {len(values)} cases")
     head = (f"<tr><th>Case</th><th>{escape(metric)}, {side_a}</th><th>{escape(metric)}, {side_b}</th>"
@@ -77,7 +77,7 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
                     f'<td class="num">{row.metric_b:.4f}</td><td class="num">{row.diff:+.4f}</td>{slope}'
                     f'<td class="num">{row.mass_a:.3f} / {row.mass_b:.3f}</td>'
                     f'<td class="differs">{_differs(row)}</td></tr>')
-    return (f'<h3>{escape(test.test)}</h3>\n<p class="meta">{meta}</p>\n<table class="cases"><thead>{head}</thead>'
+    return (f'<h3>{escape(test.requirement)} &mdash; {escape(test.test)}</h3>\n<p class="meta">{meta}</p>\n<table class="cases"><thead>{head}</thead>'
             "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
 
 
