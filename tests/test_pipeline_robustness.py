@@ -24,7 +24,7 @@ def test_out_of_memory_names_the_setting_to_lower(tiny_model, monkeypatch) -> No
 
     monkeypatch.setattr(tiny_model.hf.model, "forward", exhausted)  # under every engine
     for traced in (False, True):
-        with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64: lower batch_tokens") as info:
+        with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64 \(batches halved down to 64 tokens\): lower batch_tokens") as info:
             tiny_model.forward(["the nurse"], [1], batch_tokens=64, traced=traced)
         assert "\n" not in str(info.value)
 

@@ -1,7 +1,8 @@
 """Command line: `llmaudit audit MODEL` runs one model's audit; `llmaudit verdict REPORT_DIR` prints its verdicts
 and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
-`llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit check-data`
-verifies the data mirror."""
+`llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit standin SHAPE
+FOLDER` builds a random-weight stand-in model and a params file that audits it at a profile's sizes; `llmaudit
+check-data` verifies the data mirror."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
     compare.add_argument("--epsilon", type=float, default=None,
                          help="invariance threshold (default: the two model cards' params.epsilon, which must agree)")
+    standin = commands.add_parser("standin", help="build a random-weight stand-in model and a params file to audit it")
+    standin.add_argument("shape", help="the stand-in's shape: tiny (a CPU test at paper sizes) or llama-3.1-8b")
+    standin.add_argument("folder", type=Path, help="where to write the model")
+    standin.add_argument("--params", default="llama-3.1-8b-instruct", help="the params file to audit it with")
+    standin.add_argument("--out", type=Path, default=None, help="the stand-in's params file (default: FOLDER.yaml)")
+    standin.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to build and run it")
     check = commands.add_parser("check-data", help="verify every data file of the manifest against a mirror")
     check.add_argument("mirror", nargs="?", default=None, help="mirror folder (default: $LLMAUDIT_DATA)")
     args = parser.parse_args(argv)
@@ -56,6 +63,19 @@ def main(argv: list[str] | None = None) -> int:
             index = build_index(reports)
             print(comparison.text(result))
             print("\n".join(f"wrote {path}" for path in (*paths, index)))
+        elif args.command == "standin":
+            import yaml
+
+            from llmaudit.config import standin_params
+            from llmaudit.models.standin import SHAPES, build
+
+            if args.shape not in SHAPES:
+                raise AuditError(f"unknown stand-in shape '{args.shape}' (known: {', '.join(SHAPES)})")
+            folder = build(args.shape, args.folder, device=args.device)
+            out = args.out or args.folder.with_suffix(".yaml")
+            params = standin_params(args.params, folder, SHAPES[args.shape]["dtype"], args.device)
+            out.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+            print(f"wrote {folder} and {out}: audit it with python -m llmaudit audit {out}")
         else:
             from llmaudit.data import verify_all
 

@@ -17,9 +17,10 @@ from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
+from llmaudit.steering.recipes import RECIPES
 from llmaudit.verdict.gates import GateParams
 
-__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path"]
+__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "standin_params"]
 
 
 class RunSettings(Section):
@@ -173,3 +174,15 @@ def _shown(value: Any) -> str:
     except ValueError:
         return "an integer too large to print"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
+    """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
+    (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
+    weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
+    30% / 70% quantiles, as the default model's are."""
+    params = yaml.safe_load(params_path(profile).read_text(encoding="utf-8"))
+    params["name"] = f"standin-{params['name']}"
+    params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
+    params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
+    return params

@@ -3,7 +3,8 @@ real data at the papers' sizes, with a tiny random-weight Llama (`models.standin
 on the fly, no download) in place of the 8B model. It proves that nothing in the chapters, the charts, the data splits,
 the report or the verdicts breaks with size; the model is random, so its numbers mean nothing, only their presence.
 
-Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits.
+Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits
+(`config.standin_params`).
 About 12 minutes on two CPU cores; `make scale-test` runs it (CI runs it after `make test`)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from llmaudit.audit import run_audit
+from llmaudit.config import standin_params
 from llmaudit.models.standin import build
 from llmaudit.paths import PARAMS_DIR
 from llmaudit.report.gate import load_verdicts
@@ -26,25 +28,15 @@ pytestmark = pytest.mark.scale
 PROFILE = PARAMS_DIR / "llama-3.1-8b-instruct.yaml"
 
 
-def scale_params(profile: Path, model: Path) -> dict:
-    """`profile` as shipped but for the model (the stand-in in `model`, float32 on the CPU) and the vectors' score
-    and split (normalised, quantile 0.3 for every vector: a random model's scores all lean one way)."""
-    params = yaml.safe_load(profile.read_text(encoding="utf-8"))
-    params["name"] = "scale"
-    params["model"] = {"path": str(model), "dtype": "float32", "device": "cpu"}
-    params["steering"] = {**params.get("steering", {}), "normalised": True,
-                          "quantile": dict.fromkeys(RECIPES, 0.3)}
-    return params
-
-
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, mirror) -> Path:
     """The report folder of the whole paper-size audit of the tiny stand-in."""
     root = tmp_path_factory.mktemp("scale")
     params = root / "scale.yaml"
-    params.write_text(yaml.safe_dump(scale_params(PROFILE, build("tiny", root / "model"))), encoding="utf-8")
+    params.write_text(yaml.safe_dump(standin_params(PROFILE, build("tiny", root / "model"), "float32")),
+                      encoding="utf-8")
     run_audit(str(params), reports=root / "reports")
-    return root / "reports" / "scale"
+    return root / "reports" / f"standin-{PROFILE.stem}"
 
 
 def test_every_chapter_runs_at_paper_size_into_the_report(audited) -> None:

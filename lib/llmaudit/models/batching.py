@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from llmaudit.errors import AuditError
+from llmaudit.models.memory import MIN_TOKENS
 
 
 @dataclass
@@ -32,8 +33,9 @@ def memory_guard(batch_tokens: int) -> Iterator[None]:
         if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
             raise
         raise AuditError(
-            f"out of memory with batch_tokens={batch_tokens}: lower batch_tokens in the params file"
-            " (or tasks.lambda_batch, which multiplies it in sweeps)"
+            f"out of memory with batch_tokens={batch_tokens} (batches halved down to {MIN_TOKENS} tokens): lower"
+            " batch_tokens in the params file (or tasks.lambda_batch, which multiplies it in sweeps), or free the"
+            " device's memory"
         ) from None
 
 

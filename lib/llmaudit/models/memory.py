@@ -14,7 +14,6 @@ from typing import Literal, TypeVar
 
 import torch
 
-from llmaudit.errors import AuditError
 from llmaudit.models.attention import SCORE_BYTES
 
 AUTO = "auto"
@@ -99,11 +98,11 @@ def batch_budget(hf: torch.nn.Module, device: str, requested: BatchTokens, stack
 
 
 def backing_off(items: int, budget: int, plan: Callable[[list[int], int], Iterable[tuple[Sequence[int], B]]],
-                run: Callable[[B, int], None], what: str = "batch_tokens") -> None:
+                run: Callable[[B, int], None]) -> None:
     """Run every batch `plan(indices, budget)` makes of items 0..items-1, as (the items it holds, the batch), through
     `run(batch, budget)`. A batch that runs out of memory halves the budget: the items no finished batch held are
-    planned again, finished ones are kept. Below `MIN_TOKENS` it gives up with a one-line AuditError naming the
-    setting `what`."""
+    planned again, finished ones are kept. Below `MIN_TOKENS` it gives up, raising the allocator's error (which the
+    engines' `batching.memory_guard` turns into one line)."""
     finished = [False] * items
     while True:
         left = [i for i in range(items) if not finished[i]]
@@ -117,8 +116,7 @@ def backing_off(items: int, budget: int, plan: Callable[[list[int], int], Iterab
             if not is_out_of_memory(err):
                 raise
             if budget // 2 < MIN_TOKENS:
-                raise AuditError(f"out of memory even at {budget} tokens a batch: lower {what} in the params file, "
-                                 "or free the device's memory") from None
+                raise
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         warnings.warn(f"out of memory at {budget} tokens a batch: going on at {budget // 2}", stacklevel=2)

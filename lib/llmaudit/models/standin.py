@@ -3,12 +3,14 @@ folder that a params file loads through `model.path`. They run the audit's real 
 without downloading anything: `tiny` on a CPU in minutes (the scale test), `llama-3.1-8b` with Llama-3.1-8B's shape
 in bfloat16 on one GPU (the sizes, memory and throughput an 8B audit meets).
 
-    python -m llmaudit.models.standin tiny FOLDER
+    python -m llmaudit standin tiny FOLDER --params params/llama-3.1-8b-instruct.yaml --out standin.yaml
+    python -m llmaudit audit standin.yaml
+
+writes the model and a copy of the params file that audits it (`config.standin_params`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -59,17 +61,3 @@ def build(shape: str, folder: str | Path, seed: int = 0, device: str = "cpu") ->
     tokenizer.save_pretrained(folder)
     marker.write_text(json.dumps(recipe, indent=2) + "\n", encoding="utf-8")
     return folder
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llmaudit.models.standin", description=__doc__.split("\n\n")[0])
-    parser.add_argument("shape", choices=sorted(SHAPES))
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu", help="where to initialise the weights (cuda is much faster at 8B)")
-    args = parser.parse_args(argv)
-    print(build(args.shape, args.folder, args.seed, args.device))
-
-
-if __name__ == "__main__":
-    main()
