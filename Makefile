@@ -42,7 +42,8 @@ unit: install
 	$(PY) -m pytest tests
 
 # The book works offline (MathJax bundled by sphinx-mathjax-offline): the check fails on any page that loads
-# a script, style, font or image from the network.
+# a script, style, font or image from the network. The first step stops, saying to run `make audit`, until the
+# audit has written reports/index.md and the default model's executed chapters.
 book: install
 	$(PY) -m llmaudit.contents _toc.yml
 	$(VENV)/bin/jupyter-book build .

@@ -1,7 +1,8 @@
 """The Jupyter Book builds with no warnings and works offline: a book of the root _config.yml and _toc.yml over the
 chapters' current sources with the nbval reference notebooks' outputs (the ci chapters, executed) resolves every
-glossary term and equation reference, loads no script, style, font or image from the network, and its math is
-marked up for a MathJax bundled in the build folder."""
+glossary term and equation reference, numbers chapters and their equations, folds code and leaves stderr out, loads
+no script, style, font or image from the network, and its math is marked up for a MathJax bundled in the build
+folder. `make book` refuses to build before the audit has written the pages it shows."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import jupytext
 import nbformat
 import pytest
 import yaml
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from llmaudit.book import offline_problems
+from llmaudit.bookreader import fold_code
+from llmaudit.contents import DEFAULT_MODEL, chapter_pages, main, table_of_contents
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"  # the repository's own pages: the chapters' sources, the intro, the glossary
@@ -29,9 +33,13 @@ DISPLAY_MATH = re.compile(  # an equation's number, if labelled, then its TeX
     r"\s*(\\\[|\$\$).+?(\\\]|\$\$)\s*</div>",
     re.S,
 )
-EQUATION_NUMBER = re.compile(r'<span class="eqno">\(\d+\)')
+EQUATION_NUMBER = re.compile(r'<span class="eqno">\((\d+)\.\d+\)')  # (chapter.equation)
 TERM_LINK = re.compile(r'<a class="reference internal" href="[^"]*glossary\.html#term-[^"]+">')
-EQUATION_LINK = re.compile(r'<a class="reference internal" href="#equation-[^"]+">\(\d+\)</a>')
+EQUATION_LINK = re.compile(r'<a class="reference internal" href="#equation-[^"]+">\(\d+\.\d+\)</a>')
+CODE_INPUT = re.compile(r'<div class="cell_input[ "]')
+FOLDED_INPUT = re.compile(r'</summary>\s*<div class="cell_input[ "]')  # inside a <details> toggle
+NAV_CHAPTER = re.compile(r'<a class="reference internal" href="[^"]*/(\d\d)_\w+\.html">(\d+)\. ')
+PROGRESS = "forward passes: 100%|##########| 4/4 [00:01<00:00,  3.9it/s]\n"  # a tqdm bar as the audit records it
 MATHJAX_SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]*mathjax[^"]*)"', re.I)
 
 
@@ -45,7 +53,8 @@ class BuiltBook(NamedTuple):
 
 def current_chapter(reference: Path) -> nbformat.NotebookNode:
     """The chapter as its book/ source reads now, each code cell with the outputs of the reference's cell of the same
-    source (none where the reference lacks it), so the build checks the current prose over outputs already computed."""
+    source (none where the reference lacks it), so the build checks the current prose over outputs already computed,
+    after a progress bar on stderr as the audit's notebooks record it (the references drop stderr)."""
     chapter = jupytext.read(BOOK / f"{reference.stem}.md")
     executed = nbformat.read(reference, as_version=4)
     outputs: dict[str, list] = {}
@@ -54,7 +63,7 @@ def current_chapter(reference: Path) -> nbformat.NotebookNode:
             outputs.setdefault(cell.source, cell.outputs)
     for cell in chapter.cells:
         if cell.cell_type == "code":
-            cell.outputs = outputs.get(cell.source, [])
+            cell.outputs = [new_output("stream", name="stderr", text=PROGRESS), *outputs.get(cell.source, [])]
     chapter.metadata = executed.metadata
     return chapter
 
@@ -63,12 +72,13 @@ def write_book(source: Path) -> list[str]:
     """Lay out the root book in `source`: both root config files as they are, the intro and the other pages of book/
     (the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
     entry (the audited-models index, which the audit writes) as a small stand-in page; return the chapters' toc
-    paths."""
+    paths. The book's static files (its CSS) come along."""
     shutil.copy(ROOT / "_config.yml", source / "_config.yml")
     shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
+    shutil.copytree(BOOK / "_static", source / "book" / "_static")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     chapters: list[str] = []
-    for entry in [toc["root"], *(entry["file"] for entry in toc["chapters"])]:
+    for entry in [toc["root"], *(entry["file"] for part in toc["parts"] for entry in part["chapters"])]:
         target = source / entry
         target.parent.mkdir(parents=True, exist_ok=True)
         reference = NOTEBOOKS / f"{target.name}.ipynb"
@@ -130,15 +140,71 @@ def test_math_is_marked_up_for_local_mathjax(book: BuiltBook) -> None:
 
 
 def test_chapters_link_terms_and_number_equations(book: BuiltBook) -> None:
-    """Every chapter links glossary terms, numbers its labelled equations (through the book, as jupyter-book's
-    figure numbering does) and cites them by number; no MyST role is left as raw text."""
+    """Every chapter links glossary terms, numbers its labelled equations within the chapter (chapter 2's read
+    (2.1), (2.2), ..., as its figures do) and cites them by number; no MyST role is left as raw text."""
     glossary = (book.html / "book" / "glossary.html").read_text(encoding="utf-8")
     assert 'id="term-Steering-vector"' in glossary and 'id="term-Sobol-index"' in glossary
     for chapter in book.chapters:
         page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
         assert TERM_LINK.search(page), chapter
-        assert EQUATION_NUMBER.search(page) and EQUATION_LINK.search(page), chapter
+        assert set(EQUATION_NUMBER.findall(page)) == {str(int(Path(chapter).name[:2]))}, chapter
+        assert EQUATION_LINK.search(page), chapter
         assert "{term}" not in page and "{eq}" not in page, chapter
+
+
+def test_navigation_numbers_the_chapters_only(book: BuiltBook) -> None:
+    """The side navigation numbers each chapter as its notebook's place in the book (1. Steering vectors) and
+    leaves the introduction, the audited-models page and the glossary unnumbered."""
+    page = (book.html / "book" / "intro.html").read_text(encoding="utf-8")
+    numbered = NAV_CHAPTER.findall(page)
+    assert sorted(int(stem) for stem, _ in numbered) == list(range(1, len(book.chapters) + 1))
+    assert all(int(stem) == int(number) for stem, number in numbered)
+    assert re.search(r'href="[^"]*index\.html">Audited models</a>', page)
+    assert re.search(r'href="glossary\.html">Glossary</a>', page)
+
+
+def test_pages_fold_code_and_leave_stderr_out(book: BuiltBook) -> None:
+    """Every chapter's code is folded behind a toggle with its outputs shown, and no stderr output (the progress bar
+    every code cell of the test book records) reaches a page."""
+    for chapter in book.chapters:
+        page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
+        assert len(FOLDED_INPUT.findall(page)) == len(CODE_INPUT.findall(page)) > 0, chapter
+        assert 'class="cell_output' in page, chapter
+        assert "forward passes: 100%" not in page and 'class="output stderr' not in page, chapter
+
+
+def test_fold_code_tags_only_undecided_code_cells() -> None:
+    """The book's reader folds a code cell's source unless its tags already hide or remove it, leaves markdown alone
+    and keeps every other tag."""
+    notebook = new_notebook(cells=[
+        new_markdown_cell("# A chapter"),
+        new_code_cell("x = 1"),
+        new_code_cell("y = 2", metadata={"tags": ["remove-stderr"]}),
+        new_code_cell("solution()", metadata={"tags": ["hide-cell"]}),
+        new_code_cell("setup()", metadata={"tags": ["hide-input"]}),
+        new_code_cell("params = 0", metadata={"tags": ["parameters", "remove-cell"]}),
+    ])
+    tags = [cell.metadata.get("tags") for cell in fold_code(notebook).cells]
+    assert tags == [None, ["hide-input"], ["remove-stderr", "hide-input"], ["hide-cell"], ["hide-input"],
+                    ["parameters", "remove-cell"]]
+
+
+def test_contents_stop_until_the_audit_wrote_the_pages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the audited-models page or the default model's executed chapters, writing the toc (make book's first
+    step) fails with one line saying to run `make audit`, and writes nothing; with them, it writes the toc."""
+    toc = tmp_path / "_toc.yml"
+    assert main([str(toc)]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "run `make audit` first" in error and "reports/index.md" in error
+    assert not toc.exists()
+    (tmp_path / "reports" / DEFAULT_MODEL).mkdir(parents=True)
+    (tmp_path / "reports" / "index.md").write_text("# Audited models\n")
+    assert main([str(toc)]) == 1 and not toc.exists()  # the chapters are still missing
+    assert "run `make audit` first" in capsys.readouterr().err
+    for page in chapter_pages():
+        (tmp_path / f"{page}.ipynb").write_text("{}")
+    assert main([str(toc)]) == 0
+    assert toc.read_text(encoding="utf-8") == table_of_contents()
 
 
 def test_offline_check_catches_network_resources(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("report",),
     ("chapter",),
-    ("audit", "book", "contents"),
+    ("audit", "book", "bookreader", "contents"),
     ("cli",),
     ("__main__",),
 )
