@@ -280,8 +280,8 @@ LATER_MD = "# Later\n\nAs in {eq}`eq-score`:\n\n$$x = y$$ (eq-later)\n"
 
 def test_report_renders_myst_roles_equations_and_directives(tmp_path: Path) -> None:
     """Roles show their text ({term}) or the equation number linked to the equation ({eq}); labelled equations,
-    $$ ... $$ (label) or {math} with :label:, are numbered through the report in reading order; directives become
-    titled boxes. No role, label or option is left as raw text."""
+    $$ ... $$ (label) or {math} with :label:, are numbered per chapter in reading order (chapter.k, the chapter's number
+    from its file name), as the book numbers them; directives become titled boxes. No role, label or option is left as raw text."""
     paths = [tmp_path / "01_myst.ipynb", tmp_path / "02_later.ipynb"]
     for path, source in zip(paths, (MYST_MD, LATER_MD)):
         nbformat.write(new_notebook(cells=[new_markdown_cell(source)]), path)
@@ -292,15 +292,15 @@ def test_report_renders_myst_roles_equations_and_directives(tmp_path: Path) -> N
         assert raw not in html, raw
     assert "A steering vector has a Sensitivity" in html and "A note about a term." in html
     link = r'<a href="#equation-{}"[^>]*>\({}\)</a>'
-    assert re.search(link.format("eq-score", 1) + r" adds up to\n" + link.format("eq-total", 2), html)
+    assert re.search(link.format("eq-score", r"1\.1") + r" adds up to\n" + link.format("eq-total", r"1\.2"), html)
     assert "(eq-elsewhere) is in no chapter here" in html
     assert re.search(r'<math [^>]*display="inline"><mrow><msup><mi>a</mi><mn>2</mn></msup>', html)
-    for label, number, first in (("eq-score", 1, "<mfrac>"), ("eq-total", 2, "<munder>"),
-                                 ("eq-directive", 3, "<mi>v</mi>"), ("eq-later", 4, "<mi>x</mi>")):
+    for label, number, first in (("eq-score", r"1\.1", "<mfrac>"), ("eq-total", r"1\.2", "<munder>"),
+                                 ("eq-directive", r"1\.3", "<mi>v</mi>"), ("eq-later", r"2\.1", "<mi>x</mi>")):
         equation = rf'<div class="equation" id="equation-{label}"><math [^>]*display="block">.*?{first}.*?</math>'
         assert re.search(equation + rf'<span class="eqno">\({number}\)</span></div>', html, re.S), label
     assert re.search(r'</div>\s*<math [^>]*display="block"><mrow><mi>u</mi>', html)  # unlabelled: no number
-    assert re.search("As in " + link.format("eq-score", 1), html)
+    assert re.search("As in " + link.format("eq-score", r"1\.1"), html)
     assert '<div class="directive note"><p class="directive-title">Note</p>' in html
     assert '<div class="directive admonition"><p class="directive-title">Read this</p><p>Body text.</p>' in html
 

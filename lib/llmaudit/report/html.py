@@ -1,7 +1,7 @@
 """Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network.
 Everything a notebook brings (markdown, outputs, model text) passes an allow-list sanitiser (nh3) first. Chapter
 markdown is MyST: its roles ({term}, {eq}, ...), labelled `$$ ... $$ (label)` equations and directives are rendered
-as the book shows them, equations numbered through the report as jupyter-book numbers them through the book."""
+as the book shows them, equations numbered per chapter (1.1, 1.2, 2.1 ...) as the book numbers them."""
 
 from __future__ import annotations
 
@@ -329,18 +329,27 @@ def _removed(cell: nbformat.NotebookNode) -> bool:
     return bool(set(cell.metadata.get("tags", [])) & {"remove-cell", "papermill-error-cell-tag"})
 
 
-def equation_numbers(notebooks: list[nbformat.NotebookNode]) -> dict[str, int]:
-    """Each labelled display equation of the notebooks' shown markdown, numbered (1), (2), ... in reading order
-    through all of them, as jupyter-book numbers a book's equations; a label's first equation keeps it."""
-    labels = [
-        token.meta["label"]
-        for nb in notebooks
-        for cell in nb.cells
-        if cell.cell_type == "markdown" and not _removed(cell)
-        for token in _MD.parse(cell.source)
-        if token.type == "math_display" and token.meta.get("label")
-    ]
-    return {label: number for number, label in enumerate(dict.fromkeys(labels), start=1)}
+def equation_numbers(chapters: list[tuple[int, nbformat.NotebookNode]]) -> dict[str, str]:
+    """Each labelled display equation of the chapters' shown markdown numbered within its chapter, "N.1", "N.2", ...
+    in reading order (N: the chapter's number), as the book numbers them; a label's first equation keeps it."""
+    numbers: dict[str, str] = {}
+    for chapter, nb in chapters:
+        labels = [
+            token.meta["label"]
+            for cell in nb.cells
+            if cell.cell_type == "markdown" and not _removed(cell)
+            for token in _MD.parse(cell.source)
+            if token.type == "math_display" and token.meta.get("label")
+        ]
+        for k, label in enumerate(dict.fromkeys(label for label in labels if label not in numbers), start=1):
+            numbers[label] = f"{chapter}.{k}"
+    return numbers
+
+
+def chapter_number(path: Path, position: int) -> int:
+    """A chapter notebook's number: its file name's leading digits (01_steering_vectors -> 1), else its position."""
+    digits = re.match(r"\d+", path.stem)
+    return int(digits[0]) if digits else position
 
 
 def _title(nb: nbformat.NotebookNode) -> str | None:
@@ -395,7 +404,7 @@ def _output(out: nbformat.NotebookNode) -> str:
     return ""
 
 
-def _cell(cell: nbformat.NotebookNode, equations: dict[str, int]) -> str:
+def _cell(cell: nbformat.NotebookNode, equations: dict[str, str]) -> str:
     """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell cell (an exercise's solution)
     whole, code and outputs; papermill's big red error banners are dropped too. `equations` numbers the labelled
     equations of markdown cells (`equation_numbers`)."""
@@ -444,7 +453,7 @@ def build_report(
     taken: set[str] = set()
     toc, chapters = [], []
     read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]
-    equations = equation_numbers([nb for _, nb in read])
+    equations = equation_numbers([(chapter_number(path, i), nb) for i, (path, nb) in enumerate(read, start=1)])
     for path, nb in read:
         heading = _title(nb)
         anchor = _slug(path.stem, taken)
