@@ -216,6 +216,35 @@ def test_index_escapes_a_hostile_report_folder_name(tmp_path) -> None:
     assert "&lt;img" in book
 
 
+EVIL_SYSTEM = "evil\n\n```{include} ../../../../../etc/hostname\n```\n\n{download}`/etc/hostname`\n# x\r:::{note}\nx"
+
+
+def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatch) -> None:
+    """A system name with newlines in a planted similarity folder cannot start a directive, role, fence or heading
+    of the book's index page (the old code wrote the SVG figure's lines as they were: the include directive came
+    out at column 0 and MyST ran it)."""
+    import torch
+
+    from llmaudit.similarity.saved import save_systems
+    from test_similarity_systems import answers
+
+    gen = torch.Generator().manual_seed(0)
+    for model, system in (("A", "A"), ("B", EVIL_SYSTEM)):
+        reps = {f"{system}|1": torch.randn(3, 4, generator=gen)}
+        save_systems(tmp_path / model, answers(system, [0, 2, 1], [0, 4, 8]), reps)
+    row = {"requirement": "r", "test": "t", "verdict": "pass", "score": 0.0, "lo": -0.01, "hi": 0.01, "gate": "ok"}
+    monkeypatch.setattr(index, "audited", lambda reports: {"A": pd.DataFrame([row]), "B": pd.DataFrame([row])})
+    build_index(tmp_path)
+    markdown = (tmp_path / "index.md").read_text(encoding="utf-8")
+    extensions = {"dollarmath", "colon_fence", "linkify", "substitution", "tasklist", "strikethrough"}
+    tokens = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML).parse(markdown)
+    kinds = {token.type for token in tokens}
+    assert not kinds & {"fence", "colon_fence", "code_block"}, kinds
+    assert sum(t.type == "heading_open" for t in tokens) == 2  # the page's title and its similarity section
+    assert "myst_role" not in {child.type for t in tokens for child in t.children or []}
+    assert "evil" in markdown and not any(line.startswith(("```", ":::", "{")) for line in markdown.splitlines())
+
+
 # --- 4. the report renders model and notebook output through an allow-list sanitiser ---------------------------
 
 PAYLOADS = [
