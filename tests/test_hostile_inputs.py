@@ -5,8 +5,10 @@ out inert."""
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from myst_parser.parsers.mdit import create_md_parser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from llmaudit import audit
-from llmaudit.config import load_params, params_path
+from llmaudit.config import _shown, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
 from llmaudit.registry import KEYS
@@ -382,6 +384,49 @@ def test_scalars_yaml_cannot_build_are_one_line_errors(tmp_path, value) -> None:
 def test_yaml_merge_keys_still_work(tmp_path) -> None:
     text = GOOD.replace("similarity:\n", "similarity:\n  <<: {per_cell: 2}\n  per_cell: 3\n")
     assert load_params(write(tmp_path, text)).similarity.per_cell == 3
+
+
+def laughs(levels: int = 9) -> str:
+    """A params file whose aliases expand 9 levels of 9 (the old loader took 43 s and 3.5 GB to refuse it)."""
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return GOOD.replace("seed: 3", "seed: *a" + str(levels)) + "\n".join(lines) + "\n"
+
+
+def test_yaml_aliases_are_refused_at_once(tmp_path) -> None:
+    started = time.monotonic()
+    message = config_error(tmp_path, laughs())
+    assert "aliases" in message and "line" in message and time.monotonic() - started < 5
+
+
+def test_a_value_is_shown_only_as_far_as_the_message_needs() -> None:
+    """The old _shown built the whole repr before cutting it to 60 characters."""
+    shown = []
+
+    class Item:
+        def __repr__(self) -> str:
+            shown.append(self)
+            return "item"
+
+    assert len(_shown([[Item()] * 1000] * 1000)) <= 60 and len(shown) < 50
+
+
+@pytest.mark.parametrize("depth", [30, 5000])
+def test_deep_nesting_is_one_line(tmp_path, depth) -> None:
+    for text in ("[" * depth + "]" * depth, "\n  " + "- " * depth + "1"):  # flow and block lists
+        message = config_error(tmp_path, GOOD.replace("seed: 3", "seed: " + text))
+        assert "nested deeper than" in message and "line" in message
+
+
+def test_nul_byte_is_one_line(tmp_path) -> None:
+    assert "line 4: a NUL byte" in config_error(tmp_path, GOOD.replace("seed: 3", "seed: 3\0"))
+
+
+def test_fifo_is_refused_without_opening_it(tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    os.mkfifo(path)  # opening it would block until a writer came
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_params(path)
 
 
 def test_chapters_must_name_at_least_one_known_chapter(tmp_path) -> None:
