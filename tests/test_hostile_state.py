@@ -28,6 +28,7 @@ from llmaudit.models import load
 from llmaudit.report import Results, card
 from llmaudit.similarity.saved import save_systems
 from llmaudit.steering import SteeringVector
+from llmaudit.terminal import _unsafe
 from test_similarity_systems import answers
 
 
@@ -410,3 +411,50 @@ def test_disk_failure_while_writing_is_one_line(tmp_path, ran, monkeypatch, caps
     monkeypatch.setattr(audit, "build_index", full)
     argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
     one_line_exit_2(capsys, argv, str(tmp_path / "index.html"), "No space left on device")
+
+
+# --- 11: nothing printed to a terminal or written as XML carries a raw control character ----------------------------
+
+CONTROL = "\x1b[2J\x1b]0;pwned\x07\r\n\u202e"  # clear the screen, retitle the terminal, rewind, a new line, bidi
+
+
+def test_error_line_escapes_control_characters_of_a_params_key(tmp_path, capsys) -> None:
+    """The old error line printed the key as it was: a key "seed\\nTraceback..." gave three lines."""
+    params = tmp_path / "p.yaml"
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n')
+    line = one_line_exit_2(capsys, ["audit", str(params)], "seed\\nTraceback", "\\x1b[2J")
+    assert "\x1b" not in line
+
+
+def test_error_line_escapes_a_model_name_from_the_command_line(capsys) -> None:
+    """The old error line for `audit $'ci\\nx'` was two lines."""
+    assert "\r" not in one_line_exit_2(capsys, ["audit", f"ci{CONTROL}x"], "unknown model", "ci\\x1b[2J")
+
+
+def test_compare_table_escapes_case_file_strings(tmp_path, capsys) -> None:
+    """The old `compare` printed the case files' test names as they were."""
+    from test_comparison import audited, case_records, per_unit
+
+    test = f"credit.blackbox_explicit{CONTROL}x"
+    for name, mean in (("a", 0.3), ("b", 0.0)):
+        audited(tmp_path, name, case_records(per_unit(mean, 30, 1), test))
+    assert main(["compare", "a", "b", "--reports", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(_unsafe(char) for char in out.replace("\n", "")) and "x1b[2J" in out
+    assert len([line for line in out.splitlines() if "blackbox_explicit" in line]) == 1
+
+
+def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, capsys) -> None:
+    """The old JUnit writer put the folder name's control characters into the XML, which no parser then read."""
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    from test_verdict_gate import report
+
+    folder = tmp_path / f"m{CONTROL.replace(chr(13), '')}"
+    shutil.copytree(report(tmp_path, (0.0, -0.01, 0.01)), folder)
+    junit = tmp_path / "verdicts.xml"
+    assert main(["verdict", str(folder), "--junit", str(junit)]) == 0
+    root = ET.parse(junit).getroot()
+    assert root.get("name").startswith("llmaudit m\\x1b[2J") and not any(_unsafe(c) for c in root.get("name"))
+    assert not any(_unsafe(char) for char in capsys.readouterr().out.replace("\n", ""))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from llmaudit.errors import AuditError
+from llmaudit.terminal import printable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             from llmaudit.audit import run_audit
 
             kwargs = {"reports": args.reports} if args.reports else {}
-            print(run_audit(args.model, chapters=args.chapter, **kwargs))
+            print(printable(run_audit(args.model, chapters=args.chapter, **kwargs)))
         elif args.command == "verdict":
             from llmaudit.report import gate
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = comparison.write_comparison(reports, result)
             index = build_index(reports)
             print(comparison.text(result))
-            print("\n".join(f"wrote {path}" for path in (*paths, index)))
+            print("\n".join(f"wrote {printable(path)}" for path in (*paths, index)))
         elif args.command == "standin":
             import yaml
 
@@ -83,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) or "all data files verified")
             return 1 if problems else 0
     except AuditError as err:
-        print(f"llmaudit: error: {err}", file=sys.stderr)
+        print(f"llmaudit: error: {printable(err)}", file=sys.stderr)
         return 2
     except OSError as err:  # the disk's failures no read site turned into an AuditError: full, read-only, vanished
         where = f"{err.filename}: " if err.filename else ""
-        print(f"llmaudit: error: {where}{err.strerror or err}: check the path, its permissions and free space",
-              file=sys.stderr)
+        print(f"llmaudit: error: {printable(where)}{printable(err.strerror or err)}: check the path, its permissions "
+              "and free space", file=sys.stderr)
         return 2
     return 0
 

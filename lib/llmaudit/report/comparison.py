@@ -28,6 +28,7 @@ from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
 from llmaudit.report.html import CSS
 from llmaudit.stats import Estimate
+from llmaudit.terminal import printable
 
 FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
 CARD = "model_card.json"
@@ -246,19 +247,20 @@ def _who(comparison: Comparison, result: str) -> str:
 
 
 def text(comparison: Comparison) -> str:
-    """The comparison as a plain-text table for the terminal."""
+    """The comparison as a plain-text table for the terminal (strings from the case files escaped)."""
     c = comparison
-    head = ["test", "shared", f"score {c.a}", f"score {c.b}", "D = |A| - |B| [95% CI]", "outcome"]
-    rows = [[r.test, str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
+    a, b = printable(c.a), printable(c.b)
+    head = ["test", "shared", f"score {a}", f"score {b}", "D = |A| - |B| [95% CI]", "outcome"]
+    rows = [[printable(r.test), str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
              f"{r.d:+.4f} [{r.lo:+.4f}, {r.hi:+.4f}]",
-             r.outcome + (f" ({_who(c, r.outcome)})" if _who(c, r.outcome) else "")]
+             r.outcome + (f" ({printable(_who(c, r.outcome))})" if _who(c, r.outcome) else "")]
             for r in c.tests.itertuples(index=False)]
     widths = [max(len(x) for x in column) for column in zip(head, *rows)]
-    lines = [f"A = {c.a}, B = {c.b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
+    lines = [f"A = {a}, B = {b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
              "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in rows]
     for r in c.not_comparable.itertuples(index=False):
-        lines.append(f"not comparable: {r.test} ({r.reason})")
+        lines.append(f"not comparable: {printable(r.test)} ({printable(r.reason)})")
     return "\n".join(lines)
 
 
