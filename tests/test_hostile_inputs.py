@@ -75,6 +75,7 @@ def config_error(tmp_path: Path, text: str) -> str:
 def test_good_params_still_load(tmp_path) -> None:
     params = load_params(write(tmp_path, GOOD))
     assert params.name == "tiny" and params.tasks.lambdas == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    assert load_params(write(tmp_path, GOOD.replace("0, 0.5, 1]", "0, 0.5, 10]"))).tasks.lambdas[-1] == 10.0
 
 
 # --- 1. the params name becomes a folder under reports/ --------------------------------------------------------
@@ -356,6 +357,12 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
         ("tau: 0.1", "tau: true", "tau"),
         ("epsilon: 0.02", "epsilon: false", "epsilon"),
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, false, 1]", "tasks:lambdas"),
+        # steering coefficients far beyond the +-1 the vectors are fit at zero every slope (the old code took them)
+        ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1.0e+30, 0, 1.0e+30]", "tasks:lambdas"),
+        ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, 0, 10.5]", "tasks:lambdas"),
+        ("  lambdas: [-1, 0, 1]", "  lambdas: [-1.0e+30, 0, 1]", "framing:lambdas"),
+        ("check_lambdas: [-1, 0, 1]", "check_lambdas: [-1, 0, 1, 1.0e+30]", "check_lambdas"),
+        ("  lambdas: [-1, 1]", "  lambdas: [-11, 1]", "similarity:lambdas"),
     ],
 )
 def test_wrong_values_name_their_key(tmp_path, old, new, key) -> None:
