@@ -87,7 +87,13 @@ def test_name_must_be_a_plain_folder_name(tmp_path, name) -> None:
     assert "name" in message and "letters, digits" in message
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "qwen2.5-7b-instruct", "Model_2"])
+@pytest.mark.parametrize("name", ["index", "compare", "index.html", "index.md", "Index", "COMPARE"])
+def test_name_must_not_collide_with_the_files_beside_the_reports(tmp_path, name) -> None:
+    """The old rule took these: an audit named index.html made a folder where the index page goes."""
+    assert "collide" in config_error(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "qwen2.5-7b-instruct", "Model_2", "indexed", "compares"])
 def test_plain_names_load(tmp_path, name) -> None:
     assert load_params(write(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))).name == name
 
