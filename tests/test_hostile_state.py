@@ -458,3 +458,18 @@ def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, c
     root = ET.parse(junit).getroot()
     assert root.get("name").startswith("llmaudit m\\x1b[2J") and not any(_unsafe(c) for c in root.get("name"))
     assert not any(_unsafe(char) for char in capsys.readouterr().out.replace("\n", ""))
+
+
+# --- 12: an internal error is one line too, with its own exit status ------------------------------------------------
+
+
+def test_uncaught_exception_is_one_line_with_exit_status_4(tmp_path, ran, monkeypatch, capsys) -> None:
+    """The old command line let it through as a traceback (exit status 1, which `verdict` uses for a failed
+    requirement)."""
+    def broken(reports):
+        raise KeyError("a bug\nsecond line")
+
+    monkeypatch.setattr(audit, "build_index", broken)
+    code = main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"])
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if not PROGRESS.match(line)]
+    assert code == 4 and len(lines) == 1 and "internal error: KeyError" in lines[0], lines
