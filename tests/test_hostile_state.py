@@ -473,3 +473,29 @@ def test_uncaught_exception_is_one_line_with_exit_status_4(tmp_path, ran, monkey
     code = main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"])
     lines = [line for line in capsys.readouterr().err.strip().splitlines() if not PROGRESS.match(line)]
     assert code == 4 and len(lines) == 1 and "internal error: KeyError" in lines[0], lines
+
+
+# --- 13: every report file is written whole or not at all, with one mode --------------------------------------------
+
+
+def test_every_report_file_is_replaced_atomically_with_one_mode(tmp_path, ran, monkeypatch) -> None:
+    """The old code wrote model_card.json, model.json, results.json, the index pages and the report in place
+    (a crash left half a file), and results.csv with mkstemp's mode 0600 beside the others' 0644."""
+    replaced = []
+    real = os.replace
+
+    def replace(source, target):
+        replaced.append(Path(target).name)
+        real(source, target)
+
+    write_results(tmp_path / "ci")
+    card.write_model(tmp_path / "ci", {"source": "x"})
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    card.write_model(tmp_path / "ci", {"source": "x"})
+    written = {"model_card.json", "model.json", "results.json", "report.html", "index.md", "index.html"}
+    assert written <= set(replaced), written - set(replaced)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert {p.name for p in files} >= written | {"results.csv"}
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): oct(0o644) for p in files}

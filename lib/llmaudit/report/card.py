@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import llmaudit
+from llmaudit.atomic import write_atomic
 from llmaudit.cache import code_version
 from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
@@ -66,7 +67,7 @@ def environment() -> dict[str, Any]:
 
 def write_model(report_dir: Path, description: dict[str, Any]) -> None:
     """Save the loaded model's description (source, weights sha256, dtype, device), written when a chapter loads it."""
-    (Path(report_dir) / MODEL).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    write_atomic(Path(report_dir) / MODEL, json.dumps(description, indent=2) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -108,6 +109,4 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
         "compute": read_ledgers(report_dir),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
-    path = report_dir / CARD
-    path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(report_dir / CARD, json.dumps(card, indent=2) + "\n")

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
@@ -23,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 import llmaudit
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
@@ -202,25 +201,12 @@ def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) 
     return compare_cases(read_cases(folders[0]), read_cases(folders[1]), threshold, a, b, source)
 
 
-def _write(path: Path, text: str) -> None:
-    """Replace `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-
-
 def write_comparison(reports: Path, comparison: Comparison, generated: str | None = None) -> tuple[Path, Path]:
     """Write reports/compare/<A>_vs_<B>.json and .html; returns both paths."""
     stem = Path(reports) / FOLDER / f"{comparison.a}_vs_{comparison.b}"
     json_path, html_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".html")
-    _write(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
-    _write(html_path, to_html(comparison, generated))
+    write_atomic(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
+    write_atomic(html_path, to_html(comparison, generated))
     return json_path, html_path
 
 

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
@@ -140,7 +141,5 @@ def build_index(reports: Path) -> Path:
     reports = Path(reports)
     tables = audited(reports)
     grid, figure = side_by_side(tables), similarity_figure(reports, list(tables))
-    (reports / "index.md").write_text(_markdown(grid, figure), encoding="utf-8")
-    out = reports / "index.html"
-    out.write_text(_html(grid, figure, _comparisons(reports)), encoding="utf-8")
-    return out
+    write_atomic(reports / "index.md", _markdown(grid, figure))
+    return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports)))

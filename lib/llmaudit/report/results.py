@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import io
 import numbers
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
 
 COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
@@ -80,18 +80,12 @@ def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
 
 
 def _write(path: Path, rows: dict[tuple[str, str], dict[str, str]]) -> None:
-    """Replace a file atomically (temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows.values())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Replace a file atomically (`write_atomic`)."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows.values())
+    write_atomic(path, text.getvalue())
 
 
 @contextmanager
