@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -499,3 +500,46 @@ def test_every_report_file_is_replaced_atomically_with_one_mode(tmp_path, ran, m
     assert {p.name for p in files} >= written | {"results.csv"}
     assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
         p.relative_to(tmp_path).as_posix(): oct(0o644) for p in files}
+
+
+# --- 14: numbers read back from a report folder are checked ---------------------------------------------------------
+
+DAMAGED_VALUES = {  # the old readers took each of these: a nan bound dropped the test, the others broke or poisoned
+    "nan_bound": ("lo", "nan", "lo 'nan' is not a finite number"),
+    "inf_bound": ("hi", "inf", "hi 'inf' is not a finite number"),
+    "text_bound": ("lo", "abc", "lo 'abc' is not a finite number"),
+    "fractional_n": ("n", "1.5", "n '1.5' is not a positive integer"),
+    "zero_n": ("n", "0", "n '0' is not a positive integer"),
+    "inf_value": ("value", "-inf", "value '-inf' is infinite"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_VALUES)
+def test_damaged_results_values_name_the_file_and_row(tmp_path, capsys, case) -> None:
+    from test_verdict_gate import report
+
+    column, text, problem = DAMAGED_VALUES[case]
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    path = folder / "results.csv"
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if "credit.whitebox_slope" in line)
+    fields = lines[row].split(",")
+    fields[["chapter", "name", "value", "lo", "hi", "unit", "note", "n"].index(column)] = text
+    lines[row] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(path), f"row {row}", "credit.whitebox_slope", problem)
+
+
+@pytest.mark.parametrize("epsilon", [-1, 0, "0.02", None, True])
+def test_card_epsilon_must_be_a_positive_number(tmp_path, capsys, epsilon) -> None:
+    """The old reader took a card epsilon of -1, which fails every test."""
+    from test_verdict_gate import report
+
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    (folder / "model_card.json").write_text(json.dumps({"params": {"epsilon": epsilon}}))
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(folder / "model_card.json"), "params.epsilon")
+
+
+def test_non_finite_bounds_are_not_recorded(tmp_path) -> None:
+    with pytest.raises(ValueError, match="finite"):
+        Results(tmp_path / "results.csv").record("decision_tasks", "x", 0.1, float("nan"), 0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -71,8 +72,9 @@ def write_model(report_dir: Path, description: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one is a one-line
-    DataError naming it and how to get it back."""
+    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one (a model card whose
+    epsilon is not a number > 0, which would fail or pass every test) is a one-line DataError naming it and how to
+    get it back."""
     if not path.exists():
         return {}
     try:
@@ -81,6 +83,10 @@ def read_json(path: Path) -> dict[str, Any]:
         raise _damaged(path, " ".join(str(err).split())) from None
     if not isinstance(found, dict):
         raise _damaged(path, "not a JSON object")
+    if path.name == CARD and isinstance(found.get("params"), dict) and "epsilon" in found["params"]:
+        epsilon = found["params"]["epsilon"]
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
+            raise _damaged(path, f"params.epsilon {epsilon!r} is not a number > 0")
     return found
 
 
