@@ -5,8 +5,10 @@ out inert."""
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from myst_parser.parsers.mdit import create_md_parser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from llmaudit import audit
-from llmaudit.config import load_params, params_path
+from llmaudit.config import _shown, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
 from llmaudit.registry import KEYS
@@ -73,6 +75,7 @@ def config_error(tmp_path: Path, text: str) -> str:
 def test_good_params_still_load(tmp_path) -> None:
     params = load_params(write(tmp_path, GOOD))
     assert params.name == "tiny" and params.tasks.lambdas == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    assert load_params(write(tmp_path, GOOD.replace("0, 0.5, 1]", "0, 0.5, 10]"))).tasks.lambdas[-1] == 10.0
 
 
 # --- 1. the params name becomes a folder under reports/ --------------------------------------------------------
@@ -84,7 +87,13 @@ def test_name_must_be_a_plain_folder_name(tmp_path, name) -> None:
     assert "name" in message and "letters, digits" in message
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "qwen2.5-7b-instruct", "Model_2"])
+@pytest.mark.parametrize("name", ["index", "compare", "index.html", "index.md", "Index", "COMPARE"])
+def test_name_must_not_collide_with_the_files_beside_the_reports(tmp_path, name) -> None:
+    """The old rule took these: an audit named index.html made a folder where the index page goes."""
+    assert "collide" in config_error(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "qwen2.5-7b-instruct", "Model_2", "indexed", "compares"])
 def test_plain_names_load(tmp_path, name) -> None:
     assert load_params(write(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))).name == name
 
@@ -216,6 +225,35 @@ def test_index_escapes_a_hostile_report_folder_name(tmp_path) -> None:
     assert "&lt;img" in book
 
 
+EVIL_SYSTEM = "evil\n\n```{include} ../../../../../etc/hostname\n```\n\n{download}`/etc/hostname`\n# x\r:::{note}\nx"
+
+
+def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatch) -> None:
+    """A system name with newlines in a planted similarity folder cannot start a directive, role, fence or heading
+    of the book's index page (the old code wrote the SVG figure's lines as they were: the include directive came
+    out at column 0 and MyST ran it)."""
+    import torch
+
+    from llmaudit.similarity.saved import save_systems
+    from test_similarity_systems import answers
+
+    gen = torch.Generator().manual_seed(0)
+    for model, system in (("A", "A"), ("B", EVIL_SYSTEM)):
+        reps = {f"{system}|1": torch.randn(3, 4, generator=gen)}
+        save_systems(tmp_path / model, answers(system, [0, 2, 1], [0, 4, 8]), reps)
+    row = {"requirement": "r", "test": "t", "verdict": "pass", "score": 0.0, "lo": -0.01, "hi": 0.01, "gate": "ok"}
+    monkeypatch.setattr(index, "audited", lambda reports: {"A": pd.DataFrame([row]), "B": pd.DataFrame([row])})
+    build_index(tmp_path)
+    markdown = (tmp_path / "index.md").read_text(encoding="utf-8")
+    extensions = {"dollarmath", "colon_fence", "linkify", "substitution", "tasklist", "strikethrough"}
+    tokens = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML).parse(markdown)
+    kinds = {token.type for token in tokens}
+    assert not kinds & {"fence", "colon_fence", "code_block"}, kinds
+    assert sum(t.type == "heading_open" for t in tokens) == 2  # the page's title and its similarity section
+    assert "myst_role" not in {child.type for t in tokens for child in t.children or []}
+    assert "evil" in markdown and not any(line.startswith(("```", ":::", "{")) for line in markdown.splitlines())
+
+
 # --- 4. the report renders model and notebook output through an allow-list sanitiser ---------------------------
 
 PAYLOADS = [
@@ -325,6 +363,12 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
         ("tau: 0.1", "tau: true", "tau"),
         ("epsilon: 0.02", "epsilon: false", "epsilon"),
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, false, 1]", "tasks:lambdas"),
+        # steering coefficients far beyond the +-1 the vectors are fit at zero every slope (the old code took them)
+        ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1.0e+30, 0, 1.0e+30]", "tasks:lambdas"),
+        ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, 0, 10.5]", "tasks:lambdas"),
+        ("  lambdas: [-1, 0, 1]", "  lambdas: [-1.0e+30, 0, 1]", "framing:lambdas"),
+        ("check_lambdas: [-1, 0, 1]", "check_lambdas: [-1, 0, 1, 1.0e+30]", "check_lambdas"),
+        ("  lambdas: [-1, 1]", "  lambdas: [-11, 1]", "similarity:lambdas"),
     ],
 )
 def test_wrong_values_name_their_key(tmp_path, old, new, key) -> None:
@@ -353,6 +397,49 @@ def test_scalars_yaml_cannot_build_are_one_line_errors(tmp_path, value) -> None:
 def test_yaml_merge_keys_still_work(tmp_path) -> None:
     text = GOOD.replace("similarity:\n", "similarity:\n  <<: {per_cell: 2}\n  per_cell: 3\n")
     assert load_params(write(tmp_path, text)).similarity.per_cell == 3
+
+
+def laughs(levels: int = 9) -> str:
+    """A params file whose aliases expand 9 levels of 9 (the old loader took 43 s and 3.5 GB to refuse it)."""
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return GOOD.replace("seed: 3", "seed: *a" + str(levels)) + "\n".join(lines) + "\n"
+
+
+def test_yaml_aliases_are_refused_at_once(tmp_path) -> None:
+    started = time.monotonic()
+    message = config_error(tmp_path, laughs())
+    assert "aliases" in message and "line" in message and time.monotonic() - started < 5
+
+
+def test_a_value_is_shown_only_as_far_as_the_message_needs() -> None:
+    """The old _shown built the whole repr before cutting it to 60 characters."""
+    shown = []
+
+    class Item:
+        def __repr__(self) -> str:
+            shown.append(self)
+            return "item"
+
+    assert len(_shown([[Item()] * 1000] * 1000)) <= 60 and len(shown) < 50
+
+
+@pytest.mark.parametrize("depth", [30, 5000])
+def test_deep_nesting_is_one_line(tmp_path, depth) -> None:
+    for text in ("[" * depth + "]" * depth, "\n  " + "- " * depth + "1"):  # flow and block lists
+        message = config_error(tmp_path, GOOD.replace("seed: 3", "seed: " + text))
+        assert "nested deeper than" in message and "line" in message
+
+
+def test_nul_byte_is_one_line(tmp_path) -> None:
+    assert "line 4: a NUL byte" in config_error(tmp_path, GOOD.replace("seed: 3", "seed: 3\0"))
+
+
+def test_fifo_is_refused_without_opening_it(tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    os.mkfifo(path)  # opening it would block until a writer came
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_params(path)
 
 
 def test_chapters_must_name_at_least_one_known_chapter(tmp_path) -> None:

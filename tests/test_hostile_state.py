@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -28,6 +29,7 @@ from llmaudit.models import load
 from llmaudit.report import Results, card
 from llmaudit.similarity.saved import save_systems
 from llmaudit.steering import SteeringVector
+from llmaudit.terminal import _unsafe
 from test_similarity_systems import answers
 
 
@@ -410,3 +412,134 @@ def test_disk_failure_while_writing_is_one_line(tmp_path, ran, monkeypatch, caps
     monkeypatch.setattr(audit, "build_index", full)
     argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
     one_line_exit_2(capsys, argv, str(tmp_path / "index.html"), "No space left on device")
+
+
+# --- 11: nothing printed to a terminal or written as XML carries a raw control character ----------------------------
+
+CONTROL = "\x1b[2J\x1b]0;pwned\x07\r\n\u202e"  # clear the screen, retitle the terminal, rewind, a new line, bidi
+
+
+def test_error_line_escapes_control_characters_of_a_params_key(tmp_path, capsys) -> None:
+    """The old error line printed the key as it was: a key "seed\\nTraceback..." gave three lines."""
+    params = tmp_path / "p.yaml"
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n')
+    line = one_line_exit_2(capsys, ["audit", str(params)], "seed\\nTraceback", "\\x1b[2J")
+    assert "\x1b" not in line
+
+
+def test_error_line_escapes_a_model_name_from_the_command_line(capsys) -> None:
+    """The old error line for `audit $'ci\\nx'` was two lines."""
+    assert "\r" not in one_line_exit_2(capsys, ["audit", f"ci{CONTROL}x"], "unknown model", "ci\\x1b[2J")
+
+
+def test_compare_table_escapes_case_file_strings(tmp_path, capsys) -> None:
+    """The old `compare` printed the case files' test names as they were."""
+    from test_comparison import audited, case_records, per_unit
+
+    test = f"credit.blackbox_explicit{CONTROL}x"
+    for name, mean in (("a", 0.3), ("b", 0.0)):
+        audited(tmp_path, name, case_records(per_unit(mean, 30, 1), test))
+    assert main(["compare", "a", "b", "--reports", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(_unsafe(char) for char in out.replace("\n", "")) and "x1b[2J" in out
+    assert len([line for line in out.splitlines() if "blackbox_explicit" in line]) == 1
+
+
+def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, capsys) -> None:
+    """The old JUnit writer put the folder name's control characters into the XML, which no parser then read."""
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    from test_verdict_gate import report
+
+    folder = tmp_path / f"m{CONTROL.replace(chr(13), '')}"
+    shutil.copytree(report(tmp_path, (0.0, -0.01, 0.01)), folder)
+    junit = tmp_path / "verdicts.xml"
+    assert main(["verdict", str(folder), "--junit", str(junit)]) == 0
+    root = ET.parse(junit).getroot()
+    assert root.get("name").startswith("llmaudit m\\x1b[2J") and not any(_unsafe(c) for c in root.get("name"))
+    assert not any(_unsafe(char) for char in capsys.readouterr().out.replace("\n", ""))
+
+
+# --- 12: an internal error is one line too, with its own exit status ------------------------------------------------
+
+
+def test_uncaught_exception_is_one_line_with_exit_status_4(tmp_path, ran, monkeypatch, capsys) -> None:
+    """The old command line let it through as a traceback (exit status 1, which `verdict` uses for a failed
+    requirement)."""
+    def broken(reports):
+        raise KeyError("a bug\nsecond line")
+
+    monkeypatch.setattr(audit, "build_index", broken)
+    code = main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"])
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if not PROGRESS.match(line)]
+    assert code == 4 and len(lines) == 1 and "internal error: KeyError" in lines[0], lines
+
+
+# --- 13: every report file is written whole or not at all, with one mode --------------------------------------------
+
+
+def test_every_report_file_is_replaced_atomically_with_one_mode(tmp_path, ran, monkeypatch) -> None:
+    """The old code wrote model_card.json, model.json, results.json, the index pages and the report in place
+    (a crash left half a file), and results.csv with mkstemp's mode 0600 beside the others' 0644."""
+    replaced = []
+    real = os.replace
+
+    def replace(source, target):
+        replaced.append(Path(target).name)
+        real(source, target)
+
+    write_results(tmp_path / "ci")
+    card.write_model(tmp_path / "ci", {"source": "x"})
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    card.write_model(tmp_path / "ci", {"source": "x"})
+    written = {"model_card.json", "model.json", "results.json", "report.html", "index.md", "index.html"}
+    assert written <= set(replaced), written - set(replaced)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert {p.name for p in files} >= written | {"results.csv"}
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): oct(0o644) for p in files}
+
+
+# --- 14: numbers read back from a report folder are checked ---------------------------------------------------------
+
+DAMAGED_VALUES = {  # the old readers took each of these: a nan bound dropped the test, the others broke or poisoned
+    "nan_bound": ("lo", "nan", "lo 'nan' is not a finite number"),
+    "inf_bound": ("hi", "inf", "hi 'inf' is not a finite number"),
+    "text_bound": ("lo", "abc", "lo 'abc' is not a finite number"),
+    "fractional_n": ("n", "1.5", "n '1.5' is not a positive integer"),
+    "zero_n": ("n", "0", "n '0' is not a positive integer"),
+    "inf_value": ("value", "-inf", "value '-inf' is infinite"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_VALUES)
+def test_damaged_results_values_name_the_file_and_row(tmp_path, capsys, case) -> None:
+    from test_verdict_gate import report
+
+    column, text, problem = DAMAGED_VALUES[case]
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    path = folder / "results.csv"
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if "credit.whitebox_slope" in line)
+    fields = lines[row].split(",")
+    fields[["chapter", "name", "value", "lo", "hi", "unit", "note", "n"].index(column)] = text
+    lines[row] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(path), f"row {row}", "credit.whitebox_slope", problem)
+
+
+@pytest.mark.parametrize("epsilon", [-1, 0, "0.02", None, True])
+def test_card_epsilon_must_be_a_positive_number(tmp_path, capsys, epsilon) -> None:
+    """The old reader took a card epsilon of -1, which fails every test."""
+    from test_verdict_gate import report
+
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    (folder / "model_card.json").write_text(json.dumps({"params": {"epsilon": epsilon}}))
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(folder / "model_card.json"), "params.epsilon")
+
+
+def test_non_finite_bounds_are_not_recorded(tmp_path) -> None:
+    with pytest.raises(ValueError, match="finite"):
+        Results(tmp_path / "results.csv").record("decision_tasks", "x", 0.1, float("nan"), 0.2)

@@ -2,7 +2,7 @@
 and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
 `llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit standin SHAPE
 FOLDER` builds a random-weight stand-in model and a params file that audits it at a profile's sizes; `llmaudit
-check-data` verifies the data mirror."""
+check-data` verifies the data mirror. Bad input exits 2 and an internal error 4, each with one line on stderr."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ import sys
 from pathlib import Path
 
 from llmaudit.errors import AuditError
+from llmaudit.terminal import printable
+
+
+INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; bad input ends with one line on stderr and exit status 2."""
+    """Entry point; bad input ends with one line on stderr and exit status 2, any other failure with one line and
+    exit status 4."""
     parser = argparse.ArgumentParser(prog="llmaudit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     audit = commands.add_parser("audit", help="run every chapter of a model's params file and build its report")
@@ -44,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             from llmaudit.audit import run_audit
 
             kwargs = {"reports": args.reports} if args.reports else {}
-            print(run_audit(args.model, chapters=args.chapter, **kwargs))
+            print(printable(run_audit(args.model, chapters=args.chapter, **kwargs)))
         elif args.command == "verdict":
             from llmaudit.report import gate
 
@@ -62,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = comparison.write_comparison(reports, result)
             index = build_index(reports)
             print(comparison.text(result))
-            print("\n".join(f"wrote {path}" for path in (*paths, index)))
+            print("\n".join(f"wrote {printable(path)}" for path in (*paths, index)))
         elif args.command == "standin":
             import yaml
 
@@ -83,13 +88,17 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) or "all data files verified")
             return 1 if problems else 0
     except AuditError as err:
-        print(f"llmaudit: error: {err}", file=sys.stderr)
+        print(f"llmaudit: error: {printable(err)}", file=sys.stderr)
         return 2
     except OSError as err:  # the disk's failures no read site turned into an AuditError: full, read-only, vanished
         where = f"{err.filename}: " if err.filename else ""
-        print(f"llmaudit: error: {where}{err.strerror or err}: check the path, its permissions and free space",
-              file=sys.stderr)
+        print(f"llmaudit: error: {printable(where)}{printable(err.strerror or err)}: check the path, its permissions "
+              "and free space", file=sys.stderr)
         return 2
+    except Exception as err:  # a bug of llmaudit's or a library's: one line still, told apart from bad input
+        print(f"llmaudit: internal error: {type(err).__name__}: {printable(' '.join(str(err).split()))} (please "
+              "report it with the command line)", file=sys.stderr)
+        return INTERNAL
     return 0
 
 

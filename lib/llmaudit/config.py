@@ -5,6 +5,7 @@ and, for an unknown name, the closest known one."""
 from __future__ import annotations
 
 import difflib
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from llmaudit.registry import CHAPTERS, KEYS
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
 from llmaudit.steering.recipes import RECIPES
 from llmaudit.verdict.gates import GateParams
+
+MAX_DEPTH = 20  # nesting levels a params file may use (it needs 4)
+_SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
 __all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "standin_params"]
 
@@ -83,6 +87,8 @@ def params_path(name_or_path: str | Path) -> Path:
     if path.suffix in {".yaml", ".yml"}:
         if not path.exists():
             raise ConfigError(f"params file {path} does not exist")
+        if not path.is_file():  # a FIFO or device would block or stream forever once opened: never open one
+            raise ConfigError(f"params file {path} is not a regular file: give a YAML file")
         return path
     candidate = PARAMS_DIR / f"{name_or_path}.yaml"
     if not candidate.exists():
@@ -94,8 +100,25 @@ def params_path(name_or_path: str | Path) -> Path:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """YAML's safe loader, except that a key given twice in one mapping is an error (plain YAML keeps the last) and
-    a scalar it cannot build (a date like 2024-13-45, an integer of 5000 digits) is a YAML error with its line."""
+    """YAML's safe loader, except that a key given twice in one mapping is an error (plain YAML keeps the last), a
+    scalar it cannot build (a date like 2024-13-45, an integer of 5000 digits) is a YAML error with its line, and
+    aliases (whose nesting expands a few lines into billions of values) and nesting deeper than MAX_DEPTH (which
+    would exhaust Python's stack) are refused with their line."""
+
+    _depth = 0  # nodes being composed, one inside another
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed: write the value out",
+                                              self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -116,15 +139,29 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_params(name_or_path: str | Path) -> Params:
-    """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
-    path = params_path(name_or_path)
+def _read_yaml(path: Path) -> Any:
+    """A params file's YAML document, read by the strict loader; a NUL byte, bad UTF-8 or bad YAML is a one-line
+    ConfigError with the line where there is one."""
+    data = path.read_bytes()
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise ConfigError(f"{path} line {line}: a NUL byte: a params file is YAML text")
     try:
-        raw = yaml.load(path.read_text(), Loader=_StrictLoader)
+        return yaml.load(data.decode("utf-8"), Loader=_StrictLoader)
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}): a params file is YAML text") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
+
+
+def load_params(name_or_path: str | Path) -> Params:
+    """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
+    path = params_path(name_or_path)
+    raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     try:
@@ -168,9 +205,10 @@ def _fields(loc: list[str]) -> list[str]:
 
 
 def _shown(value: Any) -> str:
-    """A short repr of an offending value (an integer too long to print is described instead)."""
+    """A short repr of an offending value, built only as far as it is shown (an integer too long to print is
+    described instead)."""
     try:
-        text = repr(value)
+        text = _SHORT.repr(value)
     except ValueError:
         return "an integer too large to print"
     return text if len(text) <= 60 else text[:57] + "..."
@@ -181,7 +219,7 @@ def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: 
     (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
     weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
     30% / 70% quantiles, as the default model's are."""
-    params = yaml.safe_load(params_path(profile).read_text(encoding="utf-8"))
+    params = _read_yaml(params_path(profile))
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
     params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}

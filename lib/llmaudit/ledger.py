@@ -13,8 +13,6 @@ the call's wall seconds, which give its rate (token-blocks per second: how near 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,11 +102,7 @@ class Ledger:
         """Write the totals to `path` (atomically), when there is one."""
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".partial")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(self.totals(), f)
-        os.replace(partial, self.path)
+        write_atomic(self.path, json.dumps(self.totals()))
 
     def _clock(self, label: str | None) -> None:
         """Charge the time since the running call's clock started to it, and run `label` (None: no call)."""

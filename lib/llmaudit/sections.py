@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 SEED_LIMIT = 2**32
+LAMBDA_LIMIT = 10.0  # |lambda| of a steering coefficient: the vectors are fit at +-1, far beyond it the slope is 0
 
 
 class Section(BaseModel):
@@ -35,6 +36,15 @@ def once(values: Sequence[Any]) -> Sequence[Any]:
     repeated = [v for i, v in enumerate(values) if v in values[:i]]
     if repeated:
         raise ValueError(f"list each value once (repeated: {repeated[0]})")
+    return values
+
+
+def coefficients(values: Sequence[float]) -> Sequence[float]:
+    """A grid of steering coefficients: each once and each within [-LAMBDA_LIMIT, LAMBDA_LIMIT], else ValueError (a
+    coefficient of 1e30 saturates every steered answer and zeroes every slope, so that every test passes)."""
+    outside = [v for v in once(values) if not -LAMBDA_LIMIT <= v <= LAMBDA_LIMIT]
+    if outside:
+        raise ValueError(f"steering coefficients must lie in [-{LAMBDA_LIMIT:g}, {LAMBDA_LIMIT:g}] (got {outside[0]:g})")
     return values
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
-from llmaudit.sections import Section, once
+from llmaudit.sections import Section, coefficients
 from llmaudit.spec import ChapterSpec, Headline
 
 
@@ -20,7 +20,7 @@ class FramingParams(Section):
     @field_validator("lambdas")
     @classmethod
     def _lambdas(cls, value: list[float]) -> list[float]:
-        if len(once(value)) < 2:
+        if len(coefficients(value)) < 2:
             raise ValueError("give at least 2 distinct steering coefficients")
         return value
 

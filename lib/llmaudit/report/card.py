@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import llmaudit
+from llmaudit.atomic import write_atomic
 from llmaudit.cache import code_version
 from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
@@ -66,12 +68,13 @@ def environment() -> dict[str, Any]:
 
 def write_model(report_dir: Path, description: dict[str, Any]) -> None:
     """Save the loaded model's description (source, weights sha256, dtype, device), written when a chapter loads it."""
-    (Path(report_dir) / MODEL).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    write_atomic(Path(report_dir) / MODEL, json.dumps(description, indent=2) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one is a one-line
-    DataError naming it and how to get it back."""
+    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one (a model card whose
+    epsilon is not a number > 0, which would fail or pass every test) is a one-line DataError naming it and how to
+    get it back."""
     if not path.exists():
         return {}
     try:
@@ -80,6 +83,10 @@ def read_json(path: Path) -> dict[str, Any]:
         raise _damaged(path, " ".join(str(err).split())) from None
     if not isinstance(found, dict):
         raise _damaged(path, "not a JSON object")
+    if path.name == CARD and isinstance(found.get("params"), dict) and "epsilon" in found["params"]:
+        epsilon = found["params"]["epsilon"]
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
+            raise _damaged(path, f"params.epsilon {epsilon!r} is not a number > 0")
     return found
 
 
@@ -108,6 +115,4 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
         "compute": read_ledgers(report_dir),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
-    path = report_dir / CARD
-    path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(report_dir / CARD, json.dumps(card, indent=2) + "\n")

@@ -10,6 +10,8 @@ from typing import Any
 import altair as alt
 import vl_convert as vlc
 
+from llmaudit.atomic import write_atomic
+
 THEME = "llmaudit"
 WIDTH = 560
 
@@ -86,6 +88,4 @@ def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:
     path = Path(path)
     if path.suffix != ".svg":
         raise ValueError(f"chart path must end in .svg, got {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_svg(chart), encoding="utf-8")
-    return path
+    return write_atomic(path, to_svg(chart))

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
@@ -23,11 +21,13 @@ import numpy as np
 import pandas as pd
 
 import llmaudit
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
 from llmaudit.report.html import CSS
 from llmaudit.stats import Estimate
+from llmaudit.terminal import printable
 
 FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
 CARD = "model_card.json"
@@ -201,25 +201,12 @@ def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) 
     return compare_cases(read_cases(folders[0]), read_cases(folders[1]), threshold, a, b, source)
 
 
-def _write(path: Path, text: str) -> None:
-    """Replace `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-
-
 def write_comparison(reports: Path, comparison: Comparison, generated: str | None = None) -> tuple[Path, Path]:
     """Write reports/compare/<A>_vs_<B>.json and .html; returns both paths."""
     stem = Path(reports) / FOLDER / f"{comparison.a}_vs_{comparison.b}"
     json_path, html_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".html")
-    _write(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
-    _write(html_path, to_html(comparison, generated))
+    write_atomic(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
+    write_atomic(html_path, to_html(comparison, generated))
     return json_path, html_path
 
 
@@ -246,19 +233,20 @@ def _who(comparison: Comparison, result: str) -> str:
 
 
 def text(comparison: Comparison) -> str:
-    """The comparison as a plain-text table for the terminal."""
+    """The comparison as a plain-text table for the terminal (strings from the case files escaped)."""
     c = comparison
-    head = ["test", "shared", f"score {c.a}", f"score {c.b}", "D = |A| - |B| [95% CI]", "outcome"]
-    rows = [[r.test, str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
+    a, b = printable(c.a), printable(c.b)
+    head = ["test", "shared", f"score {a}", f"score {b}", "D = |A| - |B| [95% CI]", "outcome"]
+    rows = [[printable(r.test), str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
              f"{r.d:+.4f} [{r.lo:+.4f}, {r.hi:+.4f}]",
-             r.outcome + (f" ({_who(c, r.outcome)})" if _who(c, r.outcome) else "")]
+             r.outcome + (f" ({printable(_who(c, r.outcome))})" if _who(c, r.outcome) else "")]
             for r in c.tests.itertuples(index=False)]
     widths = [max(len(x) for x in column) for column in zip(head, *rows)]
-    lines = [f"A = {c.a}, B = {c.b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
+    lines = [f"A = {a}, B = {b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
              "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in rows]
     for r in c.not_comparable.itertuples(index=False):
-        lines.append(f"not comparable: {r.test} ({r.reason})")
+        lines.append(f"not comparable: {printable(r.test)} ({printable(r.reason)})")
     return "\n".join(lines)
 
 

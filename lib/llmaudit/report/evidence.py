@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError, DataError
 from llmaudit.paths import PLAIN_NAME
 from llmaudit.records import FIELDS, NUMBERS, TEXT, empty_records, prompt_sha
@@ -124,18 +124,7 @@ def write_cases(report_dir: Path, chapter: str, records: pd.DataFrame, staged: b
         lines = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
     except (TypeError, ValueError) as err:
         raise AuditError(f"case records for {chapter}: an extra column is not JSON ({err})") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(lines)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, lines)
 
 
 def commit_cases(report_dir: Path, chapter: str) -> None:

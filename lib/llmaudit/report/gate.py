@@ -12,6 +12,7 @@ import pandas as pd
 from llmaudit.errors import AuditError
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.results import Results
+from llmaudit.terminal import printable
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, from_card, overall
 
 # Exit statuses: every requirement passes; some requirement fails; none fails but some is inconclusive or not
@@ -38,14 +39,15 @@ def exit_status(table: pd.DataFrame) -> int:
 
 
 def text(table: pd.DataFrame) -> str:
-    """The verdict table for a terminal: requirement, its overall outcome, then each test's outcome and interval."""
+    """The verdict table for a terminal: requirement, its overall outcome, then each test's outcome and interval
+    (strings from the report folder escaped)."""
     worst = overall(table)
     lines = []
     for requirement, tests in table.groupby("requirement", sort=False):
-        lines.append(f"{worst[requirement]:>14}  {requirement}")
+        lines.append(f"{worst[requirement]:>14}  {printable(requirement)}")
         for t in tests.itertuples(index=False):
-            lines.append(f"{t.verdict:>14}    {t.test}: {t.score:+.4f} [{t.lo:+.4f}, {t.hi:+.4f}]"
-                         + (f" ({_reason(t.gates)})" if t.verdict == NOT_MEASURABLE else ""))
+            lines.append(f"{t.verdict:>14}    {printable(t.test)}: {t.score:+.4f} [{t.lo:+.4f}, {t.hi:+.4f}]"
+                         + (f" ({printable(_reason(t.gates))})" if t.verdict == NOT_MEASURABLE else ""))
     return "\n".join(lines)
 
 
@@ -56,19 +58,20 @@ def _reason(gates: tuple[str, ...]) -> str:
 
 def junit(table: pd.DataFrame, model: str) -> str:
     """JUnit XML: one testsuite per requirement, one testcase per test; fail -> <failure>, inconclusive and not
-    measurable -> <skipped> with the reason (neither is a pass)."""
-    root = ET.Element("testsuites", name=f"llmaudit {model}")
+    measurable -> <skipped> with the reason (neither is a pass). Control characters, which XML 1.0 cannot hold even
+    as references, are written as escapes, so the file stays well-formed."""
+    root = ET.Element("testsuites", name=f"llmaudit {printable(model)}")
     for requirement, tests in table.groupby("requirement", sort=False):
-        suite = ET.SubElement(root, "testsuite", name=requirement, tests=str(len(tests)),
+        suite = ET.SubElement(root, "testsuite", name=printable(requirement), tests=str(len(tests)),
                               failures=str(int((tests["verdict"] == "fail").sum())),
                               skipped=str(int(tests["verdict"].isin(["inconclusive", NOT_MEASURABLE]).sum())))
         for t in tests.itertuples(index=False):
-            case = ET.SubElement(suite, "testcase", classname=requirement, name=t.test)
+            case = ET.SubElement(suite, "testcase", classname=printable(requirement), name=printable(t.test))
             interval = f"score {t.score:+.4f}, 95% CI [{t.lo:+.4f}, {t.hi:+.4f}], epsilon {t.epsilon:g}"
             if t.verdict == "fail":
                 ET.SubElement(case, "failure", message=f"interval outside +-epsilon: {interval}")
             elif t.verdict == "inconclusive":
                 ET.SubElement(case, "skipped", message=f"inconclusive: {interval}")
             elif t.verdict == NOT_MEASURABLE:
-                ET.SubElement(case, "skipped", message=f"not measurable: {_reason(t.gates)}")
+                ET.SubElement(case, "skipped", message=f"not measurable: {printable(_reason(t.gates))}")
     return ET.tostring(root, encoding="unicode", xml_declaration=True)

@@ -21,6 +21,7 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
 import llmaudit
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
@@ -511,6 +512,4 @@ def build_report(
             "",
         ]
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return write_atomic(out, page)

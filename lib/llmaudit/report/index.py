@@ -4,13 +4,13 @@ every string in them (folder names above all) is escaped for the page it goes in
 
 from __future__ import annotations
 
-import re
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
@@ -19,6 +19,7 @@ from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
+from llmaudit.report.myst import literal, raw_html
 from llmaudit.report.results import Results
 from llmaudit.verdict.gates import NOT_CHECKED
 from llmaudit.verdict.verdicts import from_card
@@ -33,7 +34,6 @@ INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.
          "instrument failed a gate on that model) and the score with its 95% interval.")
 COMPARE = ("Two audited models compared test by test on the cases both drew (`llmaudit compare A B`): "
            "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
-_MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\]{}|~$^])")  # emphasis, code, links, roles, table cells, math, subscripts
 
 
 def audited(reports: Path) -> dict[str, pd.DataFrame]:
@@ -88,15 +88,8 @@ def _unchecked(cell: tuple) -> str:
     return " (gate not checked)" if cell[4] == NOT_CHECKED else ""
 
 
-def _literal(text: str) -> str:
-    """`text` as literal text in a MyST table cell: Markdown syntax backslash-escaped (so '|' cannot end the cell),
-    HTML special characters as entities (so no tag is live), line breaks as spaces."""
-    escaped = _MARKDOWN_SYNTAX.sub(r"\\\1", " ".join(str(text).splitlines()))
-    return escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _cell_text(cell: tuple | None) -> str:
-    return "" if cell is None else f"{_literal(cell[0] + _unchecked(cell))} {_score(cell)}"
+    return "" if cell is None else f"{literal(cell[0] + _unchecked(cell))} {_score(cell)}"
 
 
 def _markdown(grid: pd.DataFrame, figure: str) -> str:
@@ -104,12 +97,12 @@ def _markdown(grid: pd.DataFrame, figure: str) -> str:
     lines = ["# Audited models", "", INTRO, ""]
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
-    models = " | ".join(map(_literal, grid.columns))
+    models = " | ".join(map(literal, grid.columns))
     lines += [f"| Requirement | Test | {models} |", "|---|---|" + "---|" * len(grid.columns)]
     for (requirement, test), row in grid.iterrows():
-        lines.append(f"| {_literal(requirement)} | {_literal(test)} | " + " | ".join(_cell_text(c) for c in row) + " |")
+        lines.append(f"| {literal(requirement)} | {literal(test)} | " + " | ".join(_cell_text(c) for c in row) + " |")
     if figure:
-        lines += ["", "## Bias similarity", "", SIMILARITY, "", figure]
+        lines += ["", "## Bias similarity", "", SIMILARITY, "", raw_html(figure)]
     return "\n".join([*lines, ""])
 
 
@@ -148,7 +141,5 @@ def build_index(reports: Path) -> Path:
     reports = Path(reports)
     tables = audited(reports)
     grid, figure = side_by_side(tables), similarity_figure(reports, list(tables))
-    (reports / "index.md").write_text(_markdown(grid, figure), encoding="utf-8")
-    out = reports / "index.html"
-    out.write_text(_html(grid, figure, _comparisons(reports)), encoding="utf-8")
-    return out
+    write_atomic(reports / "index.md", _markdown(grid, figure))
+    return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports)))

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import io
+import math
 import numbers
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
 
 COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
@@ -76,22 +77,35 @@ def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     for number, row in enumerate(rows, 1):
         if None in row or None in row.values():
             raise DataError(f"{path}: row {number} does not have the header's {len(reader.fieldnames)} fields: {fix}")
+        problem = _bad_numbers(row)
+        if problem:
+            raise DataError(f"{path}: row {number} ({row['chapter']} {row['name']}): {problem}: {fix}")
     return {(r["chapter"], r["name"]): {"n": "", **r} for r in rows}
 
 
+def _bad_numbers(row: dict[str, str]) -> str:
+    """What is wrong with a row's numbers as read ('' when nothing): bounds empty or finite, n empty or a positive
+    integer, a numeric value finite (a nan bound would drop the test from the verdicts, an inf value poison them)."""
+    for column in ("lo", "hi"):
+        text = row[column]
+        if text and not (_FLOAT.fullmatch(text) and math.isfinite(float(text))):
+            return f"{column} {text!r} is not a finite number"
+    n = row.get("n", "")
+    if n and not (_INT.fullmatch(n) and int(n) >= 1):
+        return f"n {n!r} is not a positive integer"
+    value = _parse(row["value"])
+    if isinstance(value, float) and math.isinf(value):
+        return f"value {row['value']!r} is infinite"
+    return ""
+
+
 def _write(path: Path, rows: dict[tuple[str, str], dict[str, str]]) -> None:
-    """Replace a file atomically (temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows.values())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Replace a file atomically (`write_atomic`)."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows.values())
+    write_atomic(path, text.getvalue())
 
 
 @contextmanager
@@ -147,6 +161,8 @@ class Results:
         for bound in (lo, hi):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
                 raise TypeError(f"lo/hi must be numbers or None, got {bound!r}")
+            if bound is not None and not math.isfinite(bound):
+                raise ValueError(f"lo/hi must be finite (None where there is no interval), got {bound!r}")
         if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
             raise TypeError(f"n must be an integer or None, got {n!r}")
         if n is not None and n < 1:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from llmaudit.atomic import write_atomic
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.results import Results
 from llmaudit.verdict.verdicts import from_card
@@ -66,7 +67,6 @@ def results_document(report_dir: Path) -> dict[str, Any]:
 
 def write_results_json(report_dir: Path) -> Path:
     """Write results.json next to results.csv (rewritten whole on every audit run)."""
-    path = Path(report_dir) / NAME
-    path.write_text(json.dumps(results_document(Path(report_dir)), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    document = results_document(Path(report_dir))
+    return write_atomic(Path(report_dir) / NAME, json.dumps(document, indent=2, allow_nan=False) + "\n")
 

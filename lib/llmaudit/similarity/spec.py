@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
-from llmaudit.sections import Section, once
+from llmaudit.sections import Section, coefficients, once
 from llmaudit.spec import ChapterSpec, Headline
 from llmaudit.paths import plain_name
 
@@ -19,7 +19,12 @@ class SimilarityParams(Section):
     depths: list[float] = [0.25, 0.5, 0.75, 1.0]
     compare_with: list[str] = []
 
-    @field_validator("lambdas", "depths")
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        return coefficients(value)
+
+    @field_validator("depths")
     @classmethod
     def _distinct(cls, value: list[float]) -> list[float]:
         return once(value)

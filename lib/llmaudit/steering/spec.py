@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from llmaudit.sections import Section, at_least, known, once, within
+from llmaudit.sections import Section, at_least, coefficients, known, within
 from llmaudit.spec import ChapterSpec, Headline, result
 from llmaudit.steering.recipes import CONCEPT_VECTORS, RECIPES
 
@@ -58,7 +58,7 @@ class SteeringParams(Section):
     @field_validator("check_lambdas")
     @classmethod
     def _lambdas(cls, value: list[float]) -> list[float]:
-        once(value)
+        coefficients(value)
         if not {-1.0, 1.0} <= set(value):
             raise ValueError("include -1 and 1 (the span is measured between them)")
         return value

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from llmaudit.sections import Section, at_least, once, sizes
+from llmaudit.sections import Section, at_least, coefficients, sizes
 from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
@@ -36,7 +36,7 @@ class TaskParams(Section):
     @field_validator("lambdas")
     @classmethod
     def _lambdas(cls, value: list[float]) -> list[float]:
-        once(value)
+        coefficients(value)
         if 0.0 not in value or len(value) < 3 or value != sorted(value):
             raise ValueError(f"give at least 3 increasing values including 0 (got {value})")
         return value

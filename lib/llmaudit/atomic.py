@@ -1,0 +1,29 @@
+"""The one way report files are written: whole or not at all (a temporary file in the same folder, flushed to disk,
+then renamed over the old one), with one file mode, so that a crash, a full disk or a reader at the wrong moment
+never sees half a file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+MODE = 0o644  # every report file: its owner writes, everyone reads (mkstemp alone would leave 0o600)
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Replace `path` by `text` (UTF-8, newlines as given) atomically, creating its folder; returns `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            os.fchmod(f.fileno(), MODE)
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path
