@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmaudit.atomic import write_atomic
+
 FOLDER = "ledger"
 
 

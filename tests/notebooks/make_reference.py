@@ -38,6 +38,8 @@ def strip(path: Path) -> None:
 
 
 def main(chapters: list[str]) -> None:
+    if not chapters:  # a whole regeneration starts from an empty report folder, as an audit of a new model does
+        shutil.rmtree(REPO / REPORT, ignore_errors=True)
     for chapter, stem in ((key, notebook(key)) for key in KEYS):
         if chapters and chapter not in chapters:
             continue
