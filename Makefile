@@ -34,7 +34,7 @@ audit: install
 test: install
 	$(PY) -m pytest $(NBVAL) tests
 
-# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~12 min.
+# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~8 min.
 scale-test: install
 	$(PY) -m pytest -m scale tests/scale
 
