@@ -230,3 +230,18 @@ def test_unknown_folder_lists_known_folders() -> None:
     with pytest.raises(DataError) as excinfo:
         store.data_path("nope/file.csv")
     assert "known folders: bbq/, llm-steering-audit/, stereoset/, unstated-norms/" in one_line_error(excinfo)
+
+
+@pytest.mark.parametrize("broken", ["folder", "loop"])
+def test_a_broken_mirror_entry_stops_without_downloading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          broken: str) -> None:
+    """A mirror file replaced by a folder or a symlink loop was taken as missing and downloaded instead."""
+    target = tmp_path / "mirror" / DIALECT
+    target.parent.mkdir(parents=True)
+    if broken == "folder":
+        target.mkdir()
+    else:
+        target.symlink_to(target)
+    monkeypatch.setattr(store, "_download", lambda *args: pytest.fail("the loader went to the network"))
+    with pytest.raises(DataError, match="is not a readable file: restore it"):
+        store.data_path(DIALECT, tmp_path / "mirror")

@@ -5,6 +5,7 @@ out inert."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
@@ -190,11 +191,12 @@ def myst(text: str) -> str:
     return create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML).render(text)
 
 
-def hostile_tables(reports: Path) -> dict[str, pd.DataFrame]:
-    """A verdict table whose every string is hostile, under a hostile model name."""
+def hostile_tables(reports: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """A verdict table whose every string is hostile, under a hostile model name, and a hostile reason a folder was
+    left out."""
     row = {"requirement": PAYLOAD, "test": PAYLOAD, "verdict": PAYLOAD, "score": 0.0, "lo": -0.01, "hi": 0.01,
            "gate": PAYLOAD}
-    return {PAYLOAD.replace("/", ""): pd.DataFrame([row]), "javascript:alert(1)": pd.DataFrame([row])}
+    return {PAYLOAD.replace("/", ""): pd.DataFrame([row]), "javascript:alert(1)": pd.DataFrame([row])}, [PAYLOAD]
 
 
 def test_index_pages_escape_strings_from_outside(tmp_path, monkeypatch) -> None:
@@ -242,7 +244,7 @@ def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatc
         reps = {f"{system}|1": torch.randn(3, 4, generator=gen)}
         save_systems(tmp_path / model, answers(system, [0, 2, 1], [0, 4, 8]), reps)
     row = {"requirement": "r", "test": "t", "verdict": "pass", "score": 0.0, "lo": -0.01, "hi": 0.01, "gate": "ok"}
-    monkeypatch.setattr(index, "audited", lambda reports: {"A": pd.DataFrame([row]), "B": pd.DataFrame([row])})
+    monkeypatch.setattr(index, "audited", lambda reports: ({"A": pd.DataFrame([row]), "B": pd.DataFrame([row])}, []))
     build_index(tmp_path)
     markdown = (tmp_path / "index.md").read_text(encoding="utf-8")
     extensions = {"dollarmath", "colon_fence", "linkify", "substitution", "tasklist", "strikethrough"}
@@ -252,6 +254,33 @@ def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatc
     assert sum(t.type == "heading_open" for t in tokens) == 2  # the page's title and its similarity section
     assert "myst_role" not in {child.type for t in tokens for child in t.children or []}
     assert "evil" in markdown and not any(line.startswith(("```", ":::", "{")) for line in markdown.splitlines())
+
+
+def test_a_copied_or_damaged_sibling_folder_is_left_out_of_the_index_and_named(tmp_path) -> None:
+    """`cp -r reports/m reports/m-bak` once stopped every later audit's index with a pandas MergeError (the copy's
+    similarity systems repeat the original's names), and a damaged results file of one folder stopped every model's:
+    the index now leaves such folders out and says why."""
+    import shutil
+
+    import torch
+
+    from llmaudit.report.results import Results
+    from llmaudit.similarity.saved import save_systems
+    from test_similarity_systems import answers
+
+    folder = tmp_path / "m"
+    save_systems(folder, answers("m", [0, 2, 1], [0, 4, 8]), {"m|1": torch.randn(3, 4)})
+    card = {"model": {"source": "test"}, "params": {"name": "m", "epsilon": 0.05, "gates": {}}}
+    (folder / "model_card.json").write_text(json.dumps(card), encoding="utf-8")
+    Results(folder / "results.csv").record("decision_tasks", "credit.whitebox_slope", 0.01, -0.01, 0.03, n=10)
+    shutil.copytree(folder, tmp_path / "m-bak")
+    shutil.copytree(folder, tmp_path / "m-damaged")
+    (tmp_path / "m-damaged" / "results.csv").write_text("chapter,name,value,lo,hi\nx,y,abc,1,2\n", encoding="utf-8")
+    build_index(tmp_path)
+    html, markdown = ((tmp_path / f"index.{kind}").read_text(encoding="utf-8") for kind in ("html", "md"))
+    assert "Left out: m-bak: its similarity systems are named as another folder" in html
+    assert "Left out: m-damaged" in html and "m-damaged" in markdown
+    assert "Cosine similarity of answer histograms" in html  # the original's systems still drawn
 
 
 # --- 4. the report renders model and notebook output through an allow-list sanitiser ---------------------------

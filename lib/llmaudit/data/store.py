@@ -126,12 +126,16 @@ def _download(key: str, entry: Mapping[str, Any], dest: Path, where: str) -> Pat
 
 
 def data_path(key: str, mirror: str | Path | None = None, *, manifest: Manifest | None = None) -> Path:
-    """Resolve a manifest key to a verified local file: the mirror if it has it, else the cache (downloading)."""
+    """Resolve a manifest key to a verified local file: the mirror if it has it, else the cache (downloading); a mirror
+    whose entry is there but no regular file (a folder, a broken link) stops, never switching to the network."""
     manifest = load_manifest() if manifest is None else manifest
     entry = _entry(key, manifest)
     root = data_dir(mirror)
     if root is not None and (root / key).is_file():
         return _verified(root / key, key, entry)
+    if root is not None and os.path.lexists(root / key):  # a folder, a dangling link or a loop: a broken mirror
+        raise _fail(f"{key} in mirror {root} is not a readable file: restore it from the upstream data (see README), "
+                    f"or unset {DATA_ENV}")
     cached = _cache_dir() / key
     if cached.is_file():
         return _verified(cached, key, entry)

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from llmaudit.atomic import write_atomic
+from llmaudit.errors import AuditError
 from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
@@ -36,22 +37,40 @@ COMPARE = ("Two audited models compared test by test on the cases both drew (`ll
            "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
 
 
-def audited(reports: Path) -> dict[str, pd.DataFrame]:
-    """Verdict tables of every report folder that has a model card and a results file, by model name."""
-    found = {}
+def audited(reports: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Verdict tables of every report folder that has a model card and a results file, by model name; and, for each
+    folder whose files are damaged, why it was left out (one bad folder never stops another model's index)."""
+    found, skipped = {}, []
     for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
-        card, results = read_json(folder / CARD), folder / "results.csv"
-        if card and results.exists():
-            found[folder.name] = from_card(Results(results).table(), card)
-    return found
+        try:
+            card, results = read_json(folder / CARD), folder / "results.csv"
+            if card and results.exists():
+                found[folder.name] = from_card(Results(results).table(), card)
+        except AuditError as err:
+            skipped.append(f"{folder.name}: {err}")
+    return found, skipped
 
 
-def similarity_figure(reports: Path, models: list[str]) -> str:
+def similarity_figure(reports: Path, models: list[str]) -> tuple[str, list[str]]:
     """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
-    run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share; '' when none has run."""
-    ran = [m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()]
+    run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share ('' when none has run); and
+    why a model's systems were left out: damaged files, or systems named as an earlier folder's (a copied folder)."""
+    ran, skipped, seen = [], [], set()
+    for model in (m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()):
+        try:
+            names = set(load_systems(reports, [model])[0]["system"])
+        except AuditError as err:
+            skipped.append(f"{model}: {err}")
+            continue
+        if names & seen:
+            repeated = ", ".join(sorted(names & seen))
+            skipped.append(f"{model}: its similarity systems are named as another folder's ({repeated}): a copy of a "
+                           "report folder? Remove one of them")
+            continue
+        seen |= names
+        ran.append(model)
     if not ran:
-        return ""
+        return "", skipped
     answers, reps = load_systems(reports, ran)
     systems = list(dict.fromkeys(answers["system"]))
     cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
@@ -65,7 +84,7 @@ def similarity_figure(reports: Path, models: list[str]) -> str:
     if shared:
         cka = cka_matrix(reps, max(shared)).loc[systems, systems]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
-    return "\n".join(sanitise(to_svg(chart)) for chart in charts)
+    return "\n".join(sanitise(to_svg(chart)) for chart in charts), skipped
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -92,9 +111,10 @@ def _cell_text(cell: tuple | None) -> str:
     return "" if cell is None else f"{literal(cell[0] + _unchecked(cell))} {_score(cell)}"
 
 
-def _markdown(grid: pd.DataFrame, figure: str) -> str:
-    """The index as a MyST page of the book (the similarity figure as inline SVG)."""
+def _markdown(grid: pd.DataFrame, figure: str, skipped: list[str]) -> str:
+    """The index as a MyST page of the book (the similarity figure as inline SVG), naming the folders left out."""
     lines = ["# Audited models", "", INTRO, ""]
+    lines += [f"Left out: {literal(reason)}" for reason in skipped] + ([""] if skipped else [])
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
     models = " | ".join(map(literal, grid.columns))
@@ -116,9 +136,9 @@ def _comparisons(reports: Path) -> str:
     return f"\n<h2>Model comparisons</h2>\n<p>{escape(COMPARE)}</p>\n<ul>\n{items}\n</ul>"
 
 
-def _html(grid: pd.DataFrame, figure: str, comparisons: str = "") -> str:
+def _html(grid: pd.DataFrame, figure: str, comparisons: str = "", skipped: tuple[str, ...] = ()) -> str:
     """The index as one self-contained HTML page (same styles as the reports), with links to the comparison
-    pages (`comparisons`, from `_comparisons`)."""
+    pages (`comparisons`, from `_comparisons`), naming the folders left out."""
     head = "".join(f'<th><a href="{escape(quote(m))}/report.html">{escape(m)}</a></th>' for m in grid.columns)
     rows = []
     for (requirement, test), row in grid.iterrows():
@@ -128,18 +148,20 @@ def _html(grid: pd.DataFrame, figure: str, comparisons: str = "") -> str:
         rows.append(f"<tr><td>{escape(requirement)}</td><td>{escape(test)}</td>{cells}</tr>")
     body = (f'<table class="verdicts"><thead><tr><th>Requirement</th><th>Test</th>{head}</tr></thead><tbody>'
             + "\n".join(rows) + "</tbody></table>") if rows else "<p>No model has been audited yet.</p>"
+    left_out = "".join(f'<p class="unchecked">Left out: {escape(reason)}</p>\n' for reason in skipped)
     if figure:
         body += f"\n<h2>Bias similarity</h2>\n<p>{escape(SIMILARITY)}</p>\n<figure>{figure}</figure>"
     body += comparisons
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Audited models</title>\n'
             f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
-            f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{body}\n</body>\n</html>\n")
+            f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{left_out}{body}\n</body>\n</html>\n")
 
 
 def build_index(reports: Path) -> Path:
     """Write reports/index.md and reports/index.html; returns the HTML path."""
     reports = Path(reports)
-    tables = audited(reports)
-    grid, figure = side_by_side(tables), similarity_figure(reports, list(tables))
-    write_atomic(reports / "index.md", _markdown(grid, figure))
-    return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports)))
+    tables, damaged = audited(reports)
+    figure, copied = similarity_figure(reports, list(tables))
+    grid, skipped = side_by_side(tables), damaged + copied
+    write_atomic(reports / "index.md", _markdown(grid, figure, skipped))
+    return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports), tuple(skipped)))
