@@ -191,7 +191,7 @@ def myst(text: str) -> str:
     return create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML).render(text)
 
 
-def hostile_tables(reports: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def hostile_tables(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """A verdict table whose every string is hostile, under a hostile model name, and a hostile reason a folder was
     left out."""
     row = {"requirement": PAYLOAD, "test": PAYLOAD, "verdict": PAYLOAD, "score": 0.0, "lo": -0.01, "hi": 0.01,
@@ -244,7 +244,8 @@ def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatc
         reps = {f"{system}|1": torch.randn(3, 4, generator=gen)}
         save_systems(tmp_path / model, answers(system, [0, 2, 1], [0, 4, 8]), reps)
     row = {"requirement": "r", "test": "t", "verdict": "pass", "score": 0.0, "lo": -0.01, "hi": 0.01, "gate": "ok"}
-    monkeypatch.setattr(index, "audited", lambda reports: ({"A": pd.DataFrame([row]), "B": pd.DataFrame([row])}, []))
+    tables = {"A": pd.DataFrame([row]), "B": pd.DataFrame([row])}
+    monkeypatch.setattr(index, "audited", lambda reports, own=None: (tables, []))
     build_index(tmp_path)
     markdown = (tmp_path / "index.md").read_text(encoding="utf-8")
     extensions = {"dollarmath", "colon_fence", "linkify", "substitution", "tasklist", "strikethrough"}

@@ -406,7 +406,7 @@ def test_altered_saved_vector_stops_the_chapter_with_one_line(tmp_path, monkeypa
 
 
 def test_disk_failure_while_writing_is_one_line(tmp_path, ran, monkeypatch, capsys) -> None:
-    def full(reports):
+    def full(reports, own=None):
         raise OSError(28, "No space left on device", str(reports / "index.html"))
 
     monkeypatch.setattr(audit, "build_index", full)
@@ -467,7 +467,7 @@ def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, c
 def test_uncaught_exception_is_one_line_with_exit_status_4(tmp_path, ran, monkeypatch, capsys) -> None:
     """The old command line let it through as a traceback (exit status 1, which `verdict` uses for a failed
     requirement)."""
-    def broken(reports):
+    def broken(reports, own=None):
         raise KeyError("a bug\nsecond line")
 
     monkeypatch.setattr(audit, "build_index", broken)

@@ -105,7 +105,7 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
         executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
         report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
-        build_index(reports)
+        build_index(reports, params.name)
     return report
 
 

@@ -37,9 +37,10 @@ COMPARE = ("Two audited models compared test by test on the cases both drew (`ll
            "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
 
 
-def audited(reports: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def audited(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """Verdict tables of every report folder that has a model card and a results file, by model name; and, for each
-    folder whose files are damaged, why it was left out (one bad folder never stops another model's index)."""
+    folder whose files are damaged, why it was left out (one bad folder never stops another model's index; the
+    `own` folder, the one just audited, stops with its error)."""
     found, skipped = {}, []
     for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
         try:
@@ -47,19 +48,24 @@ def audited(reports: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
             if card and results.exists():
                 found[folder.name] = from_card(Results(results).table(), card)
         except AuditError as err:
+            if folder.name == own:
+                raise
             skipped.append(f"{folder.name}: {err}")
     return found, skipped
 
 
-def similarity_figure(reports: Path, models: list[str]) -> tuple[str, list[str]]:
+def similarity_figure(reports: Path, models: list[str], own: str | None = None) -> tuple[str, list[str]]:
     """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
     run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share ('' when none has run); and
-    why a model's systems were left out: damaged files, or systems named as an earlier folder's (a copied folder)."""
+    why a model's systems were left out: damaged files, or systems named as an earlier folder's (a copied folder);
+    damaged files of the `own` folder stop with their error."""
     ran, skipped, seen = [], [], set()
     for model in (m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()):
         try:
             names = set(load_systems(reports, [model])[0]["system"])
         except AuditError as err:
+            if model == own:
+                raise
             skipped.append(f"{model}: {err}")
             continue
         if names & seen:
@@ -157,11 +163,12 @@ def _html(grid: pd.DataFrame, figure: str, comparisons: str = "", skipped: tuple
             f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{left_out}{body}\n</body>\n</html>\n")
 
 
-def build_index(reports: Path) -> Path:
-    """Write reports/index.md and reports/index.html; returns the HTML path."""
+def build_index(reports: Path, own: str | None = None) -> Path:
+    """Write reports/index.md and reports/index.html, leaving out and naming damaged or copied sibling folders (a
+    damaged `own` folder, the one just audited, stops with its error); returns the HTML path."""
     reports = Path(reports)
-    tables, damaged = audited(reports)
-    figure, copied = similarity_figure(reports, list(tables))
+    tables, damaged = audited(reports, own)
+    figure, copied = similarity_figure(reports, list(tables), own)
     grid, skipped = side_by_side(tables), damaged + copied
     write_atomic(reports / "index.md", _markdown(grid, figure, skipped))
     return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports), tuple(skipped)))
