@@ -151,3 +151,17 @@ def test_out_of_memory_at_the_smallest_batch_is_one_line(tiny_model) -> None:
             forward_shared_prefix(tiny_model, texts, labels, batch_tokens=512, tree=False)
     finally:
         hook.remove()
+
+
+def test_a_gpu_s_free_memory_counts_what_the_allocator_holds_unused(monkeypatch) -> None:
+    """PyTorch keeps an earlier pass's blocks cached (reserved, not allocated) and hands them out again: counted as
+    used, `auto` would plan smaller batches after every call."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (100 * GIB, 140 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 30 * GIB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 18 * GIB)
+    assert memory.free_bytes("cuda") == 112 * GIB
+
+
+def test_a_remote_model_plans_the_cpu_batch() -> None:
+    assert memory.batch_budget(None, "cpu", memory.AUTO) == memory.CPU_TOKENS
+    assert memory.batch_budget(None, "cpu", 512) == 512

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models.memory import MIN_TOKENS
+from llmaudit.models.memory import MIN_TOKENS, is_out_of_memory
 
 
 @dataclass
@@ -30,7 +30,7 @@ def memory_guard(batch_tokens: int) -> Iterator[None]:
     try:
         yield
     except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError, and so is the CPU allocator's failure
-        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+        if not is_out_of_memory(err):
             raise
         raise AuditError(
             f"out of memory with batch_tokens={batch_tokens} (batches halved down to {MIN_TOKENS} tokens): lower"

@@ -33,11 +33,19 @@ def is_out_of_memory(err: BaseException) -> bool:
         isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
 
 
+def release_cached() -> None:
+    """Give the GPU allocator's cached blocks back after an out-of-memory error, so the retry starts unfragmented."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def free_bytes(device: str | torch.device) -> int:
-    """Memory the device can still give: the GPU's free memory, or the host's available memory for a CPU."""
+    """Memory the device can still give: the GPU's free memory plus what PyTorch's allocator holds unused (earlier
+    passes' cached blocks, which it hands out again), or the host's available memory for a CPU."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + cached
     try:
         with open("/proc/meminfo", encoding="ascii") as info:
             fields = dict(line.split(":", 1) for line in info)
@@ -87,12 +95,14 @@ def planned_tokens(shape: Shape, free: int, stacked: int = 1, derivative: bool =
     return max(MIN_TOKENS, min(MAX_TOKENS, tokens))
 
 
-def batch_budget(hf: torch.nn.Module, device: str, requested: BatchTokens, stacked: int = 1,
+def batch_budget(hf: torch.nn.Module | None, device: str, requested: BatchTokens, stacked: int = 1,
                  derivative: bool = False) -> int:
-    """The tokens of one batch: `requested` as given, or for `auto` the plan for the device's free memory (on a CPU
-    at most `CPU_TOKENS`)."""
+    """The tokens of one batch: `requested` as given, or for `auto` the plan for the device's free memory (on a CPU,
+    or for a remote model `hf` None, at most `CPU_TOKENS`)."""
     if requested != AUTO:
         return int(requested)
+    if hf is None:
+        return CPU_TOKENS
     tokens = planned_tokens(Shape.of(hf), free_bytes(device), stacked, derivative)
     return min(tokens, CPU_TOKENS) if torch.device(device).type == "cpu" else tokens
 
@@ -117,7 +127,6 @@ def backing_off(items: int, budget: int, plan: Callable[[list[int], int], Iterab
                 raise
             if budget // 2 < MIN_TOKENS:
                 raise
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        release_cached()
         warnings.warn(f"out of memory at {budget} tokens a batch: going on at {budget // 2}", stacklevel=2)
         budget //= 2

@@ -17,7 +17,7 @@ from llmaudit.models.attention import use_grouped
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.memory import AUTO, CPU_TOKENS, BatchTokens, backing_off, batch_budget
+from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
@@ -136,8 +136,7 @@ class AuditModel:
             for batch in self.padded_batches(encoded, budget, desc, left):
                 yield batch[0], batch
 
-        budget = batch_budget(self.hf, self.device, batch_tokens) if self.hf is not None else \
-            (CPU_TOKENS if batch_tokens == AUTO else batch_tokens)
+        budget = batch_budget(self.hf, self.device, batch_tokens)
         with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered, call_label("traced", desc)):
             backing_off(len(encoded), budget, plan, run)
         return ForwardOutput(

@@ -26,7 +26,7 @@ from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.errors import AuditError
-from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory
+from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 
@@ -108,8 +108,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
         if len(calls) == 1:
             raise AuditError(f"out of memory sampling {calls[0].rows} answers of one prompt: lower the answers or "
                              "their length in the params file") from None
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    release_cached()
     warnings.warn(f"out of memory sampling {len(calls)} prompts together: going on in two halves", stacklevel=2)
     half = len(calls) // 2
     first, second = (sample_calls(model, part, max_new_tokens, labels, layers, keep)

@@ -199,9 +199,8 @@ def sweep_with_sensitivity(
                     swept = _upper_sweep(hf, hidden, mask, positions, packed, labels, vector, lambdas, projection,
                                          lambda_batch, prefix, layers, read)
             if derivative is not None:
-                depth = min(budget, batch_budget(hf, model.device, batch_tokens, derivative=True))
-                _derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection, depth,
-                             derivative)
+                _derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection,
+                             min(budget, whole), derivative)
             # results are written only once the whole batch has run, so a batch that runs out of memory leaves none
             for i, states in zip(batch, packed.unpack(at_keep[keep]) if keep is not None else ()):
                 kept[i] = torch.cat([prefix.kept[0], states.to(prefix.kept.device)]).cpu()
@@ -210,6 +209,7 @@ def sweep_with_sensitivity(
                 if acts is not None:
                     acts[:, batch] = swept.acts
 
+        whole = batch_budget(hf, model.device, batch_tokens, derivative=True)  # the derivative's whole prompts
         backing_off(len(rest), batch_budget(hf, model.device, batch_tokens, stacked=lambda_batch), plan, run)
     states = LowerStates(keep, kept) if keep is not None else None  # type: ignore[arg-type]
     return SweepOutput(probs, acts, derivative, states)
