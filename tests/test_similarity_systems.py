@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.similarity.compare import cka_matrix, unk_flip_matrix
+from llmaudit.similarity.compare import cka_across_depths, cka_matrix, cka_summary, linear_cka, unk_flip_matrix
 from llmaudit.similarity.evaluate import blocks_at
 from llmaudit.similarity.saved import QUESTION, load_systems, save_systems
 
@@ -55,6 +55,27 @@ def test_cka_matrix_aligns_questions_across_orders() -> None:
     assert cka.loc["a", "c"] < 0.3 and cka.loc["c", "c"] == pytest.approx(1.0)
 
 
+def test_cka_across_depths_pairs_every_depth_of_two_models_on_shared_questions() -> None:
+    rng = np.random.default_rng(2)
+    order = pd.DataFrame({"category": "Age", "example_id": range(40)})
+    shallow, deep, other = rng.normal(size=(40, 6)), rng.normal(size=(40, 6)), rng.normal(size=(40, 4))
+    # model b (width 4) holds a's shallow representation, rotated, at its depth 0.5, in another question order
+    flipped = order.iloc[::-1].reset_index(drop=True)
+    reps = {"a|0.5": (order, shallow), "a|1": (order, deep),
+            "b|0.5": (flipped, (shallow @ np.linalg.qr(rng.normal(size=(6, 6)))[0])[::-1]),
+            "b|1": (order, other), "b|0.25": (order, other)}
+    table = cka_across_depths(reps, "a", "b")
+    assert list(table.index) == [0.5, 1.0] and list(table.columns) == [0.25, 0.5, 1.0]
+    assert table.loc[0.5, 0.5] == pytest.approx(1.0)
+    assert table.loc[1.0, 1.0] == pytest.approx(linear_cka(deep, other))
+    # paper 003's summaries by hand: the depths both hold (0.5, 1) on the diagonal; all six pairs for the full matrix
+    summary = cka_summary(table)
+    assert summary["diagonal"] == pytest.approx((1.0 + linear_cka(deep, other)) / 2)
+    assert summary["full"] == pytest.approx(table.to_numpy().mean())
+    with pytest.raises(AuditError, match="absent"):
+        cka_across_depths(reps, "a", "absent")
+
+
 def test_blocks_at_relative_depths() -> None:
     assert blocks_at([0.0, 0.5, 1.0], 30) == [0, 14, 29]
 
@@ -66,3 +87,20 @@ def test_saved_systems_are_read_without_torch() -> None:
 
     code = "import sys, llmaudit.similarity.saved; print(sorted(m for m in ('torch', 'llmaudit.models') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp_path) -> None:
+    import yaml
+
+    from llmaudit.audit import _compared_ready, run_audit
+    from llmaudit.config import load_params, params_path
+    from llmaudit.errors import ConfigError
+
+    params = yaml.safe_load(params_path("ci").read_text()) | {"name": "m"}
+    params["similarity"] = {**params["similarity"], "compare_with": ["other"]}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match="audit other first"):
+        run_audit(str(tmp_path / "m.yaml"), reports=tmp_path / "reports")
+    assert not (tmp_path / "reports" / "m").exists()  # no chapter ran, no folder was made
+    save_systems(tmp_path / "reports" / "other", answers("other", [0], [0]), {"other|1": torch.ones(1, 2)})
+    _compared_ready(load_params(tmp_path / "m.yaml"), tmp_path / "reports")  # once audited, the audit goes on

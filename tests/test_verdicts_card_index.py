@@ -133,6 +133,11 @@ def test_index_draws_the_similarity_matrix_of_audited_models(tmp_path) -> None:
     for name, preds in (("a", [0, 2, 1]), ("b", [2, 2, 0])):
         folder = audited_folder(tmp_path, name, (0.0, -0.01, 0.01))
         rows = [dict(zip(QUESTION, ("Age", i, 1, "neg", "ambig", 2, 2, 0))) for i in (0, 4, 8)]
-        save_systems(folder, pd.DataFrame(rows).assign(system=name, pred=preds), {f"{name}|1": torch.randn(3, 2)})
+        forced = pd.DataFrame({"id": ["x", "y"], "bias_type": "race", "system": name,
+                               "choice": ["stereotype", "unrelated"]}) if name == "a" else None
+        save_systems(folder, pd.DataFrame(rows).assign(system=name, pred=preds), {f"{name}|1": torch.randn(3, 2)},
+                     forced)
     html = build_index(tmp_path).read_text()
-    assert "Bias similarity" in html and html.count("<svg") == 3 and "cosine" in (tmp_path / "index.md").read_text()
+    # cosine, UNK flip, CKA at the deepest depth, CKA over matching depths, and StereoSet for the folder that has it
+    assert "Bias similarity" in html and html.count("<svg") == 5 and "cosine" in (tmp_path / "index.md").read_text()
+    assert "StereoSet" in html

@@ -27,6 +27,7 @@ from llmaudit.report import build_report
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
+from llmaudit.similarity.saved import FOLDER
 
 CELL_TIMEOUT_S = 3600
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
@@ -92,6 +93,8 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
         chapter_source(chapter)
     reports = Path(reports).resolve()
     report_dir = reports / params.name
+    if "similarity" in chosen:
+        _compared_ready(params, reports)
     with _held(report_dir):
         timings = {}
         for i, chapter in enumerate(chosen, start=1):
@@ -107,6 +110,17 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
         report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
         build_index(reports, params.name)
     return report
+
+
+def _compared_ready(params: Params, reports: Path) -> None:
+    """Stop before any chapter runs when a model that `similarity.compare_with` names has no similarity results yet,
+    rather than after the chapters before it."""
+    missing = [name for name in params.similarity.compare_with
+               if not (reports / name / FOLDER / "answers.csv").is_file()]
+    if missing:
+        raise ConfigError(f"similarity.compare_with names {', '.join(missing)}, with no similarity results in "
+                          f"{reports}: audit {' and '.join(missing)} first (`llmaudit audit NAME`; the second offline "
+                          "model's weights come with `make second-model`)")
 
 
 def _params(model: str) -> tuple[Params, Path]:

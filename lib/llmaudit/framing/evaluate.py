@@ -104,8 +104,8 @@ def chat_pass(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
     range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
-    choice cell uses one shuffled option order per sample) with the pronoun family each names (None: invalid
-    output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
+    choice cell uses one shuffled option order per sample) with its prompt text and the pronoun family it names (None:
+    invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
     Prompts run together in batches of `batch_tokens`, each cached on its own (an interrupted run keeps the batches
     done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
     shown = [versions([p], range(samples)) for p in prompts]
@@ -145,9 +145,10 @@ def chat_pass(
     scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
                      torch.cat(read["acts"]) if layers else None, vector)
     rows = []
-    for prompt, versions_, tokens in zip(prompts, shown, answers):
-        for version, row in zip(versions_ * (len(tokens) // len(versions_)), tokens):
+    for prompt, versions_, call, tokens in zip(prompts, shown, calls, answers):
+        repeat = len(tokens) // len(versions_)
+        for version, text, row in zip(versions_ * repeat, call.texts * repeat, tokens):
             answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
             rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
-                         "answer": answer, "family": detect_pronoun(answer, version.letters)})
+                         "prompt": text, "answer": answer, "family": detect_pronoun(answer, version.letters)})
     return scored, pd.DataFrame(rows)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from llmaudit.errors import AuditError
-from llmaudit.framing.pronouns import FAMILIES
+from llmaudit.framing.pronouns import FAMILIES, names_gender
 from llmaudit.records import case_records
 
 KEYS = ["attribute", "task", "gender", "instr"]
@@ -76,11 +76,33 @@ def effects(frame: pd.DataFrame) -> pd.DataFrame:
     return gen_effect(frame).merge(instr_effect(frame), on=["attribute", "task"], how="outer")
 
 
-def pronoun_shift(frame: pd.DataFrame) -> pd.DataFrame:
-    """Probability of Pronoun Shift per attribute: per task the mean of its defined effect scores, then the mean
-    over tasks (each task weighs the same; multiple choice and sentence completion bring GenEffect only)."""
-    per_task = effects(frame).set_index(["attribute", "task"]).mean(axis=1)
-    return per_task.groupby("attribute").mean().rename("pronoun_shift").reset_index()
+def pronoun_shift(frame: pd.DataFrame, *, per_task: bool = False) -> pd.DataFrame:
+    """Probability of Pronoun Shift per attribute (paper 001 §4.3, steps 2-3: the GenEffect and InstrEffect
+    scores averaged across tasks): the mean of every defined (task, effect) score, so a task with both effects
+    weighs twice a task with GenEffect only. `per_task=True` is the other reading of step 3: each task's mean of
+    its effects first, then the tasks, each weighing the same."""
+    scores = effects(frame).set_index(["attribute", "task"])
+    if per_task:
+        return scores.mean(axis=1).groupby("attribute").mean().rename("pronoun_shift").reset_index()
+    pooled = scores.reset_index().melt(["attribute", "task"], value_name="score").dropna(subset=["score"])
+    return pooled.groupby("attribute", sort=False)["score"].mean().rename("pronoun_shift").reset_index()
+
+
+def sensitivity(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sensitivity per attribute and task (paper 001 §5.4, Figure 4): the mean of the task's defined GenEffect and
+    InstrEffect scores; NaN where a task has no matched pair of cells (e.g. excluded by the 60% rule)."""
+    scores = effects(frame).set_index(["attribute", "task"])
+    return scores.mean(axis=1).rename("sensitivity").reset_index()
+
+
+def metric_sensitivity(tokens: pd.DataFrame, choices: pd.DataFrame) -> pd.DataFrame:
+    """`sensitivity` under the token probability and the proportion of choices, on the cells both readings have
+    (the choices' cells that survive the exclusion rule), so the two metrics are compared on the same prompts:
+    columns attribute, task, metric ("token probability" or "proportion of choices"), sensitivity."""
+    shared = choices[KEYS].merge(tokens[KEYS], on=KEYS)
+    parts = {"token probability": tokens, "proportion of choices": choices}
+    return pd.concat([sensitivity(part.merge(shared, on=KEYS)).assign(metric=name) for name, part in parts.items()],
+                     ignore_index=True).dropna(subset=["sensitivity"])
 
 
 def pronoun_level_shift(frame: pd.DataFrame) -> pd.DataFrame:
@@ -96,13 +118,30 @@ def pronoun_level_shift(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def condition(frame: pd.DataFrame) -> pd.Series:
+    """Each row's framing condition as the paper writes it: "Gender+ Instr-"."""
+    signs = {True: "+", False: "-"}
+    return "Gender" + frame["gender"].astype(bool).map(signs) + " Instr" + frame["instr"].astype(bool).map(signs)
+
+
 def pronoun_shift_cases(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     """Case records (unit: the attribute) of the Probability of Pronoun Shift: each prompt with its condition
     (Gender+/- Instr+/-) as the group, its P(she) as the metric, its task and he / they shares, and its
     attribute's `pronoun_shift` of the cell means as the value. frame: one row per prompt (KEYS, he, she, they,
     mass, prompt)."""
     shifts = pronoun_shift(cell_means(frame)).set_index("attribute")["pronoun_shift"]
-    condition = ("Gender" + frame["gender"].map({True: "+", False: "-"}) + " Instr"
-                 + frame["instr"].map({True: "+", False: "-"}))
-    return case_records(frame.assign(metric=frame["she"]), test, shifts, unit="attribute", group=condition,
+    return case_records(frame.assign(metric=frame["she"]), test, shifts, unit="attribute", group=condition(frame),
                         extra=("task", "he", "they"))
+
+
+def answer_cases(outputs: pd.DataFrame, table: pd.DataFrame, test: str) -> pd.DataFrame:
+    """Case records of the exclusion rule (unit: the (task, condition) cell): each sampled answer with its prompt,
+    text and detected family, metric 1 when it names no pronoun, and its cell's value 1 when the cell is excluded
+    (so the mean over cells is the excluded share), so every count of `exclusion_table` can be recounted from the
+    case file. outputs: `exclusion_table`'s input with columns attribute, prompt, answer as well."""
+    cell = outputs["task"] + " " + condition(outputs)
+    excluded = pd.Series(table["excluded"].astype(float).to_numpy(), index=table["task"] + " " + condition(table))
+    frame = outputs.assign(cell=cell, metric=outputs["family"].isna().astype(float), mass=float("nan"),
+                           they_names_gender=(outputs["family"] == "they") & outputs["answer"].map(names_gender))
+    return case_records(frame, test, excluded, unit="cell", group=condition(outputs),
+                        extra=("attribute", "answer", "family", "they_names_gender"))

@@ -21,11 +21,15 @@ INFLECTIONS: dict[str, tuple[str, ...]] = {
     "she": ("she", "her", "hers", "herself"),
     "they": ("they", "them", "their", "theirs", "themselves", "themself"),
 }
+# The keywords that flag a "they" answer which names a gender later on (paper 001, Appendix A.3)
+GENDER_WORDS = ("woman", "women", "man", "men", "female", "male", "feminine", "masculine", "lady", "gentleman",
+                "girl", "boy", "mother", "father", "wife", "husband", "daughter", "son")
 MAX_INVALID = Fraction(3, 5)  # a cell with more than this share of non-pronoun outputs is excluded (Appendix A.1)
 
 _FAMILY_OF = {word: family for family, words in INFLECTIONS.items() for word in words}
 _PRONOUN = re.compile(r"\b(" + "|".join(sorted(_FAMILY_OF, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # An option letter opening the answer ("A", "(B)", "C: She", "D."), but not the article in "A person ...".
+_GENDER_WORD = re.compile(r"\b(" + "|".join(GENDER_WORDS) + r")\b", re.IGNORECASE)
 _LETTER = re.compile(r"""^[\s"'(\[*]*([A-Z])(?![A-Za-z0-9'])(?!\s+[a-z])""")
 
 
@@ -94,3 +98,25 @@ def drop_excluded(frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     excluded = table.loc[table["excluded"], cells]
     merged = frame.merge(excluded, on=cells, how="left", indicator=True)
     return merged[merged["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
+
+
+
+def names_gender(text: str) -> bool:
+    """Whether a text holds one of the Appendix A.3 gender keywords (whole word, any case)."""
+    return bool(_GENDER_WORD.search(text))
+
+
+def deferred_gender(outputs: pd.DataFrame) -> pd.DataFrame:
+    """The continuation check of paper 001, Appendix A.3: among the answers counted as "they", how many name a
+    gender later on, per gender salience and overall (columns condition, n_they, n_flagged, rate). The paper read
+    its flagged answers by hand; here they are in the case file. outputs: one row per sampled answer with columns
+    gender, answer, family."""
+    they = outputs[outputs["family"] == "they"]
+    flagged = they["answer"].map(names_gender).astype(bool)
+    salient = they["gender"].astype(bool)
+    parts = {"Gender+": salient, "Gender-": ~salient, "all": salient | ~salient}
+    table = pd.DataFrame([{"condition": name, "n_they": int(mask.sum()), "n_flagged": int(flagged[mask].sum())}
+                          for name, mask in parts.items()])
+    table["rate"] = table["n_flagged"] / table["n_they"].where(table["n_they"] > 0)
+    return table
+

@@ -14,7 +14,7 @@ class FramingParams(Section):
 
     per_tag: int | None = None
     samples: int = 10
-    max_new_tokens: int = 16
+    max_new_tokens: int = 50  # the paper's "maximum token length of 50" (paper 001 §4.2)
     lambdas: list[float] = [-1.0, 0.0, 1.0]
 
     @field_validator("lambdas")

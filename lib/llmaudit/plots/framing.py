@@ -1,5 +1,6 @@
 """Figures of the framing chapter: pronoun distributions per condition (paper 001 Figures 1-2), framing effects per
-attribute (Figure 3), token probability against proportion of choices (Figure 4), prompt projections and steering."""
+attribute (Figure 3), token probability against proportion of choices and
+sensitivity under both metrics (Figure 4), prompt projections and steering."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def token_vs_choice(paired: pd.DataFrame) -> alt.Chart:
         y=alt.Y("she_choice:Q", title="share of answers with she", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("task:N", title=None), tooltip=["attribute", "task", "gender", "instr"],
     ).properties(width=300, height=300)
+
+
+def metric_sensitivity(table: pd.DataFrame) -> alt.Chart:
+    """Per task, each attribute's sensitivity under the two metrics (paper 001 Figure 4; columns attribute, task,
+    metric, sensitivity): points per attribute, a tick at each metric's mean."""
+    base = alt.Chart(table).encode(
+        x=alt.X("sensitivity:Q", title="sensitivity (mean APD between framings)", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("task:N", title=None), yOffset="metric:N", color=alt.Color("metric:N", title=None))
+    points = base.mark_circle(size=40, opacity=0.5).encode(tooltip=["attribute", "task", "metric", "sensitivity"])
+    return (points + base.mark_tick(thickness=3, size=16, color="black").encode(x="mean(sensitivity):Q")).properties(
+        width=420, height=alt.Step(16))
 
 
 def projection_by_condition(frame: pd.DataFrame) -> alt.FacetChart:

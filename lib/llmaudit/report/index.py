@@ -12,7 +12,7 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
-from llmaudit.plots.similarity import matrix
+from llmaudit.plots.similarity import matrix, stereotype_scores
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison import comparison_pages, page_label
@@ -24,12 +24,15 @@ from llmaudit.report.myst import literal, raw_html
 from llmaudit.report.results import Results
 from llmaudit.verdict.gates import NOT_CHECKED
 from llmaudit.verdict.verdicts import from_card
-from llmaudit.similarity.compare import cka_matrix, similarity_matrix, unk_flip_matrix
-from llmaudit.similarity.saved import FOLDER, load_systems
+from llmaudit.similarity.compare import cka_across_depths, cka_matrix, cka_summary, similarity_matrix, unk_flip_matrix
+from llmaudit.similarity.saved import FOLDER, load_stereoset_answers, load_systems
+from llmaudit.similarity.stereoset import stereoset_scores
 
 SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter): "
               "how alike their answers are (histogram cosine), how often one abstains where the other follows the "
-              "stereotype (UNK flip) and how alike their representations are (linear CKA at one relative depth).")
+              "stereotype (UNK flip), how alike their representations are (linear CKA at one relative depth, and "
+              "averaged over matching relative depths), and, forced to choose on StereoSet, how often each picks the "
+              "stereotype.")
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and gate thresholds (not measurable: the test's "
          "instrument failed a gate on that model) and the score with its 95% interval.")
@@ -56,7 +59,8 @@ def audited(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFra
 
 def similarity_figure(reports: Path, models: list[str], own: str | None = None) -> tuple[str, list[str]]:
     """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
-    run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share ('' when none has run); and
+    run: answer-histogram cosine, UNK flip, linear CKA at the deepest depth they share and averaged over matching
+    depths, and StereoSet's stereotype score ('' when none has run); and
     why a model's systems were left out: damaged files, or systems named as an earlier folder's (a copied folder);
     damaged files of the `own` folder stop with their error."""
     ran, skipped, seen = [], [], set()
@@ -90,6 +94,15 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
     if shared:
         cka = cka_matrix(reps, max(shared)).loc[systems, systems]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
+    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b))["diagonal"] for a in systems}
+                             for b in systems}).loc[systems, systems]
+    charts.append(matrix(diagonal, "CKA").properties(title="Linear CKA across depths: mean over matching depths"))
+    forced = load_stereoset_answers(reports, ran)
+    if len(forced):
+        scores = pd.concat([stereoset_scores(part).loc[["overall"]].assign(system=name)
+                            for name, part in forced.groupby("system", sort=False)]).rename_axis("bias_type")
+        charts.append(stereotype_scores(scores.reset_index()).properties(
+            title="StereoSet forced choice: stereotype score (50: no preference)"))
     return "\n".join(sanitise(to_svg(chart)) for chart in charts), skipped
 
 

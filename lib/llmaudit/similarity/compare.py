@@ -104,15 +104,51 @@ def unk_flip_matrix(answers: pd.DataFrame) -> pd.DataFrame:
     ).rename_axis(index="base", columns="compared")
 
 
+def _rows(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], key: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """One saved representation by its 'system|depth' key; a missing key is a one-line error."""
+    if key not in reps:
+        raise AuditError(f"no saved representation {key!r}: rerun that system's similarity chapter with this depth")
+    return reps[key]
+
+
+def _shared_cka(a: tuple[pd.DataFrame, np.ndarray], b: tuple[pd.DataFrame, np.ndarray]) -> float:
+    """Linear CKA of two saved representations on the questions both hold (NaN with fewer than 2 shared)."""
+    (order_a, x), (order_b, y) = a, b
+    rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b"))
+    if len(rows) < 2:  # systems that answered different question sets have nothing to compare
+        return float("nan")
+    return linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]])
+
+
+def depths_of(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], system: str) -> list[float]:
+    """The relative depths saved for one system, in increasing order."""
+    return sorted(float(key.rsplit("|", 1)[1]) for key in reps if key.rsplit("|", 1)[0] == system)
+
+
 def cka_matrix(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], depth: float) -> pd.DataFrame:
     """Linear CKA between every pair of systems' representations at one relative depth, on their shared
     questions (`reps`: 'system|depth' -> (question order, matrix))."""
     found = {key.rsplit("|", 1)[0]: value for key, value in reps.items() if float(key.rsplit("|", 1)[1]) == depth}
-    table = {}
-    for a, (order_a, x) in found.items():
-        for b, (order_b, y) in found.items():
-            rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b"))
-            shared = len(rows) >= 2  # systems that answered different question sets have nothing to compare
-            table[(a, b)] = linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]]) if shared \
-                else float("nan")
+    table = {(a, b): _shared_cka(found[a], found[b]) for a in found for b in found}
     return pd.Series(table).unstack().loc[list(found), list(found)]
+
+
+def cka_across_depths(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], a: str, b: str) -> pd.DataFrame:
+    """Linear CKA between every saved depth of system `a` (rows) and every saved depth of system `b` (columns), on
+    their shared questions: the layer-by-layer matrix that paper 003 (§3, CKA) summarises by its diagonal and by
+    the whole matrix (`cka_summary`). Depths are relative (0 = first block, 1 = last), so models of different depth
+    meet at the same share of their stack."""
+    rows, columns = depths_of(reps, a), depths_of(reps, b)
+    if not rows or not columns:
+        raise AuditError(f"no saved representations of {a if not rows else b!r}: run its similarity chapter")
+    return pd.DataFrame([[_shared_cka(_rows(reps, f"{a}|{r:g}"), _rows(reps, f"{b}|{c:g}")) for c in columns]
+                         for r in rows], index=pd.Index(rows, name=a), columns=pd.Index(columns, name=b))
+
+
+def cka_summary(matrix: pd.DataFrame) -> dict[str, float]:
+    """Paper 003's two summaries of a cross-depth CKA matrix: the mean over matching relative depths ("diagonal")
+    and the mean over every pair of depths ("full matrix")."""
+    values = matrix.to_numpy(dtype=float)
+    matching = [matrix.loc[d, d] for d in matrix.index if d in matrix.columns]
+    return {"diagonal": float(np.nanmean(matching)) if matching else float("nan"),
+            "full": float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")}

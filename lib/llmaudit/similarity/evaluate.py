@@ -1,7 +1,7 @@
-"""Run BBQ on one model as several "systems" (the model as it is, and the model steered along a vector at each
-lambda, one sweep): per question the option probabilities and the argmax answer, and last-token representations at
-chosen relative depths for CKA (saved in the report folder by `similarity.saved`, so later audits of other models can
-compare with it)."""
+"""Run BBQ and StereoSet on one model as several "systems" (the model as it is, and the model steered along a vector
+at each lambda, one sweep): per question the option probabilities and the argmax answer, and BBQ's last-token
+representations at chosen relative depths for CKA (saved in the report folder by `similarity.saved`, so later
+audits of other models can compare with it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sweep_outputs
+from llmaudit.similarity import stereoset
 from llmaudit.similarity.bbq import LETTERS, prompt
 from llmaudit.similarity.saved import QUESTION
 from llmaudit.steering import SteeringVector
@@ -34,34 +35,58 @@ def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
     return [model.chat(*prompt(row)) for row in questions.to_dict("records")]
 
 
-def run_systems(
-    model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
-    depths: list[float],
-    *, batch_tokens: BatchTokens, cache: Path | None = None,
-) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
-    """Answers of the plain model and of the model steered at each lambda, with the representations they read,
-    keyed 'system|depth'. The systems run as one sweep (the blocks below the steering block once for all of them);
-    without a vector, the plain model alone."""
-    texts = question_texts(model, questions)
-    labels, layers = answer_ids(model.tokenizer, LETTERS), blocks_at(depths, model.n_layers)
+def _systems(
+    model: AuditModel, texts: list[str], vector: SteeringVector | None, lambdas: list[float], layers: list[int], *,
+    batch_tokens: BatchTokens, cache: Path | None, desc: str,
+) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
+    """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model and of the model
+    steered at each lambda. The systems run as one sweep (the blocks below the steering block once for all of
+    them); without a vector, the plain model alone."""
+    labels = answer_ids(model.tokenizer, LETTERS)
     swept = [None, *lambdas] if vector is not None else [None]
     key = {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers, "lambdas": swept,
            "vector": None if vector is None else vector.fingerprint()}
 
     def run() -> dict[str, torch.Tensor]:
         if vector is None:
-            out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc="BBQ")
-            return {"probs": out.probs[None], "acts": out.acts[None]}
-        out = sweep_outputs(model, texts, labels, vector, swept, layers, batch_tokens=batch_tokens, desc="BBQ systems")
-        return {"probs": out.probs, "acts": out.acts}
+            out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+            return {"probs": out.probs[None]} | ({"acts": out.acts[None]} if layers else {})
+        out = sweep_outputs(model, texts, labels, vector, swept, layers, batch_tokens=batch_tokens,
+                            desc=f"{desc} systems")
+        return {"probs": out.probs} | ({"acts": out.acts} if layers else {})
 
     result = cached_tensors(cache, key, run)
+    acts = result.get("acts", [None] * len(swept))
+    return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
+            for lam, probs, reps in zip(swept, result["probs"], acts)]
+
+
+def run_systems(
+    model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
+    depths: list[float],
+    *, batch_tokens: BatchTokens, cache: Path | None = None,
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """BBQ answers of the plain model and of the model steered at each lambda, with the representations they read,
+    keyed 'system|depth'."""
     frames, reps = [], {}
-    for lam, probs, acts in zip(swept, result["probs"], result["acts"]):
-        name = system_name(model.name, None if lam is None else vector, lam or 0.0)
+    for name, probs, acts in _systems(model, question_texts(model, questions), vector, lambdas,
+                                      blocks_at(depths, model.n_layers), batch_tokens=batch_tokens, cache=cache,
+                                      desc="BBQ"):
         frame = questions[QUESTION].assign(system=name, pred=probs.argmax(-1).numpy(), mass=probs.sum(-1).numpy())
         for i, letter in enumerate(LETTERS):
             frame[f"p_{letter}"] = (probs[:, i] / probs.sum(-1)).numpy()
         frames.append(frame)
         reps |= {f"{name}|{depth:g}": acts[:, j].contiguous() for j, depth in enumerate(depths)}
     return pd.concat(frames, ignore_index=True), reps
+
+
+def run_stereoset(
+    model: AuditModel, items: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float], *,
+    batch_tokens: BatchTokens, cache: Path | None = None,
+) -> pd.DataFrame:
+    """StereoSet forced-choice answers (`stereoset.chosen_kinds`, with the letters' mass) of the same systems as
+    `run_systems`."""
+    texts = [model.chat(*stereoset.prompt(row)) for row in items.to_dict("records")]
+    return pd.concat([stereoset.chosen_kinds(items, probs.numpy()).assign(system=name, mass=probs.sum(-1).numpy())
+                      for name, probs, _ in _systems(model, texts, vector, lambdas, [], batch_tokens=batch_tokens,
+                                                     cache=cache, desc="StereoSet")], ignore_index=True)

@@ -4,7 +4,7 @@ and read without torch, so the cross-model index reads them without loading any 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +17,18 @@ from llmaudit.errors import AuditError
 FOLDER = "similarity"
 QUESTION = ["category", "example_id", "question_index", "polarity", "context_condition", "label", "unknown_index",
             "target_index"]
+STEREOSET = ("id", "bias_type", "system", "choice")
 
 
-def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray]) -> None:
-    """Write answers.csv and representations.safetensors (any array-likes, e.g. CPU tensors) under the report's
-    similarity folder."""
+def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray],
+                 stereoset: pd.DataFrame | None = None) -> None:
+    """Write answers.csv, representations.safetensors (any array-likes, e.g. CPU tensors) and, given StereoSet
+    answers, stereoset.csv under the report's similarity folder."""
     folder = Path(report_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     answers.to_csv(folder / "answers.csv", index=False)
+    if stereoset is not None:
+        stereoset.to_csv(folder / "stereoset.csv", index=False)
     order = answers.drop_duplicates(["category", "example_id"])[["category", "example_id"]].to_dict("list")
     arrays = {key: np.ascontiguousarray(np.asarray(value)) for key, value in reps.items()}
     save_file(arrays, str(folder / "representations.safetensors"), metadata={"order": json.dumps(order)})
@@ -50,13 +54,21 @@ def load_systems(
     return (pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()), reps
 
 
-def _read_answers(path: Path) -> pd.DataFrame:
-    """A saved answers.csv, checked for the columns the comparisons read."""
+def load_stereoset_answers(reports: Path, models: list[str]) -> pd.DataFrame:
+    """The StereoSet answers saved by the listed report folders; a folder audited before StereoSet joined the chapter
+    has none and adds no rows."""
+    paths = [Path(reports) / model / FOLDER / "stereoset.csv" for model in models]
+    found = [_read_answers(path, STEREOSET) for path in paths if path.exists()]
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(STEREOSET))
+
+
+def _read_answers(path: Path, columns: Sequence[str] = (*QUESTION, "system", "pred")) -> pd.DataFrame:
+    """A saved answers file, checked for the columns the comparisons read."""
     try:
         answers = pd.read_csv(path)
     except (OSError, ValueError) as err:  # ValueError: not UTF-8, not CSV, empty
         raise _damaged(path, " ".join(str(err).split())) from None
-    missing = [column for column in [*QUESTION, "system", "pred"] if column not in answers]
+    missing = [column for column in columns if column not in answers]
     if missing:
         raise _damaged(path, f"no column {', '.join(missing)}")
     return answers

@@ -10,11 +10,13 @@ from llmaudit.paths import plain_name
 
 
 class SimilarityParams(Section):
-    """Sizes of the similarity chapter: BBQ questions per (category, context, polarity) cell, the steering
-    coefficients whose steered models join the comparison, the relative depths (0 = first block, 1 = last) whose
-    representations are compared with CKA, and other audited models (report folder names) to compare with."""
+    """Sizes of the similarity chapter: BBQ questions per (category, context, polarity) cell, StereoSet items per
+    bias type, the steering coefficients whose steered models join the comparison, the relative depths (0 = first
+    block, 1 = last) whose representations are compared with CKA, and other audited models (report folder names) to
+    compare with."""
 
     per_cell: int = 4
+    stereoset: int = 25
     lambdas: list[float] = [-1.0, 1.0]
     depths: list[float] = [0.25, 0.5, 0.75, 1.0]
     compare_with: list[str] = []
@@ -36,8 +38,8 @@ class SimilarityParams(Section):
 
     @model_validator(mode="after")
     def _sizes(self) -> SimilarityParams:
-        if self.per_cell < 1 or not self.depths or not all(0 <= d <= 1 for d in self.depths) or 0 in self.lambdas:
-            raise ValueError("need per_cell >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is the model itself, "
+        if self.per_cell < 1 or self.stereoset < 1 or not self.depths or not all(0 <= d <= 1 for d in self.depths) or 0 in self.lambdas:
+            raise ValueError("need per_cell >= 1, stereoset >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is the model itself, "
                              "always included)")
         return self
 
@@ -50,6 +52,8 @@ HEADLINES = (
     *(Headline(f"bbq.s_{key}", f"BBQ bias score, {context} contexts", "score from -100 to 100",
                "above 0: the model's committed answers follow the stereotype; 0: no preference")
       for key, context in CONTEXTS.items()),
+    Headline("stereoset.ss", "StereoSet stereotype score", "score from 0 to 100",
+             "forced to choose, the share of stereotyped over anti-stereotyped sentences; 50: no preference"),
     Headline("bbq.answer_mass", "BBQ answer mass", "probability", "what the model puts on the three option letters"),
 )
 
