@@ -26,16 +26,22 @@ from llmaudit.steering.recipes import RECIPES
 
 pytestmark = pytest.mark.scale
 PROFILE = PARAMS_DIR / "llama-3.1-8b-instruct.yaml"
+SECOND = "standin-second"
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, mirror) -> Path:
     """The report folder of the whole paper-size audit of the tiny stand-in."""
     root = tmp_path_factory.mktemp("scale")
-    params = root / "scale.yaml"
-    params.write_text(yaml.safe_dump(standin_params(PROFILE, build("tiny", root / "model"), "float32")),
-                      encoding="utf-8")
-    run_audit(str(params), reports=root / "reports")
+    # a second, differently seeded stand-in answers the similarity chapter first, as a second model would
+    second = standin_params(PROFILE, build("tiny", root / "second", seed=1), "float32") | {
+        "name": SECOND, "chapters": ["similarity"]}
+    second["similarity"] = {**second.get("similarity", {}), "lambdas": []}
+    params = standin_params(PROFILE, build("tiny", root / "model"), "float32")
+    params["similarity"] = {**params.get("similarity", {}), "compare_with": [SECOND]}
+    for name, values in ((SECOND, second), ("scale", params)):
+        (root / f"{name}.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
+        run_audit(str(root / f"{name}.yaml"), reports=root / "reports")
     return root / "reports" / f"standin-{PROFILE.stem}"
 
 
@@ -61,6 +67,15 @@ def test_data_splits_leave_every_task_its_paper_size(audited) -> None:
         assert int(tasks.loc[f"{task}.blackbox_implicit", "n"]) == sizes[task], task
     spans = results[results["name"].str.endswith(".steered_score_span")]
     assert len(spans) == len(RECIPES)  # every vector's causal check found held-out rows
+
+
+def test_similarity_compares_two_different_models_across_depths(audited) -> None:
+    results = pd.read_csv(audited / "results.csv").set_index("name")["value"]
+    for kind in ("diagonal", "full"):
+        assert 0 < results[f"similarity.cka_{kind}.{SECOND}"] < 1  # two random networks: related, not the same
+    assert {"stereoset.ss", "stereoset.icat"} <= set(results.index)
+    index = (audited.parent / "index.html").read_text(encoding="utf-8")
+    assert SECOND in index and "StereoSet" in index
 
 
 def test_verdict_page_reads_the_paper_size_report(audited) -> None:
