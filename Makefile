@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit test scale-test unit book nbval-reference benchmark clean
+.PHONY: install second-model audit test scale-test unit book nbval-reference benchmark ndif ndif-stop clean
 
 install: $(VENV)/.installed
 
@@ -67,6 +67,15 @@ benchmark: install
 	$(PY) benchmarks/prefix.py 64
 	$(PY) benchmarks/sampling.py 44
 	$(PY) benchmarks/ledger.py reports/$(MODEL)
+
+# A local NDIF server on 127.0.0.1 for params/smollm2-135m-instruct-remote.yaml (scripts/ndif/README.md: it starts
+# and takes requests, but places models only on a GPU node and sizes them from the Hugging Face Hub).
+ndif: install
+	AUDIT_PYTHON=$(abspath $(PY)) scripts/ndif/ndif.sh setup
+	scripts/ndif/ndif.sh start
+
+ndif-stop:
+	scripts/ndif/ndif.sh stop
 
 clean:
 	rm -rf reports _build

@@ -31,7 +31,9 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     if spec.remote:
         lm, hf = _remote(spec), None
         tokenizer = lm.tokenizer
-        weights = {"source": f"ndif:{spec.hf}", "sha256": None}
+        from nnsight import CONFIG
+
+        weights = {"source": f"ndif:{spec.hf}", "sha256": None, "host": CONFIG.API.HOST}
         device = "cpu"
     else:
         hf, tokenizer, weights = _local(spec)
@@ -137,17 +139,14 @@ def _convert(gguf: Path, sha: str, target: Path) -> None:
 
 
 def _remote(spec: ModelSpec):
-    """An nnsight model whose traces run on NDIF; needs an NDIF API key and network."""
-    from nnsight import CONFIG, TransformersModel
+    """An nnsight model whose traces run on NDIF (`model.host`, else NDIF's public service)."""
+    from llmaudit.models.remote import connect
 
-    if not CONFIG.API.APIKEY:
-        raise ConfigError(
-            "remote: true needs an NDIF API key: run nnsight.CONFIG.set_default_api_key('<key>') once (see nnsight.net)"
-        )
     try:
-        return TransformersModel(spec.hf, task="text-generation")
+        return connect(spec.hf, spec.host)
     except OSError as err:
-        raise _unreachable(spec.hf, err, "remote tracing needs the network to reach the hub and NDIF") from None
+        raise _unreachable(spec.hf, err, "the remote model's config and tokenizer come from the hub over the "
+                                         "network, or from its local cache with HF_HUB_OFFLINE=1") from None
 
 
 def _unreachable(source: str, err: Exception, advice: str) -> AuditError:

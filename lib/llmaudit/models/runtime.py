@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
@@ -19,6 +20,7 @@ from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.remote import failures_as_one_line
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
 
@@ -137,7 +139,8 @@ class AuditModel:
                 yield batch[0], batch
 
         budget = batch_budget(self.hf, self.device, batch_tokens)
-        with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered, call_label("traced", desc)):
+        engine = "remote" if self.remote else "traced"  # the ledger records which passes ran on NDIF
+        with memory_guard(batch_tokens), self.ledger.account(encoded, depth, steered, call_label(engine, desc)):
             backing_off(len(encoded), budget, plan, run)
         return ForwardOutput(
             probs=torch.stack(probs),  # type: ignore[arg-type]
@@ -172,7 +175,8 @@ class AuditModel:
         blocks, unembedding = architectures.blocks(self.lm), architectures.unembedding(self.lm)
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
         saved: dict[int, torch.Tensor] = {}
-        with torch.inference_mode():
+        failures = failures_as_one_line(self.provenance.get("source", self.name)) if self.remote else nullcontext()
+        with torch.inference_mode(), failures:
             with self.lm.trace(
                 input_ids=input_ids,
                 attention_mask=mask,

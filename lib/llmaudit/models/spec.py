@@ -19,7 +19,8 @@ class ModelSpec(Section):
     """Exactly one of `embedded` (a packaged GGUF), `embedded_parts` (a GGUF split over several packages, joined in
     order and checked against `sha256`), `hf` (hub id) or `path`. Base models without a chat template set
     `chat_template: false` and read prompts as plain text. `device_map` spreads a model too large for one GPU over
-    the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF through nnsight."""
+    the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF through nnsight, on the server at
+    `host` (NDIF's public service when unset)."""
 
     embedded: str | None = None
     embedded_parts: list[str] = []
@@ -31,6 +32,7 @@ class ModelSpec(Section):
     device: Literal["cpu", "cuda"] = "cpu"
     device_map: Literal[DEVICE_MAPS] | None = None  # type: ignore[valid-type]
     remote: bool = False
+    host: str | None = None  # the NDIF server's address for remote: true (default: NDIF's public service)
     trust_remote_code: bool = False
     system_prompt: str | None = None
 
@@ -57,6 +59,8 @@ class ModelSpec(Section):
             raise ValueError("embedded_parts needs the sha256 of the joined file")
         if self.remote and not self.hf:
             raise ValueError("remote: true needs an hf id (NDIF serves hub models)")
+        if self.host is not None and not (self.remote and self.host.startswith(("http://", "https://"))):
+            raise ValueError("host is the NDIF server's http:// or https:// address, for remote: true only")
         if self.device_map and (self.embedded or self.embedded_parts or self.remote):
             raise ValueError("device_map places hub or local transformers weights: not embedded or remote models")
         return self
