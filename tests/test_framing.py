@@ -10,8 +10,8 @@ import torch
 from conftest import build_tokenizer
 
 from llmaudit.framing.metrics import (
-    KEYS, answer_cases, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, metric_sensitivity, pronoun_level_shift,
-    pronoun_shift, pronoun_shift_cases, sensitivity,
+    KEYS, answer_cases, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, metric_sensitivity,
+    pronoun_level_shift, pronoun_shift, pronoun_shift_cases, sensitivity,
 )
 from llmaudit.report.evidence import unit_values
 from llmaudit.framing.pronouns import (

@@ -39,9 +39,9 @@ def _systems(
     model: AuditModel, texts: list[str], vector: SteeringVector | None, lambdas: list[float], layers: list[int], *,
     batch_tokens: BatchTokens, cache: Path | None, desc: str,
 ) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
-    """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model and of the model
-    steered at each lambda. The systems run as one sweep (the blocks below the steering block once for all of
-    them); without a vector, the plain model alone."""
+    """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model
+    and of the model steered at each lambda. The systems run as one sweep (the blocks below the steering block once
+    for all of them); without a vector, the plain model alone."""
     labels = answer_ids(model.tokenizer, LETTERS)
     swept = [None, *lambdas] if vector is not None else [None]
     key = {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers, "lambdas": swept,
