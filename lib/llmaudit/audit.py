@@ -24,9 +24,10 @@ from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
 from llmaudit.registry import notebook
 from llmaudit.report import build_report
-from llmaudit.report.card import write_card
+from llmaudit.report.card import CARD, read_json, write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
+from llmaudit.terminal import printable
 
 CELL_TIMEOUT_S = 3600
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
@@ -101,12 +102,24 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, params, params_file, timings)
+        _say_mixed(report_dir, params_file)
         write_results_json(report_dir)
         executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
         report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
         build_index(reports, params.name)
     return report
+
+
+def _say_mixed(report_dir: Path, params_file: Path) -> None:
+    """One note on stderr per chapter whose rows came from other settings than `params_file`'s, as its model card
+    records them (the report's model card shows the same)."""
+    for chapter, entry in read_json(report_dir / CARD).get("chapters", {}).items():
+        if entry["settings"] is not None and entry["differs"]:
+            name = printable(chapter)
+            print(f"note: {name}'s rows came from other params than {printable(params_file.name)} "
+                  f"({printable('; '.join(entry['differs']))}): rerun it (--chapter {name}) or audit under another name",
+                  file=sys.stderr, flush=True)
 
 
 def _params(model: str) -> tuple[Params, Path]:

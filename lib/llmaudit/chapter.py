@@ -18,11 +18,11 @@ from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
-from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
+from llmaudit.report.provenance import commit_provenance, sections, settings, stage_provenance
 from llmaudit.steering import SteeringVector
 
 RESULTS = "results.csv"
@@ -74,11 +74,9 @@ class Chapter:
         """The settings this run uses, as the params file gives them: the model, seed and token budget, then each
         params section the chapter reads, one line each. Chapters print it at the top, so that the prose never has
         to state a number the params may change."""
-        spec = chapter_spec(self.name)
-        sections = [name for name in (spec.section, *spec.reads) if name]
         lines = [f"{self.params.name} (params: {self.params_file}), seed {self.params.seed}, "
                  f"batch_tokens {self.params.batch_tokens}"]
-        for name in sections:
+        for name in sections(self.name):
             values = getattr(self.params, name).model_dump()
             lines.append(f"{name}: " + ", ".join(f"{key}={value!r}" for key, value in values.items()))
         return "\n".join(lines)
@@ -112,19 +110,22 @@ def report_folder(report_dir: str | Path) -> Path:
 
 def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
     """Set up a chapter from its papermill parameters; the run starts with none of the chapter's rows (it records
-    them all again), while the results file keeps the previous run's rows until this run succeeds."""
+    them all again) and stages the settings they will come from, while the results file keeps the previous run's
+    rows and settings until this run succeeds."""
     params = load_params(params_file)
     folder = report_folder(report_dir)
     folder.mkdir(parents=True, exist_ok=True)
     chapter = Chapter(name, params, folder, use_cache, params_file)
     chapter.results.clear(name)
     discard_pending_cases(folder, name)
+    stage_provenance(folder, name, settings(params, name))
     return chapter
 
 
 def finish_chapter(name: str, report_dir: str | Path) -> None:
-    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file, and its
-    case records its previous case file."""
+    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file, its
+    settings the settings those rows came from, and its case records its previous case file."""
     folder = report_folder(report_dir)
     Results(folder / RESULTS).commit(name)
+    commit_provenance(folder, name)
     commit_cases(folder, name)

@@ -22,7 +22,8 @@ import pandas as pd
 
 import llmaudit
 from llmaudit.atomic import write_atomic
-from llmaudit.errors import AuditError, DataError
+from llmaudit.errors import AuditError
+from llmaudit.report.card import CARD, read_json
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
 from llmaudit.report.html import CSS
@@ -30,7 +31,6 @@ from llmaudit.stats import Estimate
 from llmaudit.terminal import printable
 
 FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
-CARD = "model_card.json"
 DEFAULT_REPORTS = Path(__file__).resolve().parents[3] / "reports"
 N_BOOT, SEED, ALPHA = 2000, 0, 0.05
 TIED, A_MORE, B_MORE, INCONCLUSIVE = "tied", "A more biased", "B more biased", "inconclusive"
@@ -162,18 +162,9 @@ def _folder(reports: Path, name: str) -> Path:
 
 
 def card_epsilon(folder: Path) -> float | None:
-    """params.epsilon of a report folder's model card, None where the card or the number is missing."""
-    path = folder / CARD
-    if not path.is_file():
-        return None
-    try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DataError(f"{path} is damaged ({' '.join(str(err).split())}): delete it, the next audit run writes "
-                        "it again") from None
-    params = card.get("params") if isinstance(card, dict) else None
-    epsilon = params.get("epsilon") if isinstance(params, dict) else None
-    return float(epsilon) if isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) else None
+    """params.epsilon of a report folder's model card (read and checked as the verdicts read it), None without a
+    card."""
+    return read_json(Path(folder) / CARD).get("params", {}).get("epsilon")
 
 
 def pick_epsilon(reports: Path, a: str, b: str, epsilon: float | None) -> tuple[float, str]:
