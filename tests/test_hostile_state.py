@@ -124,6 +124,63 @@ def test_failed_chapter_keeps_its_previous_rows_and_a_successful_one_replaces_th
     assert not [p for p in tmp_path.iterdir() if "pending" in p.name or p.suffix == ".tmp"]
 
 
+# --- 5b: each chapter's rows keep the params they came from -------------------------------------------------------
+
+
+def recording_chapters(monkeypatch, fail: bool = False) -> None:
+    """papermill replaced by a chapter that opens the chapter its notebook names, records one row and then succeeds
+    (or fails)."""
+
+    def execute_notebook(source, output, parameters, **kwargs):
+        name = Path(source).stem.split("_", 1)[1]
+        chapter = open_chapter(name, parameters["params_file"], parameters["report_dir"], False)
+        chapter.record("x", 1.0)
+        if fail:
+            raise PapermillExecutionError(3, 3, "", "RuntimeError", "boom", [])
+        nbformat.write(nbformat.v4.new_notebook(), output)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    monkeypatch.setattr(card, "_git_commit", lambda: None)
+
+
+def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, monkeypatch, capsys) -> None:
+    """The old card held the last run's params text alone: after `judicial_conviction: 6 -> 5` and a rerun of
+    another chapter it said 5 beside decision_tasks' rows computed with 6, and nothing told them apart."""
+    params = tmp_path / "edited.yaml"
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text().replace("judicial_conviction: 6", "judicial_conviction: 5"))
+    reports, folder = tmp_path / "reports", tmp_path / "reports" / "ci"
+    recording_chapters(monkeypatch)
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "steering_vectors"]) == 0
+    chapters = json.loads((folder / "model_card.json").read_text())["chapters"]
+    assert chapters["decision_tasks"]["differs"] == ["tasks.sizes.judicial_conviction: 6 (params file: 5)"]
+    assert chapters["decision_tasks"]["settings"]["tasks"]["sizes"]["judicial_conviction"] == 6
+    assert chapters["steering_vectors"]["differs"] == [] and "tasks" not in chapters["steering_vectors"]["settings"]
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "decision_tasks's rows came from other params than edited.yaml" in notes[0], notes
+    page = (folder / "report.html").read_text()
+    assert "Chapters ran with different params" in page
+    assert "decision_tasks: its rows came from other params: tasks.sizes.judicial_conviction: 6 (params file: 5)" in page
+
+    recording_chapters(monkeypatch, fail=True)  # a failed rerun leaves rows and their settings as they were
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 2
+    assert json.loads((folder / "provenance" / "decision_tasks.json").read_text())["settings"]["tasks"]["sizes"][
+        "judicial_conviction"] == 6
+    recording_chapters(monkeypatch)  # a successful one replaces both
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    chapters = json.loads((folder / "model_card.json").read_text())["chapters"]
+    assert [entry["differs"] for entry in chapters.values()] == [[], []]
+    assert "every chapter&#x27;s rows came from this params file" in (folder / "report.html").read_text()
+
+
+def test_rows_from_before_provenance_was_kept_say_so(tmp_path, ran) -> None:
+    write_results(tmp_path / "ci")
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    chapters = json.loads((tmp_path / "ci" / "model_card.json").read_text())["chapters"]
+    assert chapters == {"steering_vectors": {"settings": None, "sha256": None, "differs": [
+        "not recorded (rows of an older version): rerun --chapter steering_vectors"]}}
+
+
 # --- 6 and 7: checksums on cache entries, saved vectors and converted weights ---------------------------------------
 
 
@@ -443,6 +500,19 @@ def test_compare_table_escapes_case_file_strings(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert not any(_unsafe(char) for char in out.replace("\n", "")) and "x1b[2J" in out
     assert len([line for line in out.splitlines() if "blackbox_explicit" in line]) == 1
+
+
+def test_comparisons_of_different_pairs_write_different_files(tmp_path, capsys) -> None:
+    """The old `compare x_vs_y z` and `compare x y_vs_z` both wrote compare/x_vs_y_vs_z.json: the second replaced
+    the first."""
+    from test_comparison import audited, case_records, per_unit
+
+    for number, name in enumerate(("x_vs_y", "z", "x", "y_vs_z"), 1):
+        audited(tmp_path, name, case_records(per_unit(0.1 * number, 30, number)))
+    assert main(["compare", "x_vs_y", "z", "--reports", str(tmp_path)]) == 0
+    assert main(["compare", "x", "y_vs_z", "--reports", str(tmp_path)]) == 0
+    pairs = {(data["a"], data["b"]) for data in (json.loads(p.read_text()) for p in (tmp_path / "compare").glob("*.json"))}
+    assert pairs == {("x_vs_y", "z"), ("x", "y_vs_z")}
 
 
 def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, capsys) -> None:

@@ -3,13 +3,12 @@ both models' case files (report/evidence.py), D = |mean_A| - |mean_B| over the s
 is further from zero, A is more biased), with a paired bootstrap interval that resamples the shared units jointly,
 and an outcome against epsilon that mirrors the audit's verdict: "tied" when the interval lies within
 [-epsilon, epsilon], "A more biased" when it lies wholly above epsilon, "B more biased" when wholly below -epsilon,
-"inconclusive" otherwise. Writes reports/compare/<A>_vs_<B>.json and .html (self-contained, everything escaped)."""
+"inconclusive" otherwise. Writes reports/compare/<A>+vs+<B>.json and .html (self-contained, everything escaped)."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
@@ -23,6 +22,7 @@ import pandas as pd
 import llmaudit
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
+from llmaudit.paths import PLAIN_NAME
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
@@ -30,14 +30,14 @@ from llmaudit.report.html import CSS
 from llmaudit.stats import Estimate
 from llmaudit.terminal import printable
 
-FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
+FOLDER = "compare"  # reports/compare/<A>+vs+<B>.{json,html}
+SEPARATOR = "+vs+"  # '+' cannot occur in a report name (`paths.PLAIN_NAME`): no two pairs share a file
 DEFAULT_REPORTS = Path(__file__).resolve().parents[3] / "reports"
 N_BOOT, SEED, ALPHA = 2000, 0, 0.05
 TIED, A_MORE, B_MORE, INCONCLUSIVE = "tied", "A more biased", "B more biased", "inconclusive"
 OUTCOMES = (TIED, A_MORE, B_MORE, INCONCLUSIVE)
 COLUMNS = ["test", "chapter", "n_shared", "n_a", "n_b", "score_a", "score_a_lo", "score_a_hi", "score_b",
            "score_b_lo", "score_b_hi", "d", "lo", "hi", "outcome"]
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _CHUNK = 200  # resamples drawn at once (bounds memory for many units)
 
 
@@ -150,7 +150,7 @@ def compare_cases(cases_a: pd.DataFrame, cases_b: pd.DataFrame, epsilon: float, 
 def _folder(reports: Path, name: str) -> Path:
     """An audited model's report folder under `reports`, with case files; one-line errors saying what to run."""
     folder = Path(reports) / name
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == FOLDER or not folder.is_dir():
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or name == FOLDER or not folder.is_dir():
         known = sorted(p.name for p in Path(reports).glob(f"*/{CASES_FOLDER}") if p.is_dir())
         hint = f" (folders with case files: {', '.join(known)})" if known else ""
         raise AuditError(f"no report folder {name!r} under {reports}: audit it first (`llmaudit audit {name}`)"
@@ -192,9 +192,19 @@ def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) 
     return compare_cases(read_cases(folders[0]), read_cases(folders[1]), threshold, a, b, source)
 
 
+def comparison_stem(a: str, b: str) -> str:
+    """The file name (without suffix) of the comparison of `a` with `b`: one per ordered pair, since the separator
+    cannot occur in a report name ('x_vs_y' and 'z' once shared x_vs_y_vs_z with 'x' and 'y_vs_z'); a name that is
+    not a plain report name is a one-line AuditError."""
+    for name in (a, b):
+        if not PLAIN_NAME.fullmatch(name):
+            raise AuditError(f"cannot name a comparison file after {name!r}: compare report folders by their names")
+    return f"{a}{SEPARATOR}{b}"
+
+
 def write_comparison(reports: Path, comparison: Comparison, generated: str | None = None) -> tuple[Path, Path]:
-    """Write reports/compare/<A>_vs_<B>.json and .html; returns both paths."""
-    stem = Path(reports) / FOLDER / f"{comparison.a}_vs_{comparison.b}"
+    """Write reports/compare/<A>+vs+<B>.json and .html; returns both paths."""
+    stem = Path(reports) / FOLDER / comparison_stem(comparison.a, comparison.b)
     json_path, html_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".html")
     write_atomic(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
     write_atomic(html_path, to_html(comparison, generated))
