@@ -613,3 +613,138 @@ def test_card_epsilon_must_be_a_positive_number(tmp_path, capsys, epsilon) -> No
 def test_non_finite_bounds_are_not_recorded(tmp_path) -> None:
     with pytest.raises(ValueError, match="finite"):
         Results(tmp_path / "results.csv").record("decision_tasks", "x", 0.1, float("nan"), 0.2)
+
+
+# --- 15: every file of a report folder is read through its checked reader -------------------------------------------
+
+
+@pytest.fixture
+def no_hang():
+    """Fail a test whose reader blocks (on a FIFO) instead of hanging the run: the alarm interrupts the open."""
+    import signal
+
+    class Hung(BaseException):  # no reader's except clause may take it for a damaged file (TimeoutError is an OSError)
+        pass
+
+    def hung(signum, frame):
+        signal.alarm(20)  # and again for the next blocking open
+        raise Hung("the reader blocked on a file")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("epsilon", [-1, 0])
+def test_compare_reads_the_card_epsilon_as_the_verdicts_do(tmp_path, capsys, epsilon) -> None:
+    """The old `compare` read the card's epsilon itself and took 0, which no interval can lie within."""
+    from test_comparison import audited, case_records, per_unit
+
+    for number, name in enumerate(("a", "b"), 1):
+        folder = audited(tmp_path, name, case_records(per_unit(0.0, 30, number)))
+        (folder / "model_card.json").write_text(json.dumps({"params": {"epsilon": epsilon}}))
+    one_line_exit_2(capsys, ["compare", "a", "b", "--reports", str(tmp_path)],
+                    str(tmp_path / "a" / "model_card.json"), "params.epsilon")
+
+
+WRONG_CARDS = {  # each gave the old verdict a KeyError, TypeError or pydantic ValidationError traceback (exit 1 or 4)
+    "params_a_list": ({"params": []}, "params"),
+    "no_epsilon": ({"params": {"seed": 0}}, "params.epsilon"),
+    "gate_text": ({"params": {"epsilon": 0.02, "gates": {"vector_corr": "high"}}}, "params.gates.vector_corr"),
+    "gates_a_list": ({"params": {"epsilon": 0.02, "gates": [0.2]}}, "params.gates"),
+    "unknown_gate": ({"params": {"epsilon": 0.02, "gates": {"vector_cor": 0.2}}}, "params.gates.vector_cor"),
+    "gate_out_of_range": ({"params": {"epsilon": 0.02, "gates": {"vector_corr": 5}}}, "params.gates"),
+    "wall_text": ({"params": {"epsilon": 0.02}, "wall_seconds": {"decision_tasks": "1 min"}}, "wall_seconds"),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_CARDS)
+def test_card_fields_of_the_wrong_type_are_one_line(tmp_path, capsys, case) -> None:
+    from test_verdict_gate import report
+
+    content, where = WRONG_CARDS[case]
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    (folder / "model_card.json").write_text(json.dumps(content))
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(folder / "model_card.json"), f"({where}")
+
+
+def sibling(reports: Path, name: str) -> Path:
+    """A report folder reports/<name> that the verdicts and the index read (test_verdict_gate's passing one)."""
+    from test_verdict_gate import report
+
+    reports.mkdir(exist_ok=True)
+    return report(reports / f".{name}", (0.0, -0.01, 0.01)).rename(reports / name)
+
+
+def left_out(reports: Path, own: str) -> str:
+    """The index built for `own` (which must still be in it): its HTML page."""
+    from llmaudit.report.index import build_index
+
+    build_index(reports, own=own)
+    page = (reports / "index.html").read_text()
+    assert f'<a href="{own}/report.html">{own}</a>' in page
+    return page
+
+
+def test_a_fifo_in_a_sibling_folder_is_left_out_without_blocking(tmp_path, no_hang) -> None:
+    """The old index opened a FIFO as a sibling's model_card.json or results.csv and waited for a writer."""
+    reports = tmp_path / "reports"
+    sibling(reports, "own")
+    for name in ("model_card.json", "results.csv"):
+        path = sibling(reports, name.split(".")[0]) / name
+        path.unlink()
+        os.mkfifo(path)
+    page = left_out(reports, "own")
+    assert "Left out: model_card: " in page and "Left out: results: " in page
+    assert page.count("is not a regular file") == 2
+
+
+DAMAGED_CASES = {  # the old reader took both: a list as a group, and 1e400 (read as inf) as a unit's value
+    "group_a_list": ('"group": "female"', '"group": ["female", "male"]', "field group holds a value that is not text"),
+    "value_1e400": ('"value": 0.', '"value": 1e400, "x": 0.', "field value holds a value that is neither a finite"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_CASES)
+def test_damaged_case_records_are_one_line(tmp_path, capsys, case) -> None:
+    from test_comparison import audited, case_records, per_unit
+
+    old, new, problem = DAMAGED_CASES[case]
+    for number, name in enumerate(("a", "b"), 1):
+        audited(tmp_path, name, case_records(per_unit(0.0, 30, number)))
+    path = tmp_path / "a" / "cases" / "decision_tasks.jsonl"
+    lines = path.read_text().splitlines()
+    assert old in lines[0]
+    path.write_text("\n".join([lines[0].replace(old, new, 1), *lines[1:]]) + "\n")
+    one_line_exit_2(capsys, ["compare", "a", "b", "--reports", str(tmp_path)], str(path), "line 1", problem)
+
+
+@pytest.mark.parametrize("ledger", ['{"blocks": Infinity, "actual": 1, "minimum": 1}',
+                                    '{"blocks": 2, "actual": 1e400, "minimum": 1}',
+                                    '{"blocks": 2, "actual": 1, "minimum": 1, "calls": {"x": {"actual": 1, '
+                                    '"minimum": 1, "seconds": Infinity}}}'])
+def test_a_damaged_ledger_is_left_out_of_the_card(tmp_path, ran, ledger) -> None:
+    """The old card writer stopped the audit with an OverflowError traceback on an inf count; the ledger reports on
+    cost and never decides a result, so a damaged one is left out."""
+    from llmaudit.ledger import read_calls
+
+    (tmp_path / "ci" / "ledger").mkdir(parents=True)
+    (tmp_path / "ci" / "ledger" / "decision_tasks.json").write_text(ledger)
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    assert json.loads((tmp_path / "ci" / "model_card.json").read_text())["compute"] == {}
+    assert read_calls(tmp_path / "ci") == {}
+
+
+def test_a_sibling_with_bad_gates_or_representation_keys_is_left_out_of_the_index(tmp_path) -> None:
+    """The old index step crashed for every model on a sibling's card gate of the wrong type (ValidationError) or a
+    representation key without '|' (IndexError)."""
+    reports = tmp_path / "reports"
+    sibling(reports, "own")
+    gates = sibling(reports, "gates") / "model_card.json"
+    gates.write_text(json.dumps({"params": {"epsilon": 0.02, "gates": {"vector_corr": "x"}}}))
+    save_systems(sibling(reports, "keys"), answers("keys", [0, 2], [0, 4]), {"keys": torch.ones(2, 3)})
+    page = left_out(reports, "own")
+    assert "Left out: gates: " in page and "params.gates.vector_corr" in page
+    assert "Left out: keys: " in page and "not named &#x27;system|depth&#x27;" in page

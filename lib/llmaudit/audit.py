@@ -22,6 +22,7 @@ from llmaudit.chapter import finish_chapter
 from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
+from llmaudit.reading import read_text
 from llmaudit.registry import notebook
 from llmaudit.report import build_report
 from llmaudit.report.card import CARD, read_json, write_card
@@ -173,11 +174,12 @@ def _held(report_dir: Path) -> Iterator[None]:
 
 def _readable(path: Path, chapter: str) -> Path:
     """A chapter's executed notebook, checked before the report reads it: a damaged one is a one-line AuditError."""
+    fix = f"rerun its chapter (--chapter {chapter})"
     try:
-        nbformat.validate(nbformat.read(path, as_version=4))
+        nbformat.validate(nbformat.reads(read_text(path, fix), as_version=4))
     except (OSError, ValueError, AttributeError, TypeError, nbformat.ValidationError) as err:
         # nbformat reports a damaged file with any of these, depending on where the damage lies
         raise AuditError(
-            f"executed notebook {path} is damaged ({type(err).__name__}): rerun its chapter (--chapter {chapter})"
+            f"executed notebook {path} is damaged ({type(err).__name__}): {fix}"
         ) from None
     return path

@@ -23,6 +23,7 @@ import llmaudit
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.paths import PLAIN_NAME
+from llmaudit.reading import read_text
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
@@ -220,12 +221,12 @@ def comparison_pages(reports: Path) -> list[Path]:
 def page_label(page: Path) -> str:
     """'A vs B' and its tests per outcome from the page's JSON twin, or the file name where that is unreadable."""
     try:
-        data = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+        data = json.loads(read_text(page.with_suffix(".json"), "rerun its comparison"))
         counts = pd.Series([t["outcome"] for t in data["tests"]]).value_counts()
         names = {A_MORE: f"{data['a']} more biased", B_MORE: f"{data['b']} more biased"}
         summary = ", ".join(f"{names.get(o, o)}: {counts[o]}" for o in OUTCOMES if o in counts)
         return f"{data['a']} vs {data['b']} ({summary})"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AuditError):  # a damaged twin: the page is still listed
         return page.stem
 
 

@@ -4,6 +4,7 @@ every string in them (folder names above all) is escaped for the page it goes in
 
 from __future__ import annotations
 
+import math
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
@@ -54,6 +55,22 @@ def audited(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFra
     return found, skipped
 
 
+def _systems(reports: Path, model: str) -> set[str]:
+    """The system names of one model's saved similarity results; a representation key that is not 'system|depth'
+    with a finite depth (which the figure splits) is a one-line AuditError."""
+    answers, reps = load_systems(reports, [model])
+    for key in reps:
+        system, _, depth = key.rpartition("|")
+        try:
+            readable = bool(system) and math.isfinite(float(depth))
+        except ValueError:
+            readable = False
+        if not readable:
+            raise AuditError(f"similarity results of {model} hold a representation {key!r} not named 'system|depth': "
+                             f"rerun the similarity chapter of {model}")
+    return set(answers["system"])
+
+
 def similarity_figure(reports: Path, models: list[str], own: str | None = None) -> tuple[str, list[str]]:
     """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
     run: answer-histogram cosine, UNK flip and linear CKA at the deepest depth they share ('' when none has run); and
@@ -62,7 +79,7 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
     ran, skipped, seen = [], [], set()
     for model in (m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()):
         try:
-            names = set(load_systems(reports, [model])[0]["system"])
+            names = _systems(reports, model)
         except AuditError as err:
             if model == own:
                 raise
