@@ -159,8 +159,8 @@ def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, mo
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "decision_tasks's rows came from other params than edited.yaml" in notes[0], notes
     page = (folder / "report.html").read_text()
-    assert "Chapters ran with different params" in page
-    assert "decision_tasks: its rows came from other params: tasks.sizes.judicial_conviction: 6 (params file: 5)" in page
+    assert "Not every chapter's rows came from this params file" in page
+    assert "decision_tasks: tasks.sizes.judicial_conviction: 6 (params file: 5)<br>steering_vectors: this params" in page
 
     recording_chapters(monkeypatch, fail=True)  # a failed rerun leaves rows and their settings as they were
     assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 2
@@ -178,7 +178,7 @@ def test_rows_from_before_provenance_was_kept_say_so(tmp_path, ran) -> None:
     assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
     chapters = json.loads((tmp_path / "ci" / "model_card.json").read_text())["chapters"]
     assert chapters == {"steering_vectors": {"settings": None, "sha256": None, "differs": [
-        "not recorded (rows of an older version): rerun --chapter steering_vectors"]}}
+        "params not recorded (rows of an older version): rerun --chapter steering_vectors"]}}
 
 
 # --- 6 and 7: checksums on cache entries, saved vectors and converted weights ---------------------------------------

@@ -174,7 +174,7 @@ def chapter_provenance(report_dir: Path, params: Params) -> dict[str, dict[str, 
             found[chapter] = {**entry, "differs": differences(entry["settings"], settings(params, chapter))}
         else:
             found[chapter] = {"settings": None, "sha256": None,
-                              "differs": [f"not recorded (rows of an older version): rerun --chapter {chapter}"]}
+                              "differs": [f"params not recorded (rows of an older version): rerun --chapter {chapter}"]}
     return found
 
 

@@ -147,9 +147,10 @@ def chapter_params(chapters: dict[str, dict[str, Any]]) -> str:
     if not differing:
         return escape(f"every chapter's rows came from this params file ({', '.join(chapters)})")
     same = [name for name in chapters if name not in differing]
-    lines = [f"{name}: its rows came from other params: {'; '.join(found)}" for name, found in differing.items()]
+    lines = [f"{name}: {'; '.join(found)}" for name, found in differing.items()]
     lines += [f"{', '.join(same)}: this params file"] if same else []
-    return '<strong>Chapters ran with different params.</strong><br>' + "<br>".join(escape(line) for line in lines)
+    return ("<strong>Not every chapter's rows came from this params file.</strong><br>"
+            + "<br>".join(escape(line) for line in lines))
 
 
 def settings_block(chapters: dict[str, dict[str, Any]]) -> str:
