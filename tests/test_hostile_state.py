@@ -134,6 +134,8 @@ def recording_chapters(monkeypatch, fail: bool = False) -> None:
     def execute_notebook(source, output, parameters, **kwargs):
         name = Path(source).stem.split("_", 1)[1]
         chapter = open_chapter(name, parameters["params_file"], parameters["report_dir"], False)
+        if name != "steering_vectors" and (chapter.vectors_dir / "gender_lang.safetensors").exists():
+            chapter.vector("gender_lang")
         chapter.record("x", 1.0)
         if fail:
             raise PapermillExecutionError(3, 3, "", "RuntimeError", "boom", [])
@@ -157,9 +159,9 @@ def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, mo
     assert chapters["decision_tasks"]["settings"]["tasks"]["sizes"]["judicial_conviction"] == 6
     assert chapters["steering_vectors"]["differs"] == [] and "tasks" not in chapters["steering_vectors"]["settings"]
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "decision_tasks's rows came from other params than edited.yaml" in notes[0], notes
+    assert len(notes) == 1 and "the rows of decision_tasks came from other settings than edited.yaml" in notes[0], notes
     page = (folder / "report.html").read_text()
-    assert "Not every chapter's rows came from this params file" in page
+    assert "Not every chapter's rows came from this params file and the vectors saved now" in page
     assert "decision_tasks: tasks.sizes.judicial_conviction: 6 (params file: 5)<br>steering_vectors: this params" in page
 
     recording_chapters(monkeypatch, fail=True)  # a failed rerun leaves rows and their settings as they were
@@ -173,11 +175,26 @@ def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, mo
     assert "every chapter&#x27;s rows came from this params file" in (folder / "report.html").read_text()
 
 
+def test_a_vector_saved_again_after_a_chapter_read_it_is_named(tmp_path, monkeypatch, capsys) -> None:
+    """Rerunning only the steering chapter saves new vectors; the chapters that read the old ones say so."""
+    reports, folder = tmp_path / "reports", tmp_path / "reports" / "ci"
+    saved_vector(folder / "vectors")
+    recording_chapters(monkeypatch)
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    read = json.loads((folder / "provenance" / "decision_tasks.json").read_text())["vectors"]
+    assert list(read) == ["gender_lang"]
+    flip_last_byte(folder / "vectors" / "gender_lang.safetensors")  # as a rerun of the steering chapter saves anew
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "steering_vectors"]) == 0
+    differs = json.loads((folder / "model_card.json").read_text())["chapters"]["decision_tasks"]["differs"]
+    assert len(differs) == 1 and differs[0].startswith(f"vectors.gender_lang: {read['gender_lang'][:12]} (saved now: ")
+    assert "note: the rows of decision_tasks came from other settings" in capsys.readouterr().err
+
+
 def test_rows_from_before_provenance_was_kept_say_so(tmp_path, ran) -> None:
     write_results(tmp_path / "ci")
     assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
     chapters = json.loads((tmp_path / "ci" / "model_card.json").read_text())["chapters"]
-    assert chapters == {"steering_vectors": {"settings": None, "sha256": None, "differs": [
+    assert chapters == {"steering_vectors": {"settings": None, "sha256": None, "vectors": {}, "differs": [
         "params not recorded (rows of an older version): rerun --chapter steering_vectors"]}}
 
 

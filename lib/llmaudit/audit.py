@@ -113,14 +113,14 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
 
 
 def _say_mixed(report_dir: Path, params_file: Path) -> None:
-    """One note on stderr per chapter whose rows came from other settings than `params_file`'s, as its model card
-    records them (the report's model card shows the same)."""
+    """One note on stderr per chapter whose rows came from other settings than `params_file`'s or other vectors than
+    those saved now, as its model card records them (the report's model card shows the same)."""
     for chapter, entry in read_json(report_dir / CARD).get("chapters", {}).items():
         if entry["settings"] is not None and entry["differs"]:
             name = printable(chapter)
-            print(f"note: {name}'s rows came from other params than {printable(params_file.name)} "
-                  f"({printable('; '.join(entry['differs']))}): rerun it (--chapter {name}) or audit under another name",
-                  file=sys.stderr, flush=True)
+            print(f"note: the rows of {name} came from other settings than {printable(params_file.name)} and the "
+                  f"saved vectors: {printable('; '.join(entry['differs']))}; rerun it (--chapter {name}) or audit under "
+                  "another name", file=sys.stderr, flush=True)
 
 
 def _params(model: str) -> tuple[Params, Path]:

@@ -22,7 +22,7 @@ from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
-from llmaudit.report.provenance import commit_provenance, sections, settings, stage_provenance
+from llmaudit.report.provenance import VECTORS, commit_provenance, note_vector, sections, settings, stage_provenance
 from llmaudit.steering import SteeringVector
 
 RESULTS = "results.csv"
@@ -68,7 +68,7 @@ class Chapter:
     @property
     def vectors_dir(self) -> Path:
         """Folder of saved steering vectors."""
-        return self.report_dir / "vectors"
+        return self.report_dir / VECTORS
 
     def describe(self) -> str:
         """The settings this run uses, as the params file gives them: the model, seed and token budget, then each
@@ -95,11 +95,13 @@ class Chapter:
         write_cases(self.report_dir, self.name, records, staged=True)
 
     def vector(self, name: str) -> SteeringVector:
-        """A vector saved by the steering-vectors chapter of this audit."""
+        """A vector saved by the steering-vectors chapter of this audit; its sha256 joins the chapter's provenance."""
         path = self.vectors_dir / f"{name}.safetensors"
         if not path.exists():
             raise AuditError(f"no saved vector '{name}' in {self.vectors_dir}: run the steering_vectors chapter first")
-        return SteeringVector.load(path)
+        vector = SteeringVector.load(path)
+        note_vector(self.report_dir, self.name, name)
+        return vector
 
 
 def report_folder(report_dir: str | Path) -> Path:

@@ -108,6 +108,7 @@ class _Chapter(_Part):
 
     settings: dict[str, Any] | None
     sha256: str | None
+    vectors: dict[str, str | None] = {}
     differs: list[str]
 
 
@@ -164,16 +165,17 @@ def _damaged(path: Path, problem: str) -> DataError:
 
 def chapter_provenance(report_dir: Path, params: Params) -> dict[str, dict[str, Any]]:
     """Per chapter with rows in the results file or saved settings: the settings its rows came from, their digest,
-    and where they differ from `params` (the latest run's); rows from before settings were saved say so."""
+    the vectors it read, and where they differ from `params` (the latest run's) or from the vectors saved since;
+    rows from before settings were saved say so."""
     recorded = read_provenance(report_dir)
     with_rows = Results(Path(report_dir) / "results.csv").table()["chapter"]
     found = {}
     for chapter in dict.fromkeys([*with_rows, *recorded]):
         if chapter in recorded:
             entry = recorded[chapter]
-            found[chapter] = {**entry, "differs": differences(entry["settings"], settings(params, chapter))}
+            found[chapter] = {**entry, "differs": differences(entry, settings(params, chapter), report_dir)}
         else:
-            found[chapter] = {"settings": None, "sha256": None,
+            found[chapter] = {"settings": None, "sha256": None, "vectors": {},
                               "differs": [f"params not recorded (rows of an older version): rerun --chapter {chapter}"]}
     return found
 

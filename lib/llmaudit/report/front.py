@@ -139,8 +139,8 @@ def compute_summary(ledgers: dict[str, dict[str, int]]) -> str:
 
 
 def chapter_params(chapters: dict[str, dict[str, Any]]) -> str:
-    """Per chapter, whether its rows came from the params file shown, else each setting in which they differ (the
-    model card's `chapters`, `report.card.chapter_provenance`); empty for cards written before it was kept."""
+    """Per chapter, whether its rows came from the params file shown (and the vectors saved now), else each setting
+    in which they differ (the model card's `chapters`, `report.card.chapter_provenance`); empty for older cards."""
     if not chapters:
         return ""
     differing = {name: entry["differs"] for name, entry in chapters.items() if entry["differs"]}
@@ -149,7 +149,7 @@ def chapter_params(chapters: dict[str, dict[str, Any]]) -> str:
     same = [name for name in chapters if name not in differing]
     lines = [f"{name}: {'; '.join(found)}" for name, found in differing.items()]
     lines += [f"{', '.join(same)}: this params file"] if same else []
-    return ("<strong>Not every chapter's rows came from this params file.</strong><br>"
+    return ("<strong>Not every chapter's rows came from this params file and the vectors saved now.</strong><br>"
             + "<br>".join(escape(line) for line in lines))
 
 

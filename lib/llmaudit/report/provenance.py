@@ -1,8 +1,8 @@
 """Per-chapter provenance: the settings each chapter's rows of results.csv came from (the model, seed and token
-budget, and every params section the chapter reads), saved as provenance/<chapter>.json beside its rows. A run
-stages it with its rows and commits it with them, so that the model card can say, per chapter, which params its
-numbers came from and where they differ from the params file of the latest run: a report never mixes provenance
-silently."""
+budget, and every params section the chapter reads) and the saved steering vectors it read (by sha256), saved as
+provenance/<chapter>.json beside its rows. A run stages it with its rows and commits it with them, so that the model
+card can say, per chapter, which params its numbers came from and where they differ from the params file of the
+latest run or from the vectors saved since: a report never mixes provenance silently."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # config sits above the report in the layering; a run's param
     from llmaudit.config import Params
 
 FOLDER = "provenance"
+VECTORS = "vectors"  # reports/<model>/vectors/<name>.safetensors: the steering chapter's saved vectors
 RUN = ("model", "seed", "batch_tokens")  # the run settings every chapter's numbers depend on
 _FIX = "delete it and rerun its chapter (its forward passes are cached)"
 
@@ -53,6 +54,23 @@ def stage_provenance(report_dir: Path, chapter: str, values: dict[str, Any]) -> 
     return write_atomic(provenance_path(report_dir, chapter, pending=True), json.dumps(document, indent=2) + "\n")
 
 
+def note_vector(report_dir: Path, chapter: str, name: str) -> None:
+    """Add a saved vector the running chapter read, by its file's sha256, to its staged settings (none staged: a
+    chapter object made outside a run, nothing to note)."""
+    pending = provenance_path(report_dir, chapter, pending=True)
+    if not pending.exists():
+        return
+    document = json.loads(read_text(pending, _FIX))
+    document.setdefault("vectors", {})[name] = vector_sha256(report_dir, name)
+    write_atomic(pending, json.dumps(document, indent=2) + "\n")
+
+
+def vector_sha256(report_dir: Path, name: str) -> str | None:
+    """sha256 of a saved vector's file, None where there is none."""
+    path = Path(report_dir) / VECTORS / f"{name}.safetensors"
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def commit_provenance(report_dir: Path, chapter: str) -> None:
     """After a chapter's run has succeeded (its rows just committed), its staged settings replace its previous
     ones; a run that staged none leaves them as they are."""
@@ -62,8 +80,9 @@ def commit_provenance(report_dir: Path, chapter: str) -> None:
 
 
 def read_provenance(report_dir: Path) -> dict[str, dict[str, Any]]:
-    """The committed settings per chapter (file name order), each {"settings", "sha256"}; a damaged file, or one
-    whose digest does not match its settings, is a one-line DataError."""
+    """The committed settings per chapter (file name order), each {"settings", "sha256", "vectors"}; a damaged file
+    (one whose digest does not match its settings, or whose vectors are not name -> sha256) is a one-line
+    DataError."""
     folder = Path(report_dir) / FOLDER
     found = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -74,7 +93,10 @@ def read_provenance(report_dir: Path) -> dict[str, dict[str, Any]]:
         if not (isinstance(document, dict) and isinstance(document.get("settings"), dict)
                 and document.get("sha256") == digest(document["settings"])):
             raise DataError(f"{path} is damaged (its settings do not match their sha256): {_FIX}")
-        found[path.stem] = {"settings": document["settings"], "sha256": document["sha256"]}
+        vectors = document.get("vectors", {})
+        if not (isinstance(vectors, dict) and all(isinstance(v, (str, type(None))) for v in vectors.values())):
+            raise DataError(f"{path} is damaged (its vectors are not names with a sha256): {_FIX}")
+        found[path.stem] = {"settings": document["settings"], "sha256": document["sha256"], "vectors": vectors}
     return found
 
 
@@ -88,10 +110,16 @@ def _flat(values: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Each setting whose recorded value (a chapter's rows) differs from the current one (the latest params file),
-    as 'key: value (params file: other value)'."""
-    old, new = _flat(recorded), _flat(current)
+def differences(recorded: dict[str, Any], current: dict[str, Any], report_dir: Path) -> list[str]:
+    """Each setting whose value in a chapter's provenance (`recorded`, from `read_provenance`) differs from the
+    current one (the latest params file's, `current`), as 'key: value (params file: other value)'; then each vector
+    it read that has been saved again since, as 'vectors.name: sha256 (saved now: sha256)'."""
+    old, new = _flat(recorded["settings"]), _flat(current)
     missing = object()
-    return [f"{key}: {json.dumps(old.get(key))} (params file: {json.dumps(new.get(key))})"
-            for key in sorted(old.keys() | new.keys()) if old.get(key, missing) != new.get(key, missing)]
+    found = [f"{key}: {json.dumps(old.get(key))} (params file: {json.dumps(new.get(key))})"
+             for key in sorted(old.keys() | new.keys()) if old.get(key, missing) != new.get(key, missing)]
+    for name, sha in recorded["vectors"].items():
+        now = vector_sha256(report_dir, name)
+        if now != sha:
+            found.append(f"vectors.{name}: {(sha or 'none')[:12]} (saved now: {(now or 'none')[:12]})")
+    return found
