@@ -13,8 +13,10 @@ import pytest
 from llmaudit.cli import main
 from llmaudit.errors import AuditError
 from llmaudit.report import Results
-from llmaudit.report.comparison import compare_cases, compare_models, paired_bootstrap, write_comparison
+from llmaudit.report.comparison import N_BOOT, SEED, compare_cases, compare_models
+from llmaudit.report.comparison_files import write_comparison
 from llmaudit.report.evidence import read_cases, write_cases
+from llmaudit.stats import paired_bootstrap
 
 TEST = "credit.blackbox_explicit"
 
@@ -105,12 +107,12 @@ def test_tests_on_one_side_are_not_comparable() -> None:
 
 def test_paired_bootstrap_is_seeded() -> None:
     a, b = np.linspace(0, 1, 30), np.linspace(1, 0, 30) ** 2
-    assert paired_bootstrap(a, b) == paired_bootstrap(a, b)
+    assert paired_bootstrap(a, b, N_BOOT, SEED) == paired_bootstrap(a, b, N_BOOT, SEED)
     d, score_a, score_b = paired_bootstrap(a, b, n_boot=2000, seed=0)
     assert d.value == pytest.approx(abs(a.mean()) - abs(b.mean())) and d.lo <= d.value <= d.hi
     assert score_a.value == pytest.approx(a.mean()) and score_b.value == pytest.approx(b.mean())
     with pytest.raises(AuditError, match="at least 2 shared units"):
-        paired_bootstrap(a[:1], b[:1])
+        paired_bootstrap(a[:1], b[:1], N_BOOT, SEED)
 
 
 def test_compare_errors_say_what_to_run(tmp_path) -> None:

@@ -16,7 +16,7 @@ from llmaudit.errors import AuditError
 from llmaudit.plots.similarity import matrix
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
-from llmaudit.report.comparison import comparison_pages, page_label
+from llmaudit.report.comparison_files import comparison_pages, page_label
 from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
