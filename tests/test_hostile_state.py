@@ -414,6 +414,8 @@ CORRUPT = {
     "notebook_not_json": ("02_decision_tasks.ipynb", b"\x00\x01\x02"),
     "similarity_answers": ("similarity/answers.csv", b"\xff\xfe\x00\x81garbage"),
     "similarity_columns": ("similarity/answers.csv", b"a,b\n1,2\n"),
+    "provenance_edited": ("provenance/decision_tasks.json", b'{"settings": {"seed": 1}, "sha256": "ab"}'),
+    "provenance_of_no_chapter": ("provenance/evil.json", b"{}"),
 }
 
 
@@ -427,6 +429,7 @@ def test_corrupt_report_file(tmp_path, ran, capsys, case) -> None:
     elif name != "results.csv":
         audit.run_audit("ci", tmp_path, ["steering_vectors"])  # a card and a model description to damage
         (folder / "model.json").write_text('{"source": "x"}')
+    (folder / name).parent.mkdir(exist_ok=True)
     (folder / name).write_bytes(content)
     argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
     one_line_exit_2(capsys, argv, str(folder / name))

@@ -132,8 +132,6 @@ class _Card(_Part):
         return value
 
 
-
-
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file of the report folder (the model card, the model's description), or {} where it does not
     exist yet; one that is not a regular file, not JSON, or whose fields have the wrong type or an impossible value

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
 from llmaudit.reading import read_text
+from llmaudit.registry import KEYS
 from llmaudit.registry import chapter as chapter_spec
 
 if TYPE_CHECKING:  # config sits above the report in the layering; a run's params are passed in
@@ -81,11 +82,13 @@ def commit_provenance(report_dir: Path, chapter: str) -> None:
 
 def read_provenance(report_dir: Path) -> dict[str, dict[str, Any]]:
     """The committed settings per chapter (file name order), each {"settings", "sha256", "vectors"}; a damaged file
-    (one whose digest does not match its settings, or whose vectors are not name -> sha256) is a one-line
-    DataError."""
+    (one whose digest does not match its settings, or whose vectors are not name -> sha256) or one named after no
+    chapter is a one-line DataError."""
     folder = Path(report_dir) / FOLDER
     found = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.stem not in KEYS:
+            raise DataError(f"{path} names no chapter of this version: delete it")
         try:
             document = json.loads(read_text(path, _FIX))
         except ValueError as err:
