@@ -179,7 +179,5 @@ def _readable(path: Path, chapter: str) -> Path:
         nbformat.validate(nbformat.reads(read_text(path, fix), as_version=4))
     except (OSError, ValueError, AttributeError, TypeError, nbformat.ValidationError) as err:
         # nbformat reports a damaged file with any of these, depending on where the damage lies
-        raise AuditError(
-            f"executed notebook {path} is damaged ({type(err).__name__}): {fix}"
-        ) from None
+        raise AuditError(f"executed notebook {path} is damaged ({type(err).__name__}): {fix}") from None
     return path

@@ -140,9 +140,7 @@ def compute_summary(ledgers: dict[str, dict[str, int]]) -> str:
 
 def chapter_params(chapters: dict[str, dict[str, Any]]) -> str:
     """Per chapter, whether its rows came from the params file shown (and the vectors saved now), else each setting
-    in which they differ (the model card's `chapters`, `report.card.chapter_provenance`); empty for older cards."""
-    if not chapters:
-        return ""
+    in which they differ (the model card's `chapters`, `report.card.chapter_provenance`)."""
     differing = {name: entry["differs"] for name, entry in chapters.items() if entry["differs"]}
     if not differing:
         return escape(f"every chapter's rows came from this params file ({', '.join(chapters)})")
