@@ -768,3 +768,14 @@ def test_a_sibling_with_bad_gates_or_representation_keys_is_left_out_of_the_inde
     page = left_out(reports, "own")
     assert "Left out: gates: " in page and "params.gates.vector_corr" in page
     assert "Left out: keys: " in page and "not named &#x27;system|depth&#x27;" in page
+
+
+def test_an_oversized_report_file_is_refused_before_it_is_read(tmp_path) -> None:
+    from llmaudit.errors import DataError
+    from llmaudit.reading import read_text
+
+    path = tmp_path / "results.csv"
+    path.write_text("x" * 17)
+    assert read_text(path, "fix it", limit=17) == "x" * 17
+    with pytest.raises(DataError, match=r"results.csv holds 17 bytes, more than a report file may \(16\): fix it"):
+        read_text(path, "fix it", limit=16)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from llmaudit.errors import DataError
 
-LIMIT = 256 * 2**20  # bytes: far above any report file the audit writes (case files of a full audit: tens of MB)
+LIMIT = 2 * 2**30  # bytes: far above any report file the audit writes, below what would exhaust memory
 
 
 def read_text(path: Path, fix: str, limit: int = LIMIT) -> str:
@@ -27,13 +27,13 @@ def read_text(path: Path, fix: str, limit: int = LIMIT) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise DataError(f"{path} is not a regular file: {fix}")
         if info.st_size > limit:
-            raise DataError(f"{path} is larger than {limit // 2**20} MiB ({info.st_size} bytes): {fix}")
+            raise DataError(f"{path} holds {info.st_size} bytes, more than a report file may ({limit}): {fix}")
         try:
             data = handle.read(limit + 1)
         except OSError as err:
             raise DataError(f"{path} is unreadable ({err.strerror or err}): {fix}") from None
     if len(data) > limit:
-        raise DataError(f"{path} is larger than {limit // 2**20} MiB: {fix}")
+        raise DataError(f"{path} holds more bytes than a report file may ({limit}): {fix}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
