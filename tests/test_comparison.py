@@ -13,8 +13,10 @@ import pytest
 from llmaudit.cli import main
 from llmaudit.errors import AuditError
 from llmaudit.report import Results
-from llmaudit.report.comparison import compare_cases, compare_models, paired_bootstrap, write_comparison
+from llmaudit.report.comparison import N_BOOT, SEED, compare_cases, compare_models
+from llmaudit.report.comparison_files import write_comparison
 from llmaudit.report.evidence import read_cases, write_cases
+from llmaudit.stats import paired_bootstrap
 
 TEST = "credit.blackbox_explicit"
 
@@ -105,12 +107,12 @@ def test_tests_on_one_side_are_not_comparable() -> None:
 
 def test_paired_bootstrap_is_seeded() -> None:
     a, b = np.linspace(0, 1, 30), np.linspace(1, 0, 30) ** 2
-    assert paired_bootstrap(a, b) == paired_bootstrap(a, b)
+    assert paired_bootstrap(a, b, N_BOOT, SEED) == paired_bootstrap(a, b, N_BOOT, SEED)
     d, score_a, score_b = paired_bootstrap(a, b, n_boot=2000, seed=0)
     assert d.value == pytest.approx(abs(a.mean()) - abs(b.mean())) and d.lo <= d.value <= d.hi
     assert score_a.value == pytest.approx(a.mean()) and score_b.value == pytest.approx(b.mean())
     with pytest.raises(AuditError, match="at least 2 shared units"):
-        paired_bootstrap(a[:1], b[:1])
+        paired_bootstrap(a[:1], b[:1], N_BOOT, SEED)
 
 
 def test_compare_errors_say_what_to_run(tmp_path) -> None:
@@ -149,21 +151,21 @@ def test_compare_command_end_to_end(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "A = model-a, B = model-b, epsilon = 0.05 (model cards)" in out
     assert "A more biased (model-a)" in out and "not comparable: credit.<b>whitebox</b>_slope (only in model-b)" in out
-    data = json.loads((tmp_path / "compare" / "model-a_vs_model-b.json").read_text(encoding="utf-8"))
+    data = json.loads((tmp_path / "compare" / "model-a+vs+model-b.json").read_text(encoding="utf-8"))
     assert data["a"] == "model-a" and data["epsilon"] == 0.05 and data["interval"]["n_boot"] == 2000
     assert [t["outcome"] for t in data["tests"]] == ["A more biased"] and data["tests"][0]["n_shared"] == 200
     assert data["not_comparable"] == [{"test": "credit.<b>whitebox</b>_slope", "reason": "only in model-b"}]
 
-    page = (tmp_path / "compare" / "model-a_vs_model-b.html").read_text(encoding="utf-8")
+    page = (tmp_path / "compare" / "model-a+vs+model-b.html").read_text(encoding="utf-8")
     assert "<b>whitebox</b>" not in page and "credit.&lt;b&gt;whitebox&lt;/b&gt;_slope" in page
     assert "<script" not in page and "src=" not in page and "<link" not in page and "http" not in page
     assert 'href="../model-a/report.html"' in page and "A more biased" in page
 
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
-    assert 'href="compare/model-a_vs_model-b.html"' in index and "model-a vs model-b (model-a more biased: 1)" in index
+    assert 'href="compare/model-a%2Bvs%2Bmodel-b.html"' in index and "model-a vs model-b (model-a more biased: 1)" in index
 
     assert main(["compare", "model-b", "model-a", "--reports", str(tmp_path), "--epsilon", "0.5"]) == 0
-    swapped = json.loads((tmp_path / "compare" / "model-b_vs_model-a.json").read_text(encoding="utf-8"))
+    swapped = json.loads((tmp_path / "compare" / "model-b+vs+model-a.json").read_text(encoding="utf-8"))
     assert swapped["tests"][0]["outcome"] == "tied" and swapped["epsilon_source"] == "--epsilon"
     assert swapped["tests"][0]["d"] == -data["tests"][0]["d"]
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
@@ -180,7 +182,7 @@ def test_comparison_written_from_read_cases(tmp_path) -> None:
     audited(tmp_path, "y", case_records(per_unit(0.0, 30, 2)))
     result = compare_cases(read_cases(tmp_path / "x"), read_cases(tmp_path / "y"), 0.05, "x", "y")
     json_path, html_path = write_comparison(tmp_path, result, generated="2025-01-01 00:00 UTC")
-    assert json_path.name == "x_vs_y.json" and html_path.name == "x_vs_y.html"
+    assert json_path.name == "x+vs+y.json" and html_path.name == "x+vs+y.html"
     assert html_path.read_text(encoding="utf-8") == write_comparison(tmp_path, result, "2025-01-01 00:00 UTC")[1] \
         .read_text(encoding="utf-8")
     assert not [p for p in (tmp_path / "compare").iterdir() if p.name.startswith(".")]

@@ -94,7 +94,7 @@ def test_case_files_are_validated(tmp_path) -> None:
         read_cases(tmp_path)
     row = {name: None for name in FIELDS} | {"test": "t", "unit": "1", "value": "0.5"}
     path.write_text(json.dumps(row) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match="field value holds a value that is neither a number nor null"):
+    with pytest.raises(DataError, match="line 1 field value holds a value that is neither a finite number nor null"):
         read_cases(tmp_path)
 
 

@@ -124,6 +124,80 @@ def test_failed_chapter_keeps_its_previous_rows_and_a_successful_one_replaces_th
     assert not [p for p in tmp_path.iterdir() if "pending" in p.name or p.suffix == ".tmp"]
 
 
+# --- 5b: each chapter's rows keep the params they came from -------------------------------------------------------
+
+
+def recording_chapters(monkeypatch, fail: bool = False) -> None:
+    """papermill replaced by a chapter that opens the chapter its notebook names, records one row and then succeeds
+    (or fails)."""
+
+    def execute_notebook(source, output, parameters, **kwargs):
+        name = Path(source).stem.split("_", 1)[1]
+        chapter = open_chapter(name, parameters["params_file"], parameters["report_dir"], False)
+        if name != "steering_vectors" and (chapter.vectors_dir / "gender_lang.safetensors").exists():
+            chapter.vector("gender_lang")
+        chapter.record("x", 1.0)
+        if fail:
+            raise PapermillExecutionError(3, 3, "", "RuntimeError", "boom", [])
+        nbformat.write(nbformat.v4.new_notebook(), output)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    monkeypatch.setattr(card, "_git_commit", lambda: None)
+
+
+def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, monkeypatch, capsys) -> None:
+    """The old card held the last run's params text alone: after `judicial_conviction: 6 -> 5` and a rerun of
+    another chapter it said 5 beside decision_tasks' rows computed with 6, and nothing told them apart."""
+    params = tmp_path / "edited.yaml"
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text().replace("judicial_conviction: 6", "judicial_conviction: 5"))
+    reports, folder = tmp_path / "reports", tmp_path / "reports" / "ci"
+    recording_chapters(monkeypatch)
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "steering_vectors"]) == 0
+    chapters = json.loads((folder / "model_card.json").read_text())["chapters"]
+    assert chapters["decision_tasks"]["differs"] == ["tasks.sizes.judicial_conviction: 6 (params file: 5)"]
+    assert chapters["decision_tasks"]["settings"]["tasks"]["sizes"]["judicial_conviction"] == 6
+    assert chapters["steering_vectors"]["differs"] == [] and "tasks" not in chapters["steering_vectors"]["settings"]
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "the rows of decision_tasks came from other settings than edited.yaml" in notes[0], notes
+    page = (folder / "report.html").read_text()
+    assert "Not every chapter's rows came from this params file and the vectors saved now" in page
+    assert "decision_tasks: tasks.sizes.judicial_conviction: 6 (params file: 5)<br>steering_vectors: this params" in page
+
+    recording_chapters(monkeypatch, fail=True)  # a failed rerun leaves rows and their settings as they were
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 2
+    assert json.loads((folder / "provenance" / "decision_tasks.json").read_text())["settings"]["tasks"]["sizes"][
+        "judicial_conviction"] == 6
+    recording_chapters(monkeypatch)  # a successful one replaces both
+    assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    chapters = json.loads((folder / "model_card.json").read_text())["chapters"]
+    assert [entry["differs"] for entry in chapters.values()] == [[], []]
+    assert "every chapter&#x27;s rows came from this params file" in (folder / "report.html").read_text()
+
+
+def test_a_vector_saved_again_after_a_chapter_read_it_is_named(tmp_path, monkeypatch, capsys) -> None:
+    """Rerunning only the steering chapter saves new vectors; the chapters that read the old ones say so."""
+    reports, folder = tmp_path / "reports", tmp_path / "reports" / "ci"
+    saved_vector(folder / "vectors")
+    recording_chapters(monkeypatch)
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "decision_tasks"]) == 0
+    read = json.loads((folder / "provenance" / "decision_tasks.json").read_text())["vectors"]
+    assert list(read) == ["gender_lang"]
+    flip_last_byte(folder / "vectors" / "gender_lang.safetensors")  # as a rerun of the steering chapter saves anew
+    assert main(["audit", "ci", "--reports", str(reports), "--chapter", "steering_vectors"]) == 0
+    differs = json.loads((folder / "model_card.json").read_text())["chapters"]["decision_tasks"]["differs"]
+    assert len(differs) == 1 and differs[0].startswith(f"vectors.gender_lang: {read['gender_lang'][:12]} (saved now: ")
+    assert "note: the rows of decision_tasks came from other settings" in capsys.readouterr().err
+
+
+def test_rows_from_before_provenance_was_kept_say_so(tmp_path, ran) -> None:
+    write_results(tmp_path / "ci")
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    chapters = json.loads((tmp_path / "ci" / "model_card.json").read_text())["chapters"]
+    assert chapters == {"steering_vectors": {"settings": None, "sha256": None, "vectors": {}, "differs": [
+        "params not recorded (rows of an older version): rerun --chapter steering_vectors"]}}
+
+
 # --- 6 and 7: checksums on cache entries, saved vectors and converted weights ---------------------------------------
 
 
@@ -340,6 +414,8 @@ CORRUPT = {
     "notebook_not_json": ("02_decision_tasks.ipynb", b"\x00\x01\x02"),
     "similarity_answers": ("similarity/answers.csv", b"\xff\xfe\x00\x81garbage"),
     "similarity_columns": ("similarity/answers.csv", b"a,b\n1,2\n"),
+    "provenance_edited": ("provenance/decision_tasks.json", b'{"settings": {"seed": 1}, "sha256": "ab"}'),
+    "provenance_of_no_chapter": ("provenance/evil.json", b"{}"),
 }
 
 
@@ -353,6 +429,7 @@ def test_corrupt_report_file(tmp_path, ran, capsys, case) -> None:
     elif name != "results.csv":
         audit.run_audit("ci", tmp_path, ["steering_vectors"])  # a card and a model description to damage
         (folder / "model.json").write_text('{"source": "x"}')
+    (folder / name).parent.mkdir(exist_ok=True)
     (folder / name).write_bytes(content)
     argv = ["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]
     one_line_exit_2(capsys, argv, str(folder / name))
@@ -443,6 +520,19 @@ def test_compare_table_escapes_case_file_strings(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert not any(_unsafe(char) for char in out.replace("\n", "")) and "x1b[2J" in out
     assert len([line for line in out.splitlines() if "blackbox_explicit" in line]) == 1
+
+
+def test_comparisons_of_different_pairs_write_different_files(tmp_path, capsys) -> None:
+    """The old `compare x_vs_y z` and `compare x y_vs_z` both wrote compare/x_vs_y_vs_z.json: the second replaced
+    the first."""
+    from test_comparison import audited, case_records, per_unit
+
+    for number, name in enumerate(("x_vs_y", "z", "x", "y_vs_z"), 1):
+        audited(tmp_path, name, case_records(per_unit(0.1 * number, 30, number)))
+    assert main(["compare", "x_vs_y", "z", "--reports", str(tmp_path)]) == 0
+    assert main(["compare", "x", "y_vs_z", "--reports", str(tmp_path)]) == 0
+    pairs = {(data["a"], data["b"]) for data in (json.loads(p.read_text()) for p in (tmp_path / "compare").glob("*.json"))}
+    assert pairs == {("x_vs_y", "z"), ("x", "y_vs_z")}
 
 
 def test_verdict_junit_stays_well_formed_under_a_hostile_folder_name(tmp_path, capsys) -> None:
@@ -543,3 +633,149 @@ def test_card_epsilon_must_be_a_positive_number(tmp_path, capsys, epsilon) -> No
 def test_non_finite_bounds_are_not_recorded(tmp_path) -> None:
     with pytest.raises(ValueError, match="finite"):
         Results(tmp_path / "results.csv").record("decision_tasks", "x", 0.1, float("nan"), 0.2)
+
+
+# --- 15: every file of a report folder is read through its checked reader -------------------------------------------
+
+
+@pytest.fixture
+def no_hang():
+    """Fail a test whose reader blocks (on a FIFO) instead of hanging the run: the alarm interrupts the open."""
+    import signal
+
+    class Hung(BaseException):  # no reader's except clause may take it for a damaged file (TimeoutError is an OSError)
+        pass
+
+    def hung(signum, frame):
+        signal.alarm(20)  # and again for the next blocking open
+        raise Hung("the reader blocked on a file")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("epsilon", [-1, 0])
+def test_compare_reads_the_card_epsilon_as_the_verdicts_do(tmp_path, capsys, epsilon) -> None:
+    """The old `compare` read the card's epsilon itself and took 0, which no interval can lie within."""
+    from test_comparison import audited, case_records, per_unit
+
+    for number, name in enumerate(("a", "b"), 1):
+        folder = audited(tmp_path, name, case_records(per_unit(0.0, 30, number)))
+        (folder / "model_card.json").write_text(json.dumps({"params": {"epsilon": epsilon}}))
+    one_line_exit_2(capsys, ["compare", "a", "b", "--reports", str(tmp_path)],
+                    str(tmp_path / "a" / "model_card.json"), "params.epsilon")
+
+
+WRONG_CARDS = {  # each gave the old verdict a KeyError, TypeError or pydantic ValidationError traceback (exit 1 or 4)
+    "params_a_list": ({"params": []}, "params"),
+    "no_epsilon": ({"params": {"seed": 0}}, "params.epsilon"),
+    "gate_text": ({"params": {"epsilon": 0.02, "gates": {"vector_corr": "high"}}}, "params.gates.vector_corr"),
+    "gates_a_list": ({"params": {"epsilon": 0.02, "gates": [0.2]}}, "params.gates"),
+    "unknown_gate": ({"params": {"epsilon": 0.02, "gates": {"vector_cor": 0.2}}}, "params.gates.vector_cor"),
+    "gate_out_of_range": ({"params": {"epsilon": 0.02, "gates": {"vector_corr": 5}}}, "params.gates"),
+    "wall_text": ({"params": {"epsilon": 0.02}, "wall_seconds": {"decision_tasks": "1 min"}}, "wall_seconds"),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_CARDS)
+def test_card_fields_of_the_wrong_type_are_one_line(tmp_path, capsys, case) -> None:
+    from test_verdict_gate import report
+
+    content, where = WRONG_CARDS[case]
+    folder = report(tmp_path, (0.0, -0.01, 0.01))
+    (folder / "model_card.json").write_text(json.dumps(content))
+    one_line_exit_2(capsys, ["verdict", str(folder)], str(folder / "model_card.json"), f"({where}")
+
+
+def sibling(reports: Path, name: str) -> Path:
+    """A report folder reports/<name> that the verdicts and the index read (test_verdict_gate's passing one)."""
+    from test_verdict_gate import report
+
+    reports.mkdir(exist_ok=True)
+    return report(reports / f".{name}", (0.0, -0.01, 0.01)).rename(reports / name)
+
+
+def left_out(reports: Path, own: str) -> str:
+    """The index built for `own` (which must still be in it): its HTML page."""
+    from llmaudit.report.index import build_index
+
+    build_index(reports, own=own)
+    page = (reports / "index.html").read_text()
+    assert f'<a href="{own}/report.html">{own}</a>' in page
+    return page
+
+
+def test_a_fifo_in_a_sibling_folder_is_left_out_without_blocking(tmp_path, no_hang) -> None:
+    """The old index opened a FIFO as a sibling's model_card.json or results.csv and waited for a writer."""
+    reports = tmp_path / "reports"
+    sibling(reports, "own")
+    for name in ("model_card.json", "results.csv"):
+        path = sibling(reports, name.split(".")[0]) / name
+        path.unlink()
+        os.mkfifo(path)
+    page = left_out(reports, "own")
+    assert "Left out: model_card: " in page and "Left out: results: " in page
+    assert page.count("is not a regular file") == 2
+
+
+DAMAGED_CASES = {  # the old reader took both: a list as a group, and 1e400 (read as inf) as a unit's value
+    "group_a_list": ('"group": "female"', '"group": ["female", "male"]', "field group holds a value that is not text"),
+    "value_1e400": ('"value": 0.', '"value": 1e400, "x": 0.', "field value holds a value that is neither a finite"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_CASES)
+def test_damaged_case_records_are_one_line(tmp_path, capsys, case) -> None:
+    from test_comparison import audited, case_records, per_unit
+
+    old, new, problem = DAMAGED_CASES[case]
+    for number, name in enumerate(("a", "b"), 1):
+        audited(tmp_path, name, case_records(per_unit(0.0, 30, number)))
+    path = tmp_path / "a" / "cases" / "decision_tasks.jsonl"
+    lines = path.read_text().splitlines()
+    assert old in lines[0]
+    path.write_text("\n".join([lines[0].replace(old, new, 1), *lines[1:]]) + "\n")
+    one_line_exit_2(capsys, ["compare", "a", "b", "--reports", str(tmp_path)], str(path), "line 1", problem)
+
+
+@pytest.mark.parametrize("ledger", ['{"blocks": Infinity, "actual": 1, "minimum": 1}',
+                                    '{"blocks": 2, "actual": 1e400, "minimum": 1}',
+                                    '{"blocks": 2, "actual": 1, "minimum": 1, "calls": {"x": {"actual": 1, '
+                                    '"minimum": 1, "seconds": Infinity}}}'])
+def test_a_damaged_ledger_is_left_out_of_the_card(tmp_path, ran, ledger) -> None:
+    """The old card writer stopped the audit with an OverflowError traceback on an inf count; the ledger reports on
+    cost and never decides a result, so a damaged one is left out."""
+    from llmaudit.ledger import read_calls
+
+    (tmp_path / "ci" / "ledger").mkdir(parents=True)
+    (tmp_path / "ci" / "ledger" / "decision_tasks.json").write_text(ledger)
+    assert main(["audit", "ci", "--reports", str(tmp_path), "--chapter", "steering_vectors"]) == 0
+    assert json.loads((tmp_path / "ci" / "model_card.json").read_text())["compute"] == {}
+    assert read_calls(tmp_path / "ci") == {}
+
+
+def test_a_sibling_with_bad_gates_or_representation_keys_is_left_out_of_the_index(tmp_path) -> None:
+    """The old index step crashed for every model on a sibling's card gate of the wrong type (ValidationError) or a
+    representation key without '|' (IndexError)."""
+    reports = tmp_path / "reports"
+    sibling(reports, "own")
+    gates = sibling(reports, "gates") / "model_card.json"
+    gates.write_text(json.dumps({"params": {"epsilon": 0.02, "gates": {"vector_corr": "x"}}}))
+    save_systems(sibling(reports, "keys"), answers("keys", [0, 2], [0, 4]), {"keys": torch.ones(2, 3)})
+    page = left_out(reports, "own")
+    assert "Left out: gates: " in page and "params.gates.vector_corr" in page
+    assert "Left out: keys: " in page and "not named &#x27;system|depth&#x27;" in page
+
+
+def test_an_oversized_report_file_is_refused_before_it_is_read(tmp_path) -> None:
+    from llmaudit.errors import DataError
+    from llmaudit.reading import read_text
+
+    path = tmp_path / "results.csv"
+    path.write_text("x" * 17)
+    assert read_text(path, "fix it", limit=17) == "x" * 17
+    with pytest.raises(DataError, match=r"results.csv holds 17 bytes, more than a report file may \(16\): fix it"):
+        read_text(path, "fix it", limit=16)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "llmaudit"
 # Bottom to top. Parts on one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
-    ("atomic", "terminal"),  # file writes and terminal text, which the bottom layer's ledger and cache use
+    ("atomic", "reading", "terminal"),  # file writes and reads, terminal text, which the ledger and cache use
     ("paths", "sections", "stats", "cache", "records", "ledger"),
     ("spec",),
     ("data",),

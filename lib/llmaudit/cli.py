@@ -60,11 +60,12 @@ def main(argv: list[str] | None = None) -> int:
             return gate.exit_status(table)
         elif args.command == "compare":
             from llmaudit.report import comparison
+            from llmaudit.report.comparison_files import write_comparison
             from llmaudit.report.index import build_index
 
             reports = args.reports if args.reports is not None else comparison.DEFAULT_REPORTS
             result = comparison.compare_models(reports, args.a, args.b, args.epsilon)
-            paths = comparison.write_comparison(reports, result)
+            paths = write_comparison(reports, result)
             index = build_index(reports)
             print(comparison.text(result))
             print("\n".join(f"wrote {printable(path)}" for path in (*paths, index)))

@@ -13,13 +13,17 @@ the call's wall seconds, which give its rate (token-blocks per second: how near 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llmaudit.atomic import write_atomic
+from llmaudit.errors import DataError
+from llmaudit.reading import read_text
 
 FOLDER = "ledger"
 
@@ -136,30 +140,48 @@ def ledger_path(report_dir: Path, chapter: str) -> Path:
     return Path(report_dir) / FOLDER / f"{chapter}.json"
 
 
-def read_ledgers(report_dir: Path) -> dict[str, dict[str, int]]:
-    """The saved totals per chapter (file name order); an unreadable file is left out, since the ledger reports on
-    cost and never decides a result."""
+def _count(value: Any) -> int:
+    """A token-block count as saved: a non-negative integer, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
+
+
+def _seconds(value: Any) -> float:
+    """A call's wall seconds as saved: a finite non-negative number, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"not a duration: {value!r}")
+    return float(value)
+
+
+def _read(path: Path) -> tuple[dict[str, int], dict[str, dict[str, float]]] | None:
+    """One saved ledger, checked (counts non-negative integers, seconds finite): its totals and its counts per call
+    label (seconds 0 in a ledger saved before they were kept; no labels in one saved before those were kept); None
+    where it is unreadable or damaged, since the ledger reports on cost and never decides a result."""
+    try:
+        saved = json.loads(read_text(path, "delete it"))
+        totals = {key: _count(saved[key]) for key in ("blocks", "actual", "minimum")}
+        calls = {str(label): {"actual": _count(counts["actual"]), "minimum": _count(counts["minimum"]),
+                              "seconds": _seconds(counts.get("seconds", 0.0))}
+                 for label, counts in saved.get("calls", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, DataError):
+        return None
+    return totals, calls
+
+
+def _saved(report_dir: Path) -> dict[str, tuple[dict[str, int], dict[str, dict[str, float]]]]:
+    """Every readable saved ledger of a report folder, by chapter (file name order)."""
     folder = Path(report_dir) / FOLDER
-    found = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            totals = json.loads(path.read_text(encoding="utf-8"))
-            found[path.stem] = {key: int(totals[key]) for key in ("blocks", "actual", "minimum")}
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return found
+    found = {path.stem: _read(path) for path in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    return {chapter: ledger for chapter, ledger in found.items() if ledger is not None}
+
+
+def read_ledgers(report_dir: Path) -> dict[str, dict[str, int]]:
+    """The saved totals per chapter (file name order); an unreadable or damaged file is left out."""
+    return {chapter: totals for chapter, (totals, _) in _saved(report_dir).items()}
 
 
 def read_calls(report_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """Per chapter, the saved counts per call label ({"actual", "minimum", "seconds"}; seconds 0 in a ledger saved
-    before they were kept); chapters without them are left out."""
-    found = {}
-    for path in sorted((Path(report_dir) / FOLDER).glob("*.json")):
-        try:
-            calls = json.loads(path.read_text(encoding="utf-8"))["calls"]
-            found[path.stem] = {label: {"actual": int(counts["actual"]), "minimum": int(counts["minimum"]),
-                                        "seconds": float(counts.get("seconds", 0.0))}
-                                for label, counts in calls.items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return found
+    """Per chapter, the saved counts per call label ({"actual", "minimum", "seconds"}); chapters without them are left
+    out."""
+    return {chapter: calls for chapter, (_, calls) in _saved(report_dir).items() if calls}

@@ -1,6 +1,7 @@
 """Estimates with confidence intervals for the audit's headline numbers: group gaps (black-box bias), sweep
 slopes (white-box sensitivity), and the invariance verdict |S| <= epsilon, with what reading many verdicts needs:
-the cases a decisive verdict would take, the p-value of a fail and Holm's correction across a report. Intervals
+the cases a decisive verdict would take, the p-value of a fail and Holm's correction across a report; and the
+paired difference of two models' scores on shared units (`llmaudit compare`). Intervals
 come from a bootstrap over the audited cases (profiles, questions, utterance pairs), the unit the task samples, or
 over whole clusters of them (a template, a name, a case pair) where cases within a cluster are not independent."""
 
@@ -15,6 +16,8 @@ import pandas as pd
 import scipy.stats
 
 from llmaudit.errors import AuditError
+
+_CHUNK = 200  # paired bootstrap resamples drawn at once (bounds memory for many units)
 
 
 @dataclass(frozen=True)
@@ -156,3 +159,29 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     adjusted = np.empty_like(p)
     adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
     return adjusted
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int,
+                     alpha: float = 0.05) -> tuple[Estimate, Estimate, Estimate]:
+    """D = |mean a| - |mean b| over paired units (a[i], b[i] of one unit: two models' values, `llmaudit compare`),
+    with a percentile interval from resampling units jointly, `_CHUNK` resamples at a time; also each side's mean
+    with its interval from the same resamples."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) != len(b):
+        raise AuditError(f"paired values need one value per unit on each side, got {len(a)} and {len(b)}")
+    if len(a) < 2:
+        raise AuditError(f"need at least 2 shared units for an interval, got {len(a)}")
+    rng = np.random.default_rng(seed)
+    means_a, means_b = np.empty(n_boot), np.empty(n_boot)
+    for start in range(0, n_boot, _CHUNK):
+        draws = rng.integers(0, len(a), size=(min(_CHUNK, n_boot - start), len(a)))
+        means_a[start:start + len(draws)] = a[draws].mean(1)
+        means_b[start:start + len(draws)] = b[draws].mean(1)
+    q = [alpha / 2, 1 - alpha / 2]
+
+    def estimate(value: float, draws: np.ndarray) -> Estimate:
+        lo, hi = np.quantile(draws, q)
+        return Estimate(float(value), float(lo), float(hi))
+
+    d = estimate(abs(a.mean()) - abs(b.mean()), np.abs(means_a) - np.abs(means_b))
+    return d, estimate(a.mean(), means_a), estimate(b.mean(), means_b)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import platform
 import subprocess
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 import llmaudit
 from llmaudit.atomic import write_atomic
@@ -20,7 +21,12 @@ from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
 from llmaudit.ledger import read_ledgers
 from llmaudit.paths import REPO
+from llmaudit.reading import read_text
 from llmaudit.registry import computing_packages
+from llmaudit.report.provenance import differences, read_provenance, settings
+from llmaudit.report.results import Results
+from llmaudit.terminal import printable
+from llmaudit.verdict.gates import GateParams
 
 if TYPE_CHECKING:  # the card reads a run's params; config itself sits above the report in the layering
     from llmaudit.config import Params
@@ -71,22 +77,82 @@ def write_model(report_dir: Path, description: dict[str, Any]) -> None:
     write_atomic(Path(report_dir) / MODEL, json.dumps(description, indent=2) + "\n")
 
 
+class _Part(BaseModel):
+    """A part of a model card as read back: strict types, finite numbers, fields it does not know kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+class _CardParams(_Part):
+    """The params the card records: the verdicts read epsilon and the gates from here."""
+
+    name: str = ""
+    file: str = ""
+    sha256: str = ""
+    text: str = ""
+    seed: int = 0
+    epsilon: float = Field(gt=0)  # 0 would fail, a negative one fail every test
+    gates: GateParams = Field(default_factory=GateParams)
+
+
+class _Totals(_Part):
+    """One chapter's compute ledger totals."""
+
+    blocks: int = Field(ge=0)
+    actual: int = Field(ge=0)
+    minimum: int = Field(ge=0)
+
+
+class _Chapter(_Part):
+    """One chapter's provenance (`chapter_provenance`)."""
+
+    settings: dict[str, Any] | None
+    sha256: str | None
+    vectors: dict[str, str | None] = {}
+    differs: list[str]
+
+
+class _Card(_Part):
+    """model_card.json as `write_card` writes it; cards of older versions lack some parts, never hold wrong ones."""
+
+    params: _CardParams
+    model: dict[str, Any] = {}
+    environment: dict[str, str | None | dict[str, str]] = {}
+    data: dict[str, str | dict[str, str]] = {}
+    wall_seconds: dict[str, float] = {}
+    compute: dict[str, _Totals] = {}
+    chapters: dict[str, _Chapter] = {}
+    generated: str = ""
+
+    @field_validator("wall_seconds")
+    @classmethod
+    def _walls(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(seconds < 0 for seconds in value.values()):
+            raise ValueError("a wall time is negative")
+        return value
+
+
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object file of the report folder, or {} where it does not exist yet; a damaged one (a model card whose
-    epsilon is not a number > 0, which would fail or pass every test) is a one-line DataError naming it and how to
-    get it back."""
-    if not path.exists():
-        return {}
+    """A JSON object file of the report folder (the model card, the model's description), or {} where it does not
+    exist yet; one that is not a regular file, not JSON, or whose fields have the wrong type or an impossible value
+    (a card epsilon of -1 would fail every test) is a one-line DataError naming it and how to get it back."""
+    fix = FIXES.get(path.name, "delete it and rerun the audit")
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not JSON
+        found = json.loads(read_text(path, fix))
+    except FileNotFoundError:
+        return {}
+    except ValueError as err:  # not JSON
         raise _damaged(path, " ".join(str(err).split())) from None
     if not isinstance(found, dict):
         raise _damaged(path, "not a JSON object")
-    if path.name == CARD and isinstance(found.get("params"), dict) and "epsilon" in found["params"]:
-        epsilon = found["params"]["epsilon"]
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
-            raise _damaged(path, f"params.epsilon {epsilon!r} is not a number > 0")
+    if path.name == CARD:
+        try:
+            _Card.model_validate(found)
+        except ValidationError as err:
+            problem = err.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in problem["loc"])
+            shown = printable(repr(problem["input"])[:40])
+            raise _damaged(path, f"{where}: {problem['msg'].lower()}, got {shown}") from None
     return found
 
 
@@ -95,9 +161,27 @@ def _damaged(path: Path, problem: str) -> DataError:
     return DataError(f"{path} is damaged ({problem}): {FIXES.get(path.name, 'delete it and rerun the audit')}")
 
 
+def chapter_provenance(report_dir: Path, params: Params) -> dict[str, dict[str, Any]]:
+    """Per chapter with rows in the results file or saved settings: the settings its rows came from, their digest,
+    the vectors it read, and where they differ from `params` (the latest run's) or from the vectors saved since;
+    rows from before settings were saved say so."""
+    recorded = read_provenance(report_dir)
+    with_rows = Results(Path(report_dir) / "results.csv").table()["chapter"]
+    found = {}
+    for chapter in dict.fromkeys([*with_rows, *recorded]):
+        if chapter in recorded:
+            entry = recorded[chapter]
+            found[chapter] = {**entry, "differs": differences(entry, settings(params, chapter), report_dir)}
+        else:
+            found[chapter] = {"settings": None, "sha256": None, "vectors": {},
+                              "differs": [f"params not recorded (rows of an older version): rerun --chapter {chapter}"]}
+    return found
+
+
 def write_card(report_dir: Path, params: Params, params_file: Path, timings: dict[str, float]) -> Path:
-    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time, and the
-    compute ledger of each chapter is its last computing run's (`llmaudit.ledger`)."""
+    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time, the
+    compute ledger of each chapter is its last computing run's (`llmaudit.ledger`), and each chapter's params are
+    the ones its rows came from (`chapter_provenance`)."""
     report_dir = Path(report_dir)
     previous = read_json(report_dir / CARD)
     text = params_file.read_text(encoding="utf-8")
@@ -106,6 +190,7 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
         "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
                    "text": text, "epsilon": params.tasks.epsilon, "gates": params.gates.model_dump(),
                    "seed": params.seed},
+        "chapters": chapter_provenance(report_dir, params),
         "environment": environment(),
         "data": {
             "manifest_sha256": hashlib.sha256(MANIFEST_PATH.read_bytes()).hexdigest(),

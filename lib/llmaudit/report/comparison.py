@@ -3,42 +3,35 @@ both models' case files (report/evidence.py), D = |mean_A| - |mean_B| over the s
 is further from zero, A is more biased), with a paired bootstrap interval that resamples the shared units jointly,
 and an outcome against epsilon that mirrors the audit's verdict: "tied" when the interval lies within
 [-epsilon, epsilon], "A more biased" when it lies wholly above epsilon, "B more biased" when wholly below -epsilon,
-"inconclusive" otherwise. Writes reports/compare/<A>_vs_<B>.json and .html (self-contained, everything escaped)."""
+"inconclusive" otherwise. The comparison's files are written by report/comparison_files.py, its page by
+report/comparison_page.py."""
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 
 import llmaudit
-from llmaudit.atomic import write_atomic
-from llmaudit.errors import AuditError, DataError
+from llmaudit.errors import AuditError
+from llmaudit.paths import PLAIN_NAME
+from llmaudit.report.card import CARD, read_json
 from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
-from llmaudit.report.html import CSS
-from llmaudit.stats import Estimate
+from llmaudit.stats import Estimate, paired_bootstrap
 from llmaudit.terminal import printable
 
-FOLDER = "compare"  # reports/compare/<A>_vs_<B>.{json,html}
-CARD = "model_card.json"
+FOLDER = "compare"  # reports/compare/<A>+vs+<B>.{json,html}
 DEFAULT_REPORTS = Path(__file__).resolve().parents[3] / "reports"
 N_BOOT, SEED, ALPHA = 2000, 0, 0.05
 TIED, A_MORE, B_MORE, INCONCLUSIVE = "tied", "A more biased", "B more biased", "inconclusive"
 OUTCOMES = (TIED, A_MORE, B_MORE, INCONCLUSIVE)
 COLUMNS = ["test", "chapter", "n_shared", "n_a", "n_b", "score_a", "score_a_lo", "score_a_hi", "score_b",
            "score_b_lo", "score_b_hi", "d", "lo", "hi", "outcome"]
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
-_CHUNK = 200  # resamples drawn at once (bounds memory for many units)
 
 
 @dataclass(frozen=True)
@@ -87,31 +80,6 @@ def outcome(estimate: Estimate, epsilon: float) -> str:
     return INCONCLUSIVE
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED,
-                     alpha: float = ALPHA) -> tuple[Estimate, Estimate, Estimate]:
-    """D = |mean a| - |mean b| over paired units (a[i], b[i] of one unit), with a percentile interval from
-    resampling units jointly; also each side's mean with its interval from the same resamples."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(a) != len(b):
-        raise AuditError(f"paired values need one value per unit on each side, got {len(a)} and {len(b)}")
-    if len(a) < 2:
-        raise AuditError(f"need at least 2 shared units for an interval, got {len(a)}")
-    rng = np.random.default_rng(seed)
-    means_a, means_b = np.empty(n_boot), np.empty(n_boot)
-    for start in range(0, n_boot, _CHUNK):
-        draws = rng.integers(0, len(a), size=(min(_CHUNK, n_boot - start), len(a)))
-        means_a[start:start + len(draws)] = a[draws].mean(1)
-        means_b[start:start + len(draws)] = b[draws].mean(1)
-    q = [alpha / 2, 1 - alpha / 2]
-
-    def estimate(value: float, draws: np.ndarray) -> Estimate:
-        lo, hi = np.quantile(draws, q)
-        return Estimate(float(value), float(lo), float(hi))
-
-    d = estimate(abs(a.mean()) - abs(b.mean()), np.abs(means_a) - np.abs(means_b))
-    return d, estimate(a.mean(), means_a), estimate(b.mean(), means_b)
-
-
 def compare_cases(cases_a: pd.DataFrame, cases_b: pd.DataFrame, epsilon: float, a: str = "A", b: str = "B",
                   epsilon_source: str = "given", n_boot: int = N_BOOT, seed: int = SEED) -> Comparison:
     """Compare two models' case records (read_cases frames) test by test on their shared units (in unit order,
@@ -150,7 +118,7 @@ def compare_cases(cases_a: pd.DataFrame, cases_b: pd.DataFrame, epsilon: float, 
 def _folder(reports: Path, name: str) -> Path:
     """An audited model's report folder under `reports`, with case files; one-line errors saying what to run."""
     folder = Path(reports) / name
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == FOLDER or not folder.is_dir():
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name) or name == FOLDER or not folder.is_dir():
         known = sorted(p.name for p in Path(reports).glob(f"*/{CASES_FOLDER}") if p.is_dir())
         hint = f" (folders with case files: {', '.join(known)})" if known else ""
         raise AuditError(f"no report folder {name!r} under {reports}: audit it first (`llmaudit audit {name}`)"
@@ -162,18 +130,9 @@ def _folder(reports: Path, name: str) -> Path:
 
 
 def card_epsilon(folder: Path) -> float | None:
-    """params.epsilon of a report folder's model card, None where the card or the number is missing."""
-    path = folder / CARD
-    if not path.is_file():
-        return None
-    try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DataError(f"{path} is damaged ({' '.join(str(err).split())}): delete it, the next audit run writes "
-                        "it again") from None
-    params = card.get("params") if isinstance(card, dict) else None
-    epsilon = params.get("epsilon") if isinstance(params, dict) else None
-    return float(epsilon) if isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) else None
+    """params.epsilon of a report folder's model card (read and checked as the verdicts read it), None without a
+    card."""
+    return read_json(Path(folder) / CARD).get("params", {}).get("epsilon")
 
 
 def pick_epsilon(reports: Path, a: str, b: str, epsilon: float | None) -> tuple[float, str]:
@@ -201,34 +160,8 @@ def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) 
     return compare_cases(read_cases(folders[0]), read_cases(folders[1]), threshold, a, b, source)
 
 
-def write_comparison(reports: Path, comparison: Comparison, generated: str | None = None) -> tuple[Path, Path]:
-    """Write reports/compare/<A>_vs_<B>.json and .html; returns both paths."""
-    stem = Path(reports) / FOLDER / f"{comparison.a}_vs_{comparison.b}"
-    json_path, html_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".html")
-    write_atomic(json_path, json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n")
-    write_atomic(html_path, to_html(comparison, generated))
-    return json_path, html_path
-
-
-def comparison_pages(reports: Path) -> list[Path]:
-    """Every comparison page under reports/compare/, in name order."""
-    folder = Path(reports) / FOLDER
-    return sorted(p for p in folder.glob("*.html") if p.is_file()) if folder.is_dir() else []
-
-
-def page_label(page: Path) -> str:
-    """'A vs B' and its tests per outcome from the page's JSON twin, or the file name where that is unreadable."""
-    try:
-        data = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
-        counts = pd.Series([t["outcome"] for t in data["tests"]]).value_counts()
-        names = {A_MORE: f"{data['a']} more biased", B_MORE: f"{data['b']} more biased"}
-        summary = ", ".join(f"{names.get(o, o)}: {counts[o]}" for o in OUTCOMES if o in counts)
-        return f"{data['a']} vs {data['b']} ({summary})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return page.stem
-
-
-def _who(comparison: Comparison, result: str) -> str:
+def more_biased(comparison: Comparison, result: str) -> str:
+    """The model an outcome names as more biased ('' for tied and inconclusive)."""
     return {A_MORE: comparison.a, B_MORE: comparison.b}.get(result, "")
 
 
@@ -239,7 +172,7 @@ def text(comparison: Comparison) -> str:
     head = ["test", "shared", f"score {a}", f"score {b}", "D = |A| - |B| [95% CI]", "outcome"]
     rows = [[printable(r.test), str(r.n_shared), f"{r.score_a:+.4f}", f"{r.score_b:+.4f}",
              f"{r.d:+.4f} [{r.lo:+.4f}, {r.hi:+.4f}]",
-             r.outcome + (f" ({printable(_who(c, r.outcome))})" if _who(c, r.outcome) else "")]
+             r.outcome + (f" ({printable(more_biased(c, r.outcome))})" if more_biased(c, r.outcome) else "")]
             for r in c.tests.itertuples(index=False)]
     widths = [max(len(x) for x in column) for column in zip(head, *rows)]
     lines = [f"A = {a}, B = {b}, epsilon = {c.epsilon:g} ({c.epsilon_source})",
@@ -250,53 +183,3 @@ def text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-PAGE_CSS = """
-.outcome { display: inline-block; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600; font-size: .8rem; }
-.outcome.tied { background: #dafbe1; color: #116329; }
-.outcome.a-more-biased, .outcome.b-more-biased { background: #ffebe9; color: #a40e26; }
-.outcome.inconclusive { background: #fff8c5; color: #7d4e00; }
-""".strip()
-
-
-def _badge(result: str) -> str:
-    return f'<span class="outcome {escape(result.lower().replace(" ", "-"))}">{escape(result)}</span>'
-
-
-def _ci(value: float, lo: float, hi: float) -> str:
-    return f"{value:+.4f} [{lo:+.4f}, {hi:+.4f}]"
-
-
-def to_html(comparison: Comparison, generated: str | None = None) -> str:
-    """The comparison as one self-contained HTML page (no scripts, no network; every string escaped)."""
-    c = comparison
-    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    a, b = escape(c.a), escape(c.b)
-    link = lambda name: f'<a href="../{escape(quote(name))}/report.html">{escape(name)}</a>'  # noqa: E731
-    rows = []
-    for r in c.tests.itertuples(index=False):
-        who = _who(c, r.outcome)
-        rows.append(f"<tr><td>{escape(r.test)}</td><td>{escape(r.chapter)}</td><td class=\"num\">{r.n_shared}</td>"
-                    f'<td class="num">{_ci(r.score_a, r.score_a_lo, r.score_a_hi)}</td>'
-                    f'<td class="num">{_ci(r.score_b, r.score_b_lo, r.score_b_hi)}</td>'
-                    f'<td class="num">{_ci(r.d, r.lo, r.hi)}</td>'
-                    f"<td>{_badge(r.outcome)}{'<br>' + escape(who) if who else ''}</td></tr>")
-    head = (f"<tr><th>Test</th><th>Chapter</th><th>Shared units</th><th>Score A ({a})</th><th>Score B ({b})</th>"
-            "<th>D = |A| &minus; |B| [95% CI]</th><th>Outcome</th></tr>")
-    table = f'<table class="comparison"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table>"
-    missing = "".join(f"<li>{escape(r.test)}: {escape(r.reason)}</li>" for r in c.not_comparable.itertuples())
-    missing = f"<h2>Not comparable</h2>\n<ul>{missing}</ul>" if missing else ""
-    intro = (f"A = {link(c.a)}, B = {link(c.b)}. For each test both audits ran, D is |mean of A's per-unit values| "
-             f"minus |mean of B's| over the units (cases, seeds, profiles) both drew: positive when A's score lies "
-             f"further from zero. The interval is a paired percentile bootstrap ({N_BOOT} resamples of the shared "
-             f"units, seed {SEED}, {1 - ALPHA:.0%}). Against &epsilon; = {c.epsilon:g} ({escape(c.epsilon_source)}) "
-             f"as the audit's verdicts are: <b>tied</b> when the interval lies within [&minus;&epsilon;, &epsilon;], "
-             f"<b>A more biased</b> when it lies wholly above &epsilon;, <b>B more biased</b> wholly below "
-             f"&minus;&epsilon;, <b>inconclusive</b> otherwise. Scores are the means over the shared units, with "
-             f"their intervals from the same resamples.")
-    title = f"{c.a} vs {c.b}"
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'
-            f"<style>\n{CSS}\n{PAGE_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
-            f'<header><h1>{a} vs {b}</h1><p class="meta">Generated {escape(generated)} by llmaudit '
-            f'{escape(llmaudit.__version__)} from the case files of both reports; <a href="../index.html">all audited '
-            f"models</a></p></header>\n<p>{intro}</p>\n{table}\n{missing}\n</body>\n</html>\n")

@@ -35,7 +35,9 @@ import pandas as pd
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError, DataError
 from llmaudit.paths import PLAIN_NAME
+from llmaudit.reading import read_text
 from llmaudit.records import FIELDS, NUMBERS, TEXT, empty_records, prompt_sha
+from llmaudit.terminal import printable
 
 FOLDER = "cases"
 _FIX = "delete it and rerun the chapter (its forward passes are cached)"
@@ -140,12 +142,36 @@ def discard_pending_cases(report_dir: Path, chapter: str) -> None:
     pending_path(report_dir, chapter).unlink(missing_ok=True)
 
 
+def _finite(value: Any) -> bool:
+    """A JSON number that is a finite float (an integer too large for a float is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _bad_record(row: dict[str, Any]) -> str:
+    """What is wrong with one record as read ('' when nothing): every field present, test and unit text, the other
+    text fields text or null, the numbers finite or null (an inf value, as 1e400 reads, would poison a score)."""
+    missing = [name for name in FIELDS if name not in row]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    for name in TEXT:
+        if not (isinstance(row[name], str) or (row[name] is None and name not in ("test", "unit"))):
+            return f"field {name} holds a value that is not text: {printable(repr(row[name])[:40])}"
+    for name in NUMBERS:
+        value = row[name]
+        if value is not None and not _finite(value):
+            shown = printable(repr(value)[:40])
+            return f"field {name} holds a value that is neither a finite number nor null: {shown}"
+    return ""
+
+
 def _read_file(path: Path) -> pd.DataFrame:
     """One case file as a frame (columns FIELDS, then extra fields); damage is a one-line DataError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{path} is unreadable ({' '.join(str(err).split())}): {_FIX}") from None
+    text = read_text(path, _FIX)
     rows = []
     for number, line in enumerate(text.split("\n"), 1):  # not splitlines: prompts may hold U+2028, U+0085
         if not line.strip():
@@ -156,9 +182,9 @@ def _read_file(path: Path) -> pd.DataFrame:
             raise DataError(f"{path}: line {number} is not JSON ({err}): {_FIX}") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}: line {number} is not a JSON object: {_FIX}")
-        missing = [name for name in FIELDS if name not in row]
-        if missing:
-            raise DataError(f"{path}: line {number} lacks {', '.join(missing)}: {_FIX}")
+        problem = _bad_record(row)
+        if problem:
+            raise DataError(f"{path}: line {number} {problem}: {_FIX}")
         rows.append(row)
     if not rows:
         return empty_records()
@@ -167,8 +193,6 @@ def _read_file(path: Path) -> pd.DataFrame:
     frame = frame[[*FIELDS, *extra]]
     for name in NUMBERS:
         column = frame[name].astype(object)
-        if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in column):
-            raise DataError(f"{path}: field {name} holds a value that is neither a number nor null: {_FIX}")
         frame[name] = column.where(column.notna(), np.nan).astype(float)
     for name in TEXT:
         frame[name] = frame[name].astype(object).where(frame[name].notna(), None)

@@ -4,6 +4,7 @@ would need and whether a fail survives Holm's correction) and the model card tha
 
 from __future__ import annotations
 
+import json
 import math
 from html import escape
 from typing import Any
@@ -137,8 +138,31 @@ def compute_summary(ledgers: dict[str, dict[str, int]]) -> str:
     return escape("actual / minimum token-blocks: " + ", ".join(parts) + audit)
 
 
+def chapter_params(chapters: dict[str, dict[str, Any]]) -> str:
+    """Per chapter, whether its rows came from the params file shown (and the vectors saved now), else each setting
+    in which they differ (the model card's `chapters`, `report.card.chapter_provenance`)."""
+    differing = {name: entry["differs"] for name, entry in chapters.items() if entry["differs"]}
+    if not differing:
+        return escape(f"every chapter's rows came from this params file ({', '.join(chapters)})")
+    same = [name for name in chapters if name not in differing]
+    lines = [f"{name}: {'; '.join(found)}" for name, found in differing.items()]
+    lines += [f"{', '.join(same)}: this params file"] if same else []
+    return ("<strong>Not every chapter's rows came from this params file and the vectors saved now.</strong><br>"
+            + "<br>".join(escape(line) for line in lines))
+
+
+def settings_block(chapters: dict[str, dict[str, Any]]) -> str:
+    """Each chapter's recorded settings (the model, seed, token budget and its params sections) as JSON."""
+    if not chapters:
+        return ""
+    shown = {name: entry["settings"] for name, entry in chapters.items()}
+    return (f'<details class="code"><summary>settings per chapter</summary><pre>{escape(json.dumps(shown, indent=1))}'
+            "</pre></details>\n")
+
+
 def card_section(card: dict[str, Any]) -> str:
-    """The model card: model and weights hash, params, code and library versions, data hashes, wall times."""
+    """The model card: model and weights hash, params (and, per chapter, the params its rows came from), code and
+    library versions, data hashes, wall times."""
     if not card:
         return ""
     model, params, env, data = card.get("model", {}), card["params"], card["environment"], card["data"]
@@ -152,8 +176,10 @@ def card_section(card: dict[str, Any]) -> str:
         _row("Hub revision", f"<code>{escape(str(model['revision']))}</code>") if model.get("revision") else "",
         _row("Dtype, device", escape(f"{model.get('dtype', '?')}, {model.get('device', '?')}; "
                                      f"{model.get('blocks', '?')} blocks of width {model.get('width', '?')}")),
-        _row("Params", f"<code>params/{escape(params['file'])}</code> sha256 <code>{escape(params['sha256'][:16])}</code>"
-                       f"; seed {params['seed']}, &epsilon; = {params['epsilon']:g}"),
+        _row("Params (last run)", f"<code>params/{escape(params['file'])}</code> sha256 "
+                                  f"<code>{escape(params['sha256'][:16])}</code>; seed {params['seed']}, "
+                                  f"&epsilon; = {params['epsilon']:g}"),
+        _row("Params per chapter", chapter_params(card.get("chapters", {}))) if card.get("chapters") else "",
         _row("Code", escape(f"llmaudit {env['llmaudit']}, computing code {env['code_version']}, "
                             f"git {env['git_commit'] or 'n/a'}")),
         _row("Python", escape(f"{env['python']} on {env['platform']}")),
@@ -167,7 +193,8 @@ def card_section(card: dict[str, Any]) -> str:
     ]
     return (
         '<section id="model-card"><h2>Model card</h2>\n<dl class="card">' + "".join(items) + "</dl>\n"
-        f'<details class="code"><summary>params file</summary><pre>{escape(params["text"])}</pre></details>\n'
+        f'<details class="code"><summary>params file (last run)</summary><pre>{escape(params["text"])}</pre>'
+        "</details>\n" + settings_block(card.get("chapters", {})) +
         f'<details class="code"><summary>data files (sha256)</summary><pre>{escape(files)}</pre></details>'
         "</section>"
     )

@@ -4,6 +4,7 @@ every string in them (folder names above all) is escaped for the page it goes in
 
 from __future__ import annotations
 
+import math
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
@@ -15,7 +16,7 @@ from llmaudit.errors import AuditError
 from llmaudit.plots.similarity import matrix, stereotype_scores
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
-from llmaudit.report.comparison import comparison_pages, page_label
+from llmaudit.report.comparison_files import comparison_pages, page_label
 from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
@@ -57,6 +58,22 @@ def audited(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFra
     return found, skipped
 
 
+def _systems(reports: Path, model: str) -> set[str]:
+    """The system names of one model's saved similarity results; a representation key that is not 'system|depth'
+    with a finite depth (which the figure splits) is a one-line AuditError."""
+    answers, reps = load_systems(reports, [model])
+    for key in reps:
+        system, _, depth = key.rpartition("|")
+        try:
+            readable = bool(system) and math.isfinite(float(depth))
+        except ValueError:
+            readable = False
+        if not readable:
+            raise AuditError(f"similarity results of {model} hold a representation {key!r} not named 'system|depth': "
+                             f"rerun the similarity chapter of {model}")
+    return set(answers["system"])
+
+
 def similarity_figure(reports: Path, models: list[str], own: str | None = None) -> tuple[str, list[str]]:
     """SVGs comparing every system (model, or model steered) of the audited models whose similarity chapter has
     run: answer-histogram cosine, UNK flip, linear CKA at the deepest depth they share and averaged over matching
@@ -66,7 +83,7 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
     ran, skipped, seen = [], [], set()
     for model in (m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()):
         try:
-            names = set(load_systems(reports, [model])[0]["system"])
+            names = _systems(reports, model)
         except AuditError as err:
             if model == own:
                 raise

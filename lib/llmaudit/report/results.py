@@ -17,6 +17,7 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
+from llmaudit.reading import read_text
 
 COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
 WITHOUT_N = COLUMNS[:-1]  # files written before `n` (the cases behind an interval) was recorded
@@ -63,16 +64,15 @@ def _pending_path(path: Path, chapter: str) -> Path:
 def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     """One file's rows (absent = none), keyed by (chapter, name), in file order; a file without the n column reads
     as if every n were empty. A damaged file is a one-line DataError naming it."""
-    if not path.exists():
-        return {}
     fix = "delete it and rerun the audit's chapters (their forward passes are cached)"
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames not in (COLUMNS, WITHOUT_N):
-                raise DataError(f"{path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}: {fix}")
-            rows = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        reader = csv.DictReader(io.StringIO(read_text(path, fix), newline=""))
+        if reader.fieldnames not in (COLUMNS, WITHOUT_N):
+            raise DataError(f"{path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}: {fix}")
+        rows = list(reader)
+    except FileNotFoundError:
+        return {}
+    except csv.Error as err:
         raise DataError(f"{path} is unreadable ({' '.join(str(err).split())}): {fix}") from None
     for number, row in enumerate(rows, 1):
         if None in row or None in row.values():
