@@ -721,6 +721,21 @@ def test_a_fifo_in_a_sibling_folder_is_left_out_without_blocking(tmp_path, no_ha
     assert page.count("is not a regular file") == 2
 
 
+@pytest.mark.parametrize("name", ["answers.csv", "representations.safetensors"])
+def test_a_fifo_among_a_siblings_similarity_files_is_left_out_without_blocking(tmp_path, no_hang, name) -> None:
+    """The old loader opened a FIFO as a sibling's similarity answers or representations and waited for a writer."""
+    from llmaudit.report.index import similarity_figure
+
+    reports = tmp_path / "reports"
+    for model in ("own", "other"):
+        save_systems(reports / model, answers(model, [0, 2], [0, 4]), {f"{model}|1": torch.randn(2, 3)})
+    path = reports / "other" / "similarity" / name
+    path.unlink()
+    os.mkfifo(path)
+    svg, skipped = similarity_figure(reports, ["own", "other"], own="own")
+    assert "<svg" in svg and len(skipped) == 1 and "other: " in skipped[0] and "regular file" in skipped[0]
+
+
 DAMAGED_CASES = {  # the old reader took both: a list as a group, and 1e400 (read as inf) as a unit's value
     "group_a_list": ('"group": "female"', '"group": ["female", "male"]', "field group holds a value that is not text"),
     "value_1e400": ('"value": 0.', '"value": 1e400, "x": 0.', "field value holds a value that is neither a finite"),

@@ -3,6 +3,7 @@ and read without torch, so the cross-model index reads them without loading any 
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file, save_file
 
 from llmaudit.errors import AuditError
+from llmaudit.reading import read_text
 
 FOLDER = "similarity"
 QUESTION = ["category", "example_id", "question_index", "polarity", "context_condition", "label", "unknown_index",
@@ -64,9 +66,10 @@ def load_stereoset_answers(reports: Path, models: list[str]) -> pd.DataFrame:
 
 def _read_answers(path: Path, columns: Sequence[str] = (*QUESTION, "system", "pred")) -> pd.DataFrame:
     """A saved answers file, checked for the columns the comparisons read."""
+    text = read_text(path, f"rerun the similarity chapter of {path.parent.parent.name}")  # a regular file, UTF-8
     try:
-        answers = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # ValueError: not UTF-8, not CSV, empty
+        answers = pd.read_csv(io.StringIO(text))
+    except ValueError as err:  # not CSV, empty
         raise _damaged(path, " ".join(str(err).split())) from None
     missing = [column for column in columns if column not in answers]
     if missing:
@@ -76,6 +79,8 @@ def _read_answers(path: Path, columns: Sequence[str] = (*QUESTION, "system", "pr
 
 def _read_representations(path: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """A saved representations.safetensors: the question order of its rows, and its tensors by 'system|depth'."""
+    if path.exists() and not path.is_file():  # a FIFO or a device would block the reader
+        raise _damaged(path, "not a regular file")
     try:
         with safe_open(str(path), framework="numpy") as handle:
             order = pd.DataFrame(json.loads((handle.metadata() or {})["order"]))
