@@ -20,6 +20,9 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
+    def complete(self) -> None:
+        """ValueError where the section lacks what a run of a chapter that reads it needs (by default nothing)."""
+
 
 def known(name: str, names: Iterable[str]) -> str:
     """`name` if it is among `names`, else ValueError with the closest suggestion."""
