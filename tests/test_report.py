@@ -336,3 +336,46 @@ def test_exercise_solutions_are_folded_whole(tmp_path: Path) -> None:
     assert "sweep: 100%" not in html and html.count('<details class="solution">') == 1
     assert '<details class="directive admonition"><summary>Discussion</summary><p>It is <strong>42</strong>.</p>' in html
     assert "<pre>2</pre>" in html and "<pre>2</pre>" not in folded.group(1)  # the next cell is not folded with it
+
+
+EDGES_MD = textwrap.dedent(
+    r"""
+    # Edges of $x$ and {term}`a term <Term>`
+
+    Prices stay text: $5 and $10 today.
+
+    Escaped \$y\$ and `$z$` too; $$a+b$$ is display math inline.
+
+    - In a list:
+
+      $$c = d$$ (eq-listed)
+
+    $$
+    e
+
+    f
+    $$
+
+    ```{admonition} Box
+    See {eq}`eq-listed`, {numref}`Figure <fig-one>` and {ref}`target`.
+    ```
+    """
+)
+
+
+def test_report_keeps_myst_edges_as_the_book_reads_them(tmp_path: Path) -> None:
+    """What the MyST plugins could read differently: dollars that are prices, escaped or code stay text; inline $$
+    is unnumbered display math; a labelled equation in a list is numbered and a directive's {eq} links to it; a
+    blank line ends a $$ block; a heading's math and roles reach the contents."""
+    path = tmp_path / "03_edges.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(EDGES_MD)]), path)
+    html = build_report(tmp_path, "T", [path], generated="now").read_text(encoding="utf-8")
+    assert "Prices stay text: $5 and $10 today." in html and "Escaped $y$ and <code>$z$</code> too;" in html
+    assert re.search(r'too; <math [^>]*display="block"><mrow><mi>a</mi><mo>[^<]+</mo><mi>b</mi></mrow></math> is', html)
+    assert re.search(r'<div class="equation" id="equation-eq-listed"><math [^>]*display="block">.*?'
+                     r'<span class="eqno">\(3\.1\)</span></div>', html, re.S)
+    assert re.search(r'See <a href="#equation-eq-listed"[^>]*>\(3\.1\)</a>, Figure and target\.', html)
+    assert "<p>$$\ne</p>" in html and "<p>f\n$$</p>" in html
+    heading = re.search(r'<li><a href="#ch-03-edges">(.*?)</a></li>', html)
+    assert heading and re.fullmatch(r'Edges of <math [^>]*display="inline"><mrow><mi>x</mi></mrow></math> and a term',
+                                    heading.group(1))
