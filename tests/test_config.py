@@ -8,11 +8,11 @@ import pytest
 
 from llmaudit.chapter import Chapter
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
+from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.spec import ModelSpec
 from llmaudit.registry import verdict_tests
 from llmaudit.steering.spec import SteeringParams
 from llmaudit.tasks import TASKS
-from llmaudit.errors import AuditError, ConfigError
 
 GOOD = """\
 name: tiny
@@ -153,7 +153,9 @@ def test_quantile_out_of_range(tmp_path, q) -> None:
     assert "quantile" in message and "gender_lang" in message
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [("tau: 0.1", "tau: 1.0", "tau"), ("batch_tokens: 512", "batch_tokens: 10", "batch_tokens")])
+@pytest.mark.parametrize(
+    ("old", "new", "key"), [("tau: 0.1", "tau: 1.0", "tau"), ("batch_tokens: 512", "batch_tokens: 10", "batch_tokens")]
+)
 def test_range_checks(tmp_path, old, new, key) -> None:
     message = config_error(write(tmp_path, GOOD.replace(old, new)))
     assert key in message
@@ -166,7 +168,8 @@ def test_remote_needs_hf(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("old", "new", "suggestion"),
-    [("gender_lang: 0.2", "gender_lng: 0.2", "gender_lang"), ("gendered_language: 100", "gendered_lang: 100", "gendered_language")],
+    [("gender_lang: 0.2", "gender_lng: 0.2", "gender_lang"),
+     ("gendered_language: 100", "gendered_lang: 100", "gendered_language")],
 )
 def test_unknown_vector_or_dataset_name_suggests(tmp_path, old, new, suggestion) -> None:
     message = config_error(write(tmp_path, GOOD.replace(old, new)))

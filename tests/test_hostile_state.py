@@ -4,11 +4,10 @@ and one line (exit status 2) for every failure that is the user's or the disk's.
 
 from __future__ import annotations
 
-import re
-
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -148,7 +147,8 @@ def test_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, damage) -> N
 def saved_vector(folder: Path) -> Path:
     """A small steering vector saved under `folder`."""
     gen = torch.Generator().manual_seed(1)
-    vector = SteeringVector("gender_lang", "gender", 2, torch.randn(8, generator=gen), torch.randn(8, generator=gen), 0.5)
+    direction, mean = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
+    vector = SteeringVector("gender_lang", "gender", 2, direction, mean, 0.5)
     return vector.save(folder)
 
 
@@ -422,7 +422,8 @@ CONTROL = "\x1b[2J\x1b]0;pwned\x07\r\n\u202e"  # clear the screen, retitle the t
 def test_error_line_escapes_control_characters_of_a_params_key(tmp_path, capsys) -> None:
     """The old error line printed the key as it was: a key "seed\\nTraceback..." gave three lines."""
     params = tmp_path / "p.yaml"
-    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n')
+    hostile_key = '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n'
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + hostile_key)
     line = one_line_exit_2(capsys, ["audit", str(params)], "seed\\nTraceback", "\\x1b[2J")
     assert "\x1b" not in line
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import build_tokenizer, lower_positions
 
+from conftest import build_tokenizer, lower_positions
 from llmaudit.errors import AuditError
-from llmaudit.models import AuditModel, architectures
-from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.blocks import running
-from llmaudit.models.prefix import shareable
 from llmaudit.ledger import Ledger
+from llmaudit.models import AuditModel, architectures
+from llmaudit.models.blocks import running
+from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.prefix import shareable
 from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 

@@ -198,7 +198,8 @@ def one_line(err: ValidationError, where: str) -> str:
         if rest and (field in _fields(loc) or (isinstance(given, dict) and field in given)):
             loc, text = [*loc, field], rest
         return f"{':'.join([where, *loc])}: {text}"
-    return f"{':'.join([where, *loc])}: {problem['msg'].lower().removeprefix('input ')} (got {_shown(problem['input'])})"
+    message = problem["msg"].lower().removeprefix("input ")
+    return f"{':'.join([where, *loc])}: {message} (got {_shown(problem['input'])})"
 
 
 def _fields(loc: list[str]) -> list[str]:

@@ -47,7 +47,8 @@ def coefficients(values: Sequence[float]) -> Sequence[float]:
     coefficient of 1e30 saturates every steered answer and zeroes every slope, so that every test passes)."""
     outside = [v for v in once(values) if not -LAMBDA_LIMIT <= v <= LAMBDA_LIMIT]
     if outside:
-        raise ValueError(f"steering coefficients must lie in [-{LAMBDA_LIMIT:g}, {LAMBDA_LIMIT:g}] (got {outside[0]:g})")
+        raise ValueError(f"steering coefficients must lie in [-{LAMBDA_LIMIT:g}, {LAMBDA_LIMIT:g}] "
+                         f"(got {outside[0]:g})")
     return values
 
 

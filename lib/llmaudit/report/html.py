@@ -5,7 +5,7 @@ Chapter markdown is rendered as the book shows it (`report.markdown`), equations
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
@@ -211,7 +211,7 @@ def build_report(
     """
     report_dir = Path(report_dir)
     out = Path(out) if out is not None else report_dir / "report.html"
-    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     taken: set[str] = set()
     toc, chapters = [], []
     read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]

@@ -74,8 +74,8 @@ class AdmissionsTask(SampledTask):
 
     def fact(self, item: TaskItem) -> float:
         """The case's qualifications: GPA, clubs and letters each scaled to [0, 1] and averaged."""
-        meta = item.meta
-        return ((meta["gpa"] - GPAS[0]) / (GPAS[-1] - GPAS[0]) + meta["ecs"] / ECS[-1] + meta["letters"] / LETTERS[-1]) / 3
+        gpa, ecs, letters = item.meta["gpa"], item.meta["ecs"], item.meta["letters"]
+        return ((gpa - GPAS[0]) / (GPAS[-1] - GPAS[0]) + ecs / ECS[-1] + letters / LETTERS[-1]) / 3
 
     def rows(self, mirror: Path | None) -> dict[int, Applicant]:
         """The grid of universities x GPAs x clubs x letters, by grid index."""
