@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit test scale-test unit book nbval-reference benchmark ndif ndif-stop clean
+.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark ndif ndif-stop clean
 
 install: $(VENV)/.installed
 
@@ -40,7 +40,11 @@ audit: install
 	$(PY) -m llmaudit audit $(MODEL)
 endif
 
-test: install
+# ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code and the tests
+lint: install
+	$(VENV)/bin/ruff check lib tests
+
+test: install lint
 	$(PY) -m pytest $(NBVAL) tests
 
 # The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~8 min.

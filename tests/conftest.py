@@ -95,8 +95,8 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
     """The tiny model loaded through `load_model` (real local-folder path)."""
-    from llmaudit.models.spec import ModelSpec
     from llmaudit.models import load_model
+    from llmaudit.models.spec import ModelSpec
 
     return load_model("tiny", ModelSpec(path=str(tiny_model_dir)))
 
@@ -107,8 +107,8 @@ def pytest_sessionstart(session) -> None:
     the notebooks without committing, so their report folder is given the ci audit's results instead."""
     if not session.config.getoption("nbval", default=False):
         return
-    from pathlib import Path
     import shutil
+    from pathlib import Path
 
     here = Path(__file__).resolve().parent
     folder = here.parent / "reports" / "nbval"

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import build_tokenizer
 
+from conftest import build_tokenizer
 from llmaudit.errors import ConfigError
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.architectures import ARCHITECTURES

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_sweep_architectures import ARCHITECTURES, PROMPTS, build_model
 
 from llmaudit.models import attention
 from llmaudit.models.batching import pad
+from test_sweep_architectures import ARCHITECTURES, PROMPTS, build_model
 
 
 def _logits(hf: torch.nn.Module, implementation: str, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:

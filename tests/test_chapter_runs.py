@@ -12,11 +12,11 @@ from llmaudit.framing.evaluate import chat_pass, steered_probabilities, texts, t
 from llmaudit.framing.pronouns import family_probs, family_token_ids
 from llmaudit.framing.stimuli import prompts
 from llmaudit.markedness.evaluate import agreement_with_unmarked
+from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 from llmaudit.models import architectures
 from llmaudit.models.layers import hidden
 from llmaudit.models.prefix import common_prefix
 from llmaudit.steering import SteeringVector
-from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 
 
 def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:

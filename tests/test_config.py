@@ -8,10 +8,11 @@ import pytest
 
 from llmaudit.chapter import Chapter
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
+from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.spec import ModelSpec
 from llmaudit.registry import verdict_tests
 from llmaudit.steering.spec import SteeringParams
-from llmaudit.errors import AuditError, ConfigError
+from llmaudit.tasks import TASKS
 
 GOOD = """\
 name: tiny
@@ -25,6 +26,8 @@ steering:
   quantile: {gender_lang: 0.2}
   train_rows: {gendered_language: 100, dialect: null}
 """
+
+SIZES = "tasks:\n  sizes: {" + ", ".join(f"{task}: 2" for task in TASKS) + "}\n"  # every task, 2 cases each
 
 
 def write(tmp_path, text: str):
@@ -150,7 +153,9 @@ def test_quantile_out_of_range(tmp_path, q) -> None:
     assert "quantile" in message and "gender_lang" in message
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [("tau: 0.1", "tau: 1.0", "tau"), ("batch_tokens: 512", "batch_tokens: 10", "batch_tokens")])
+@pytest.mark.parametrize(
+    ("old", "new", "key"), [("tau: 0.1", "tau: 1.0", "tau"), ("batch_tokens: 512", "batch_tokens: 10", "batch_tokens")]
+)
 def test_range_checks(tmp_path, old, new, key) -> None:
     message = config_error(write(tmp_path, GOOD.replace(old, new)))
     assert key in message
@@ -163,7 +168,8 @@ def test_remote_needs_hf(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("old", "new", "suggestion"),
-    [("gender_lang: 0.2", "gender_lng: 0.2", "gender_lang"), ("gendered_language: 100", "gendered_lang: 100", "gendered_language")],
+    [("gender_lang: 0.2", "gender_lng: 0.2", "gender_lang"),
+     ("gendered_language: 100", "gendered_lang: 100", "gendered_language")],
 )
 def test_unknown_vector_or_dataset_name_suggests(tmp_path, old, new, suggestion) -> None:
     message = config_error(write(tmp_path, GOOD.replace(old, new)))
@@ -171,7 +177,7 @@ def test_unknown_vector_or_dataset_name_suggests(tmp_path, old, new, suggestion)
 
 
 def test_size_zero_skips_a_task_and_its_verdict_tests(tmp_path) -> None:
-    text = GOOD + "chapters: [decision_tasks, validity]\ntasks:\n  sizes: {credit: 0, medical_race: 2}\n"
+    text = GOOD + "chapters: [decision_tasks, validity]\n" + SIZES.replace("credit: 2", "credit: 0")
     params = load_params(write(tmp_path, text))
     assert not params.tasks.run("credit") and params.tasks.run("medical_race") and params.tasks.run("judicial_penalty")
     declared = [test.name for test in verdict_tests(params)]
@@ -182,8 +188,19 @@ def test_size_zero_skips_a_task_and_its_verdict_tests(tmp_path) -> None:
     assert "tasks:sizes:credit" in message and "0 to skip" in message
 
 
+@pytest.mark.parametrize("chapter", ["decision_tasks", "robustness", "validity"])
+def test_a_task_left_out_of_the_sizes_is_an_error_naming_it(tmp_path, chapter) -> None:
+    """Every chapter that runs the tasks needs each one's size: a task left out would run all its cases unasked."""
+    text = GOOD + f"chapters: [{chapter}]\n"
+    message = config_error(write(tmp_path, text + SIZES.replace("medical_gender: 2, ", "")))
+    assert "tasks" in message and "no size for task 'medical_gender'" in message and "0 to skip" in message
+    assert "no size for task 'judicial_conviction'" in config_error(write(tmp_path, text))  # no tasks section at all
+    assert load_params(write(tmp_path, GOOD + "chapters: [markedness]\n")).tasks.sizes == {}  # a chapter without tasks
+
+
 def test_settings_are_printed_from_the_params(tmp_path) -> None:
-    params = load_params(write(tmp_path, GOOD + "chapters: [robustness]\n"))
+    params = load_params(write(tmp_path, GOOD + "chapters: [robustness]\n" + SIZES))
     text = Chapter("robustness", params, tmp_path, params_file="p.yaml").describe()
     assert text.splitlines()[0] == "tiny (params: p.yaml), seed 3, batch_tokens 512"
-    assert text.splitlines()[1].startswith("tasks: sizes={}, lambdas=[-1.0, -0.8,")  # the section robustness reads
+    assert text.splitlines()[1].startswith("tasks: sizes={'judicial_conviction': 2,")  # the section robustness reads
+    assert "lambdas=[-1.0, -0.8," in text.splitlines()[1]

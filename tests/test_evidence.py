@@ -12,13 +12,19 @@ import pandas as pd
 import pytest
 import torch
 
+from llmaudit.chapter import finish_chapter
 from llmaudit.config import load_params, params_path
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report import Results, build_report, evidence
 from llmaudit.report.card import write_card
-from llmaudit.chapter import finish_chapter
 from llmaudit.report.evidence import (
-    FIELDS, discard_pending_cases, largest_differences, prompt_sha, read_cases, unit_values, write_cases,
+    FIELDS,
+    discard_pending_cases,
+    largest_differences,
+    prompt_sha,
+    read_cases,
+    unit_values,
+    write_cases,
 )
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import Task, TaskItem

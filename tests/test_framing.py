@@ -7,17 +7,33 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import build_tokenizer
 
+from conftest import build_tokenizer
 from llmaudit.framing.metrics import (
-    KEYS, answer_cases, apd, cell_means, choice_proportions, effects, gen_effect, instr_effect, metric_sensitivity,
-    pronoun_level_shift, pronoun_shift, pronoun_shift_cases, sensitivity,
+    KEYS,
+    answer_cases,
+    apd,
+    cell_means,
+    choice_proportions,
+    effects,
+    gen_effect,
+    instr_effect,
+    metric_sensitivity,
+    pronoun_level_shift,
+    pronoun_shift,
+    pronoun_shift_cases,
+    sensitivity,
 )
-from llmaudit.report.evidence import unit_values
 from llmaudit.framing.pronouns import (
-    deferred_gender, detect_pronoun, drop_excluded, exclusion_table, family_probs, family_token_ids,
+    deferred_gender,
+    detect_pronoun,
+    drop_excluded,
+    exclusion_table,
+    family_probs,
+    family_token_ids,
 )
 from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
+from llmaudit.report.evidence import unit_values
 
 ROWS = [  # (task, gender, instr, he, she, they) for one attribute "x"
     ("association", False, False, 1.0, 0.0, 0.0),
@@ -100,7 +116,8 @@ def test_cell_means_average_orders_of_one_cell():
     rows[["he", "she", "they"]] = [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     frame = cell_means(rows.assign(projection=[2.0, 4.0]))
     assert frame[["he", "she", "they"]].values.tolist() == [[0.5, 0.0, 0.5]] and frame.gender.item() is False
-    assert "projection" not in frame and cell_means(rows.assign(projection=[2.0, 4.0]), ["projection"]).projection.item() == 3
+    assert "projection" not in frame
+    assert cell_means(rows.assign(projection=[2.0, 4.0]), ["projection"]).projection.item() == 3
 
 
 def test_family_token_ids_and_probs():

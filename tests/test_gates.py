@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from llmaudit.config import load_params
-from llmaudit.verdict.gates import GateParams
 from llmaudit.errors import ConfigError
 from llmaudit.report import Results
 from llmaudit.report.front import CSS, verdict_section
 from llmaudit.report.index import build_index
+from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, from_card, overall, verdicts
 
 EPSILON = 0.02

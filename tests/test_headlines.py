@@ -36,8 +36,8 @@ def test_rows_carry_interval_n_unit_and_meaning(tmp_path: Path) -> None:
     rows = headline_rows(results.table())
     assert list(rows) == ["Four decision tasks"]
     competence, mass = rows["Four decision tasks"]
-    assert competence == HeadlineRow("credit: competence", "0.234", "[-0.01, 0.457], n = 80", "r with the decisive fact",
-                                     competence.meaning)
+    assert competence == HeadlineRow("credit: competence", "0.234", "[-0.01, 0.457], n = 80",
+                                     "r with the decisive fact", competence.meaning)
     assert mass.interval == "" and mass.unit == "probability"
     html = headline_section(results.table())
     assert "internal_key" not in html and "All 3 numbers of this audit" in html

@@ -477,8 +477,8 @@ def test_chapters_must_name_at_least_one_known_chapter(tmp_path) -> None:
     message = config_error(tmp_path, GOOD + "chapters: [steering_vector]\n")
     assert "chapters" in message and "did you mean 'steering_vectors'" in message
     assert "chapters" in config_error(tmp_path, GOOD + "chapters: [validity, validity]\n")
-    assert load_params(write(tmp_path, GOOD + "chapters: [validity, markedness]\n")).chapters == ["validity",
-                                                                                                  "markedness"]
+    assert load_params(write(tmp_path, GOOD + "chapters: [similarity, markedness]\n")).chapters == ["similarity",
+                                                                                                    "markedness"]
 
 
 def test_every_chapter_key_has_its_source() -> None:

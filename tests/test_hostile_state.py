@@ -4,11 +4,10 @@ and one line (exit status 2) for every failure that is the user's or the disk's.
 
 from __future__ import annotations
 
-import re
-
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -162,7 +161,8 @@ def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, mo
     assert len(notes) == 1 and "the rows of decision_tasks came from other settings than edited.yaml" in notes[0], notes
     page = (folder / "report.html").read_text()
     assert "Not every chapter's rows came from this params file and the vectors saved now" in page
-    assert "decision_tasks: tasks.sizes.judicial_conviction: 6 (params file: 5)<br>steering_vectors: this params" in page
+    assert ("decision_tasks: tasks.sizes.judicial_conviction: 6 (params file: 5)<br>steering_vectors: this params"
+            in page)
 
     recording_chapters(monkeypatch, fail=True)  # a failed rerun leaves rows and their settings as they were
     assert main(["audit", str(params), "--reports", str(reports), "--chapter", "decision_tasks"]) == 2
@@ -222,7 +222,8 @@ def test_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, damage) -> N
 def saved_vector(folder: Path) -> Path:
     """A small steering vector saved under `folder`."""
     gen = torch.Generator().manual_seed(1)
-    vector = SteeringVector("gender_lang", "gender", 2, torch.randn(8, generator=gen), torch.randn(8, generator=gen), 0.5)
+    direction, mean = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
+    vector = SteeringVector("gender_lang", "gender", 2, direction, mean, 0.5)
     return vector.save(folder)
 
 
@@ -499,7 +500,8 @@ CONTROL = "\x1b[2J\x1b]0;pwned\x07\r\n\u202e"  # clear the screen, retitle the t
 def test_error_line_escapes_control_characters_of_a_params_key(tmp_path, capsys) -> None:
     """The old error line printed the key as it was: a key "seed\\nTraceback..." gave three lines."""
     params = tmp_path / "p.yaml"
-    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n')
+    hostile_key = '"seed\\nTraceback (most recent call last):\\n\\x1b[2J": 1\n'
+    params.write_text((PARAMS_DIR / "ci.yaml").read_text() + hostile_key)
     line = one_line_exit_2(capsys, ["audit", str(params)], "seed\\nTraceback", "\\x1b[2J")
     assert "\x1b" not in line
 
@@ -531,7 +533,8 @@ def test_comparisons_of_different_pairs_write_different_files(tmp_path, capsys) 
         audited(tmp_path, name, case_records(per_unit(0.1 * number, 30, number)))
     assert main(["compare", "x_vs_y", "z", "--reports", str(tmp_path)]) == 0
     assert main(["compare", "x", "y_vs_z", "--reports", str(tmp_path)]) == 0
-    pairs = {(data["a"], data["b"]) for data in (json.loads(p.read_text()) for p in (tmp_path / "compare").glob("*.json"))}
+    written = (json.loads(p.read_text()) for p in (tmp_path / "compare").glob("*.json"))
+    pairs = {(data["a"], data["b"]) for data in written}
     assert pairs == {("x_vs_y", "z"), ("x", "y_vs_z")}
 
 

@@ -57,7 +57,8 @@ def test_activations_alone_need_only_the_blocks_up_to_the_deepest_read(model) ->
 
 def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp_path) -> None:
     model.ledger.path = tmp_path / "ledger" / "chapter.json"
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    generator = torch.Generator().manual_seed(0)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
     texts = [model.chat("the engineer said")]
     sweep_with_sensitivity(model, texts, [5, 6], vector, [-1.0, 0.0, 1.0], targets=[0])
@@ -88,7 +89,8 @@ def test_each_call_is_counted_under_its_label_and_the_labels_add_up(model, tmp_p
 
 
 def test_a_sweep_with_the_unsteered_model_is_at_the_minimum_for_one_prompt(model) -> None:
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    generator = torch.Generator().manual_seed(0)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
     texts = [model.chat("the engineer said")]
     sweep_with_sensitivity(model, texts, [5, 6], vector, [None, 1.0], None)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
 from llmaudit.models.embedded import locate_gguf
+from llmaudit.models.spec import ModelSpec
 
 
 def one_line(info: pytest.ExceptionInfo) -> str:

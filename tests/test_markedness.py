@@ -13,7 +13,13 @@ import pytest
 from llmaudit.errors import AuditError
 from llmaudit.markedness import prompts
 from llmaudit.markedness.metrics import (
-    GROUPS, LABELS, false_positive_rates, fpr_gap_cases, fpr_gaps, gap_span, summarise_gaps,
+    GROUPS,
+    LABELS,
+    false_positive_rates,
+    fpr_gap_cases,
+    fpr_gaps,
+    gap_span,
+    summarise_gaps,
 )
 from llmaudit.report.evidence import unit_values
 

@@ -8,13 +8,13 @@ import warnings
 
 import pytest
 import torch
-from test_prefix import variant_texts
 
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures, memory
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
+from test_prefix import variant_texts
 
 GIB = 1 << 30
 LLAMA_8B = memory.Shape(blocks=32, width=4096, mlp=14336, queries=4096, keys=1024, item=2)  # bfloat16

@@ -16,7 +16,8 @@ REFERENCES = REPO / "tests" / "notebooks"
 
 def code_cells(nb) -> list[str]:
     """Sources of the code cells, without the cell papermill injects."""
-    return [c.source for c in nb.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+    return [c.source for c in nb.cells
+            if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
 
 
 @pytest.mark.parametrize("chapter", KEYS)

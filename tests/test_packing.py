@@ -4,11 +4,11 @@ tokens at its own position; and the sweep on packed rows running no more than th
 from __future__ import annotations
 
 import torch
-from test_sweep_architectures import labels_of, random_vector
 
 from llmaudit.ledger import Ledger
 from llmaudit.models.packing import PackedBatch, Row, pack
 from llmaudit.models.sweep import sweep
+from test_sweep_architectures import labels_of, random_vector
 
 # Two levels of sharing, as in BBQ: a context shared by four prompts, a further sentence by two of them.
 NESTED = [
@@ -64,8 +64,9 @@ def test_a_packed_batch_places_reads_and_unpacks_each_member() -> None:
 
 
 def test_a_sweep_of_nested_variants_runs_each_distinct_token_once_per_block_and_lambda(tiny_model) -> None:
-    """Two rows of equal length (the beginning all four share runs once, before them), no padding: the ledger's count of what ran equals its minimum (each distinct prefix through the
-    lower blocks once and the upper blocks once per lambda), and the answers are each prompt's own."""
+    """Two rows of equal length (the beginning all four share runs once, before them), no padding: the ledger's count of
+    what ran equals its minimum (each distinct prefix through the lower blocks once and the upper blocks once per
+    lambda), and the answers are each prompt's own."""
     texts = [tiny_model.chat(p, "answer :") for p in (
         "the nurse started a new job and she said that it was good",
         "the nurse started a new job and she said that it was bad",

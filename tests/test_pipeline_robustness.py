@@ -24,7 +24,8 @@ def test_out_of_memory_names_the_setting_to_lower(tiny_model, monkeypatch) -> No
 
     monkeypatch.setattr(tiny_model.hf.model, "forward", exhausted)  # under every engine
     for traced in (False, True):
-        with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=64 \(batches halved down to 64 tokens\): lower batch_tokens") as info:
+        message = r"^out of memory with batch_tokens=64 \(batches halved down to 64 tokens\): lower batch_tokens"
+        with pytest.raises(AuditError, match=message) as info:
             tiny_model.forward(["the nurse"], [1], batch_tokens=64, traced=traced)
         assert "\n" not in str(info.value)
 
@@ -92,7 +93,8 @@ def test_changed_code_never_reuses_cached_results(tmp_path, monkeypatch) -> None
         return {"x": torch.ones(2)}
 
     def run():
-        cache.cached_tensors(Chapter("steering_vectors", load_params("ci"), tmp_path).cache, {"prompts": ["a"]}, compute)
+        chapter = Chapter("steering_vectors", load_params("ci"), tmp_path)
+        cache.cached_tensors(chapter.cache, {"prompts": ["a"]}, compute)
 
     run()
     run()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_ledger import distinct_prefixes
-from test_sweep_architectures import ARCHITECTURES, build_model
 
 from llmaudit.ledger import Ledger
 from llmaudit.models import architectures
@@ -16,6 +14,8 @@ from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
 from llmaudit.models.states import LowerStates
 from llmaudit.models.sweep import sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
+from test_ledger import distinct_prefixes
+from test_sweep_architectures import ARCHITECTURES, build_model
 
 CASES = ("the nurse started a new job and said that it was good", "a doctor wrote about the teacher")
 

@@ -25,7 +25,8 @@ def setting():
     texts = [model.chat(item.prompt, item.prefix) for item in items]
     labels = answer_ids(model.tokenizer, task.answers)
     plain = model.forward(texts, labels, layers=[20])
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)), dim=0)
+    generator = torch.Generator().manual_seed(0)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("random", "race", 20, direction, plain.acts[:, 0].mean(0), k=10.0)
     return model, texts, labels, [item.target for item in items], vector
 
@@ -34,7 +35,8 @@ def test_engine_equals_traced_reference(setting) -> None:
     model, texts, labels, _, vector = setting
     lambdas = [-1.0, 0.0, 0.6]
     engine = sweep(model, texts, labels, vector, lambdas, lambda_batch=2)
-    reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs for lam in lambdas])
+    reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs
+                             for lam in lambdas])
     torch.testing.assert_close(engine, reference, atol=1e-4, rtol=0)
 
 

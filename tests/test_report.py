@@ -279,9 +279,10 @@ LATER_MD = "# Later\n\nAs in {eq}`eq-score`:\n\n$$x = y$$ (eq-later)\n"
 
 
 def test_report_renders_myst_roles_equations_and_directives(tmp_path: Path) -> None:
-    """Roles show their text ({term}) or the equation number linked to the equation ({eq}); labelled equations,
-    $$ ... $$ (label) or {math} with :label:, are numbered per chapter in reading order (chapter.k, the chapter's number
-    from its file name), as the book numbers them; directives become titled boxes. No role, label or option is left as raw text."""
+    """Roles show their text ({term}) or the equation number linked to the equation ({eq}); labelled equations, $$ ...
+    $$ (label) or {math} with :label:, are numbered per chapter in reading order (chapter.k, the chapter's number from
+    its file name), as the book numbers them; directives become titled boxes. No role, label or option is left as raw
+    text."""
     paths = [tmp_path / "01_myst.ipynb", tmp_path / "02_later.ipynb"]
     for path, source in zip(paths, (MYST_MD, LATER_MD)):
         nbformat.write(new_notebook(cells=[new_markdown_cell(source)]), path)
@@ -334,5 +335,49 @@ def test_exercise_solutions_are_folded_whole(tmp_path: Path) -> None:
                        html, re.S)
     assert folded and "answer = 6 * 7" in folded.group(1) and "<pre>42</pre>" in folded.group(1)
     assert "sweep: 100%" not in html and html.count('<details class="solution">') == 1
-    assert '<details class="directive admonition"><summary>Discussion</summary><p>It is <strong>42</strong>.</p>' in html
+    discussion = '<details class="directive admonition"><summary>Discussion</summary><p>It is <strong>42</strong>.</p>'
+    assert discussion in html
     assert "<pre>2</pre>" in html and "<pre>2</pre>" not in folded.group(1)  # the next cell is not folded with it
+
+
+EDGES_MD = textwrap.dedent(
+    r"""
+    # Edges of $x$ and {term}`a term <Term>`
+
+    Prices stay text: $5 and $10 today.
+
+    Escaped \$y\$ and `$z$` too; $$a+b$$ is display math inline.
+
+    - In a list:
+
+      $$c = d$$ (eq-listed)
+
+    $$
+    e
+
+    f
+    $$
+
+    ```{admonition} Box
+    See {eq}`eq-listed`, {numref}`Figure <fig-one>` and {ref}`target`.
+    ```
+    """
+)
+
+
+def test_report_keeps_myst_edges_as_the_book_reads_them(tmp_path: Path) -> None:
+    """What the MyST plugins could read differently: dollars that are prices, escaped or code stay text; inline $$
+    is unnumbered display math; a labelled equation in a list is numbered and a directive's {eq} links to it; a
+    blank line ends a $$ block; a heading's math and roles reach the contents."""
+    path = tmp_path / "03_edges.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(EDGES_MD)]), path)
+    html = build_report(tmp_path, "T", [path], generated="now").read_text(encoding="utf-8")
+    assert "Prices stay text: $5 and $10 today." in html and "Escaped $y$ and <code>$z$</code> too;" in html
+    assert re.search(r'too; <math [^>]*display="block"><mrow><mi>a</mi><mo>[^<]+</mo><mi>b</mi></mrow></math> is', html)
+    assert re.search(r'<div class="equation" id="equation-eq-listed"><math [^>]*display="block">.*?'
+                     r'<span class="eqno">\(3\.1\)</span></div>', html, re.S)
+    assert re.search(r'See <a href="#equation-eq-listed"[^>]*>\(3\.1\)</a>, Figure and target\.', html)
+    assert "<p>$$\ne</p>" in html and "<p>f\n$$</p>" in html
+    heading = re.search(r'<li><a href="#ch-03-edges">(.*?)</a></li>', html)
+    assert heading and re.fullmatch(r'Edges of <math [^>]*display="inline"><mrow><mi>x</mi></mrow></math> and a term',
+                                    heading.group(1))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import batching, load_model
 from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.spec import ModelSpec
 from llmaudit.steering import Intervention, SteeringVector
 
 # Very different lengths (1 to ~40 tokens) so length-sorted batches need left padding.
@@ -78,7 +78,8 @@ def test_batched_padding_with_intervention_matches_one_by_one(tiny_model) -> Non
     model = tiny_model
     texts = [model.chat(p) for p in PROMPTS]
     torch.manual_seed(3)
-    edit = Intervention(1, torch.nn.functional.normalize(torch.randn(model.width), dim=0), 2.0, torch.randn(model.width))
+    direction = torch.nn.functional.normalize(torch.randn(model.width), dim=0)
+    edit = Intervention(1, direction, 2.0, torch.randn(model.width))
     out = model.forward(texts, label_ids(model), [0, 1, 3], intervention=edit, batch_tokens=60)
     probs, acts = one_by_one(model, texts, label_ids(model), [0, 1, 3], edit)
     torch.testing.assert_close(out.probs, probs, atol=1e-5, rtol=0)
@@ -147,11 +148,12 @@ def test_additive_intervention_changes_only_later_layers(tiny_model, layer) -> N
     plain = model.forward(texts, label_ids(model), layers, batch_tokens=60)
     steered = model.forward(texts, label_ids(model), layers, Intervention(layer, v, 8.0, None), batch_tokens=60)
     assert not torch.allclose(plain.probs, steered.probs, atol=1e-6)
-    for l in range(model.n_layers):
-        if l < layer:
-            torch.testing.assert_close(steered.acts[:, l], plain.acts[:, l], atol=1e-6, rtol=0)
+    for block in range(model.n_layers):
+        if block < layer:
+            torch.testing.assert_close(steered.acts[:, block], plain.acts[:, block], atol=1e-6, rtol=0)
         else:
-            assert (steered.acts[:, l] - plain.acts[:, l]).abs().amax(-1).min() > 1e-3, f"layer {l} unchanged"
+            moved = (steered.acts[:, block] - plain.acts[:, block]).abs().amax(-1).min()
+            assert moved > 1e-3, f"layer {block} unchanged"
     # the saved activation of the edited layer is the post-edit state: shifted by exactly alpha v
     torch.testing.assert_close(steered.acts[:, layer], plain.acts[:, layer] + 8.0 * v, atol=1e-4, rtol=1e-4)
 
@@ -266,7 +268,8 @@ def test_sweep_engine_equals_traced_interventions(tiny_model, projection, lambda
     texts = [model.chat(p, "answer :") for p in PROMPTS]
     labels = label_ids(model)
     plain = model.forward(texts, labels, layers=[1])
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(3)), dim=0)
+    generator = torch.Generator().manual_seed(3)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=2.5)
     lambdas = [-1.0, -0.2, 0.0, 0.6, 1.0]
     engine = sweep(model, texts, labels, vector, lambdas, projection, batch_tokens=40, lambda_batch=lambda_batch)
@@ -287,7 +290,8 @@ def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
     labels = label_ids(model)[:2]
     targets = [1] * len(texts)
     plain = model.forward(texts, labels, layers=[1])
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(5)), dim=0)
+    generator = torch.Generator().manual_seed(5)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=1.5)
     exact = sensitivity_at_zero(model, texts, labels, targets, vector, batch_tokens=40)
     eps = 1e-3
@@ -309,7 +313,8 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
     plain = tiny_model.forward(texts, labels, layers=[1, 3], batch_tokens=4096, traced=True)
     for budget in (4096, 40):  # one batch with right padding, and one prompt per batch
         shared = forward_shared_prefix(tiny_model, texts, labels, layers=[1, 3], batch_tokens=budget)
-        assert torch.allclose(shared.probs, plain.probs, atol=1e-5) and torch.allclose(shared.acts, plain.acts, atol=1e-4)
+        assert torch.allclose(shared.probs, plain.probs, atol=1e-5)
+        assert torch.allclose(shared.acts, plain.acts, atol=1e-4)
     assert common_prefix([[1, 2, 3], [1, 2, 4], [1, 2]]) == 1 and common_prefix([[5, 6], [7]]) == 0
     # activations alone: the blocks above the deepest read never run, and the activations are the same
     runs, ran = {}, {}

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_sweep_architectures import build_model
 
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.batching import pad
 from llmaudit.models.prefix import Branch, branches, shareable
 from llmaudit.models.sampling import SampleCall, call_batches
+from test_sweep_architectures import build_model
 
 NEW = 6
 

@@ -12,7 +12,16 @@ import pytest
 
 from llmaudit.errors import AuditError
 from llmaudit.report.evidence import unit_values
-from llmaudit.similarity.bbq import CATEGORIES, accuracy_cases, answer_kind, bias_scores, load_bbq, prompt, stratified_sample, unknown_index
+from llmaudit.similarity.bbq import (
+    CATEGORIES,
+    accuracy_cases,
+    answer_kind,
+    bias_scores,
+    load_bbq,
+    prompt,
+    stratified_sample,
+    unknown_index,
+)
 from llmaudit.similarity.compare import answer_histogram, histogram_cosine, linear_cka, similarity_matrix, unk_flip
 
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or "/work/shared/data")
@@ -127,8 +136,8 @@ def test_cka_invariances(n, d):
 def hsic_cka(x: np.ndarray, y: np.ndarray) -> float:
     """Reference: HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L)) with linear kernels and the centring matrix H."""
     h = np.eye(len(x)) - 1 / len(x)
-    k, l = h @ x @ x.T @ h, h @ y @ y.T @ h
-    return float(np.sum(k * l) / np.sqrt(np.sum(k * k) * np.sum(l * l)))
+    kx, ky = h @ x @ x.T @ h, h @ y @ y.T @ h
+    return float(np.sum(kx * ky) / np.sqrt(np.sum(kx * kx) * np.sum(ky * ky)))
 
 
 def test_cka_independent_and_widths():

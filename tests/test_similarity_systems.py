@@ -85,8 +85,11 @@ def test_saved_systems_are_read_without_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, llmaudit.similarity.saved; print(sorted(m for m in ('torch', 'llmaudit.models') if m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    code = ("import sys, llmaudit.similarity.saved; "
+            "print(sorted(m for m in ('torch', 'llmaudit.models') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"
+
 
 
 def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp_path) -> None:

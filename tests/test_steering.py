@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import lower_positions
 
+from conftest import lower_positions
 from llmaudit.cache import cached_tensors, digest
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
@@ -164,7 +164,7 @@ def test_layer_metrics_corr_matches_numpy() -> None:
     p = torch.randn(50, 4, generator=gen)
     s = torch.randn(50, generator=gen) + 0.3 * p[:, 1]
     corr, sep = layer_metrics(p, s)
-    expected = [np.corrcoef(p[:, l].numpy(), s.numpy())[0, 1] for l in range(4)]
+    expected = [np.corrcoef(p[:, layer].numpy(), s.numpy())[0, 1] for layer in range(4)]
     np.testing.assert_allclose(corr.numpy(), expected, atol=1e-6)
     assert corr.shape == sep.shape == (4,)
 
@@ -192,7 +192,8 @@ def test_scale_matches_formula() -> None:
     pos, neg = s.numpy() > 0, s.numpy() < 0
     pn, sn = p.numpy().astype(float), s.numpy().astype(float)
     expected = abs(
-        (np.quantile(pn[pos], 0.9) - np.quantile(pn[neg], 0.1)) / (np.quantile(sn[pos], 0.9) - np.quantile(sn[neg], 0.1))
+        (np.quantile(pn[pos], 0.9) - np.quantile(pn[neg], 0.1))
+        / (np.quantile(sn[pos], 0.9) - np.quantile(sn[neg], 0.1))
     )
     assert scale(p, s) == pytest.approx(expected, rel=1e-6)
     assert scale(-p, s) == pytest.approx(abs((np.quantile(-pn[pos], 0.9) - np.quantile(-pn[neg], 0.1)) / (

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import build_tokenizer, lower_positions
 
+from conftest import build_tokenizer, lower_positions
 from llmaudit.errors import AuditError
-from llmaudit.models import AuditModel, architectures
-from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.blocks import running
-from llmaudit.models.prefix import shareable
 from llmaudit.ledger import Ledger
+from llmaudit.models import AuditModel, architectures
+from llmaudit.models.blocks import running
+from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.prefix import shareable
 from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
 from llmaudit.steering import SteeringVector
 
@@ -36,9 +36,21 @@ CONFIGS: dict[str, tuple[str, dict]] = {
                                          "query_pre_attn_scalar": 8}),
     "qwen3": ("Qwen3Config", {}),  # not in the verified table: must be refused
 }
-ARCHITECTURES = ["llama", "qwen2", "mistral", "ministral", "gemma3_text"]
+WINDOWED = ["qwen2", "mistral", "ministral", "gemma3_text"]
+ARCHITECTURES = ["llama", *WINDOWED]
 # Steering layers: (below a sliding block, above one) for the six-block models; any two for the 4-block Llama.
 STEERING_LAYERS = {arch: (1, 3) for arch in ARCHITECTURES} | {"llama": (1, 2)}
+# (arch, steering layer of STEERING_LAYERS, projection, window) the exactness tests run. Llama has no window and
+# always shares its beginning and packs token trees: it takes every steering layer with and without projection.
+# A windowed model needs its own masks on both engine paths: its window of 4 (no shared beginning, the sliding
+# masks picked by layer type, steering below a sliding block so that every upper block's type is checked) and an
+# unlimited one (shared beginning and token trees, steering above a sliding block); projection is the edit's, not
+# the architecture's, and alternates.
+SHAPES = [("llama", which, projection, None) for which in (0, 1) for projection in (True, False)] + [
+    shape for arch in WINDOWED for shape in ((arch, 0, True, None), (arch, 1, False, 10_000))
+]
+# (arch, window): every engine path of every architecture, for the test that reads blocks.
+WINDOWS = [("llama", None)] + [(arch, window) for arch in WINDOWED for window in (None, 10_000)]
 LAMBDAS = [-1.0, 0.0, 0.5, 1.0]
 
 PROMPTS = [
@@ -126,10 +138,7 @@ def shared_beginning(model, texts: list[str], window: int | None, monkeypatch) -
     return shareable(model.hf, model.encode(texts))
 
 
-@pytest.mark.parametrize("window", [None, 10_000])
-@pytest.mark.parametrize("projection", [True, False])
-@pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
 def test_sweep_equals_plain_steered_forward(models, arch, which, projection, window, monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
@@ -145,8 +154,7 @@ def test_sweep_equals_plain_steered_forward(models, arch, which, projection, win
     assert (engine[0] - engine[-1]).abs().max() > 1e-3  # steering moves the answers
 
 
-@pytest.mark.parametrize("window", [None, 10_000])
-@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize(("arch", "window"), WINDOWS)
 def test_sweep_reads_blocks_and_the_unsteered_model_as_the_traced_forward(models, arch, window, monkeypatch) -> None:
     """Lambda None is the model unsteered; blocks below, at and above the steering block read at the last token."""
     model = models(arch)
@@ -166,15 +174,14 @@ def test_sweep_reads_blocks_and_the_unsteered_model_as_the_traced_forward(models
     torch.testing.assert_close(swept.acts[1, :, 0], swept.acts[2, :, 0], atol=0, rtol=0)  # and none below it
 
 
-@pytest.mark.parametrize("window", [None, 10_000])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch, window, monkeypatch) -> None:
+def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch) -> None:
     """States kept at the lower vector's block by a sweep along the higher one start sweeps along either vector (the
     other vector of a concept, the same vector with another edit) with the same answers and derivatives, and the
-    continuations run no block below the states'."""
+    continuations run no block below the states'. Each architecture once, with its own window: starting from states
+    changes what runs, not the masks, which the tests above check on both paths."""
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
-    shared_beginning(model, texts, window, monkeypatch)
     targets = [i % len(labels) for i in range(len(texts))]
     low, high = (random_vector(model, layer) for layer in STEERING_LAYERS[arch])
     encoded = model.encode(texts)
@@ -196,10 +203,7 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch,
         sweep_with_sensitivity(model, texts[1:], labels, high, LAMBDAS, None, start=first.states)
 
 
-@pytest.mark.parametrize("window", [None, 10_000])
-@pytest.mark.parametrize("projection", [True, False])
-@pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
 def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projection, window, monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
@@ -222,7 +226,7 @@ def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projec
     assert exact.abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "mistral", "ministral", "gemma3_text"])
+@pytest.mark.parametrize("arch", WINDOWED)
 def test_sliding_window_matters_for_the_test_prompts(models, arch, monkeypatch) -> None:
     """The window is shorter than the prompts: the same weights with an unlimited window answer differently."""
     model = models(arch)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import lower_positions
 
+from conftest import lower_positions
 from llmaudit.ledger import Ledger
 from llmaudit.models.states import stored_states
 from llmaudit.steering import SteeringVector
@@ -38,7 +38,8 @@ def toy_vector(model) -> SteeringVector:
     """A seeded random direction at block 2, centred on the toy prompts' mean activation."""
     texts = [model.chat(f"the {job} started a new job", "answer :") for job in JOBS]
     acts = model.forward(texts, [1], layers=[2]).acts[:, 0]
-    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(1)), dim=0)
+    generator = torch.Generator().manual_seed(1)
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     return SteeringVector("v", "gender", 2, direction, acts.mean(0), k=3.0)
 
 
@@ -94,7 +95,8 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
         ToyTask(), low, lambdas, n=4, exact=True)
     started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
-    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), low, lambdas, n=4, exact=True)  # no cache
+    uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
+    plain = uncached.white_box(ToyTask(), low, lambdas, n=4, exact=True)
     padded = lower_positions(tiny_model, texts, 64)
     assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
@@ -141,7 +143,8 @@ def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_s
         Restated(), vector, lambdas, n=4, exact=True)
     sweep = tiny_model.ledger.calls["sweep: toy sweep"]
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).audit(Restated(), vector, lambdas, n=4, exact=True)  # no cache
+    uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
+    plain = uncached.audit(Restated(), vector, lambdas, n=4, exact=True)
     from_tokens = tiny_model.ledger.calls["sweep: toy sweep"]
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in Restated().items("neutral", 4, 0)]
     padded = lower_positions(tiny_model, texts, 64)
@@ -185,7 +188,8 @@ def test_competence_follows_the_decisive_fact_or_the_gold_answers() -> None:
 
     guessing = _audit_of(Exam(), [0.15] * 20 + [0.35] * 20, [float("nan")] * 40)
     knowing = _audit_of(Exam(), [0.6] * 40, [float("nan")] * 40)
-    assert guessing.competence(500, 0).lo < 0 < guessing.competence(500, 0).hi and knowing.competence(500, 0).value == pytest.approx(0.35)
+    assert guessing.competence(500, 0).lo < 0 < guessing.competence(500, 0).hi
+    assert knowing.competence(500, 0).value == pytest.approx(0.35)
     assert _audit_of(ToyTask(), [0.5] * 8, [float("nan")] * 8).competence(500, 0) is None  # no fact, no gold
 
 

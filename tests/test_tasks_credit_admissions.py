@@ -14,7 +14,6 @@ from llmaudit.tasks.credit import CREDIT
 from llmaudit.tasks.names import first_names
 
 
-
 @pytest.fixture(scope="module")
 def names(mirror):
     return first_names(mirror)

@@ -16,9 +16,24 @@ from llmaudit.stats import pearson
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks import CREDIT
 from llmaudit.validity.names import (
-    BINS, SSA_KEY, credit_items, female_bin, filtered_cases, filtered_gap, sample_per_bin, ssa_names, unnamed_items,
+    BINS,
+    SSA_KEY,
+    credit_items,
+    female_bin,
+    filtered_cases,
+    filtered_gap,
+    sample_per_bin,
+    ssa_names,
+    unnamed_items,
 )
-from llmaudit.validity.projection import ALL_NAMES, MIXED_NAMES, SENTENCE, name_projections, name_prompt, projection_fits
+from llmaudit.validity.projection import (
+    ALL_NAMES,
+    MIXED_NAMES,
+    SENTENCE,
+    name_projections,
+    name_prompt,
+    projection_fits,
+)
 
 
 def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:

@@ -12,7 +12,8 @@ import pytest
 from llmaudit.cli import main
 from llmaudit.report import Results
 
-GOOD_INSTRUMENTS = {"credit.competence": (0.3, 0.2, 0.4), "gender_lang.corr": (0.6,), "gender_lang.steered_score_span": (1.2,)}
+GOOD_INSTRUMENTS = {"credit.competence": (0.3, 0.2, 0.4), "gender_lang.corr": (0.6,),
+                    "gender_lang.steered_score_span": (1.2,)}
 
 
 def report(tmp_path: Path, slope: tuple[float, float, float], corr: float = 0.6) -> Path:

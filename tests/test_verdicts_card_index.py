@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from llmaudit.config import load_params, params_path
-from llmaudit.report import Results, build_report
 from llmaudit.ledger import Ledger, ledger_path
+from llmaudit.report import Results, build_report
 from llmaudit.report.card import CARD, write_card, write_model
 from llmaudit.report.index import build_index, side_by_side
 from llmaudit.verdict.verdicts import overall, verdicts

@@ -133,8 +133,8 @@ def _say_mixed(report_dir: Path, params_file: Path) -> None:
         if entry["settings"] is not None and entry["differs"]:
             name = printable(chapter)
             print(f"note: the rows of {name} came from other settings than {printable(params_file.name)} and the "
-                  f"saved vectors: {printable('; '.join(entry['differs']))}; rerun it (--chapter {name}) or audit under "
-                  "another name", file=sys.stderr, flush=True)
+                  f"saved vectors: {printable('; '.join(entry['differs']))}; rerun it (--chapter {name}) or audit "
+                  "under another name", file=sys.stderr, flush=True)
 
 
 def _params(model: str) -> tuple[Params, Path]:

@@ -13,7 +13,6 @@ from pathlib import Path
 from llmaudit.errors import AuditError
 from llmaudit.terminal import printable
 
-
 INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from llmaudit.errors import ConfigError
 from llmaudit.models.memory import AUTO, BatchTokens
@@ -65,6 +65,15 @@ class RunSettings(Section):
     @classmethod
     def _batch(cls, value: BatchTokens) -> BatchTokens:
         return value if value == AUTO else at_least(value, 64)
+
+    @model_validator(mode="after")
+    def _complete(self) -> RunSettings:
+        """Each section a chosen chapter runs with has what a run needs (`Section.complete`)."""
+        for spec in CHAPTERS:
+            if spec.key in self.chapters:
+                for section in filter(None, (spec.section, *spec.reads)):
+                    getattr(self, section).complete()
+        return self
 
 
 # Everything one audit run of one model needs: the run's settings and one section per registered chapter that has one.
@@ -189,7 +198,8 @@ def one_line(err: ValidationError, where: str) -> str:
         if rest and (field in _fields(loc) or (isinstance(given, dict) and field in given)):
             loc, text = [*loc, field], rest
         return f"{':'.join([where, *loc])}: {text}"
-    return f"{':'.join([where, *loc])}: {problem['msg'].lower().removeprefix('input ')} (got {_shown(problem['input'])})"
+    message = problem["msg"].lower().removeprefix("input ")
+    return f"{':'.join([where, *loc])}: {message} (got {_shown(problem['input'])})"
 
 
 def _fields(loc: list[str]) -> list[str]:

@@ -3,9 +3,8 @@ sections, the cache's code hash, the verdict page's tests and the book's content
 
 from __future__ import annotations
 
-from typing import Any
-
 from types import ModuleType
+from typing import Any
 
 from llmaudit.errors import AuditError
 from llmaudit.framing import spec as framing

@@ -20,6 +20,9 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
+    def complete(self) -> None:
+        """ValueError where the section lacks what a run of a chapter that reads it needs (by default nothing)."""
+
 
 def known(name: str, names: Iterable[str]) -> str:
     """`name` if it is among `names`, else ValueError with the closest suggestion."""
@@ -44,7 +47,8 @@ def coefficients(values: Sequence[float]) -> Sequence[float]:
     coefficient of 1e30 saturates every steered answer and zeroes every slope, so that every test passes)."""
     outside = [v for v in once(values) if not -LAMBDA_LIMIT <= v <= LAMBDA_LIMIT]
     if outside:
-        raise ValueError(f"steering coefficients must lie in [-{LAMBDA_LIMIT:g}, {LAMBDA_LIMIT:g}] (got {outside[0]:g})")
+        raise ValueError(f"steering coefficients must lie in [-{LAMBDA_LIMIT:g}, {LAMBDA_LIMIT:g}] "
+                         f"(got {outside[0]:g})")
     return values
 
 

@@ -168,10 +168,13 @@ def _check_columns(path: Path, key: str, entry: Mapping[str, Any], sep: str) -> 
         if missing or unexpected
         else f"columns in a different order: got {first}, expected {expected}"
     )
-    raise _fail(f"{key}: header does not match the manifest ({detail}): the file is a different version; fix the mirror")
+    raise _fail(f"{key}: header does not match the manifest ({detail}): the file is a different version; "
+                "fix the mirror")
 
 
-def read_csv(key: str, mirror: str | Path | None = None, *, manifest: Manifest | None = None, **kw: Any) -> pd.DataFrame:
+def read_csv(
+    key: str, mirror: str | Path | None = None, *, manifest: Manifest | None = None, **kw: Any
+) -> pd.DataFrame:
     """Read a CSV/TSV data file (sep from the suffix) after checking its header against the manifest."""
     manifest = load_manifest() if manifest is None else manifest
     path = data_path(key, mirror, manifest=manifest)

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.framing.metrics import KEYS
 from llmaudit.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
 from llmaudit.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.sampling import SampleCall, call_batches
 from llmaudit.models.states import LowerStates, store_states
 from llmaudit.models.sweep import sweep_from_stored
@@ -98,6 +99,22 @@ def steered_probabilities(
                       for lam, p in zip(lambdas, probs["probs"])], ignore_index=True)
 
 
+def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[bool], max_new_tokens: int,
+                  space: list[int], vector: SteeringVector | None) -> dict[str, torch.Tensor]:
+    """One batch of `chat_pass`: the sampled tokens and first-position probabilities of its calls and, given a
+    vector, the last token's outputs at its block and the completion calls' states there (their call's one text)."""
+    layers = [vector.layer] if vector is not None else []
+    out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
+    found = {"tokens": torch.cat(out.tokens), "probs": out.probs}
+    if layers:
+        first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
+        states = [out.states[vector.layer][t] for t, free in zip(first, completion) if free]
+        found |= {"acts": out.acts[:, 0],
+                  "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
+                  "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
+    return found
+
+
 def chat_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
     batch_tokens: BatchTokens, cache: Path | None = None, vector: SteeringVector | None = None,
@@ -121,19 +138,10 @@ def chat_pass(
                       leave=False):
         chosen = [calls[i] for i in batch]
 
-        def run() -> dict[str, torch.Tensor]:
-            out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
-            found = {"tokens": torch.cat(out.tokens), "probs": out.probs}
-            if layers:  # the last token's projection, and the completion prompts' states (their call's one text)
-                first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
-                states = [out.states[vector.layer][t] for t, i in zip(first, batch) if completion[i]]
-                found |= {"acts": out.acts[:, 0], "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
-                          "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
-            return found
-
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
                "labels": space, "layers": layers, "keep": layers}  # a batch cached without its states runs again
-        found = cached_tensors(cache, key, run)
+        found = cached_tensors(cache, key, partial(_sample_batch, model, chosen, [completion[i] for i in batch],
+                                                   max_new_tokens, space, vector))
         answers += found["tokens"].split([call.rows for call in chosen])
         for name in read.keys() & found.keys():
             read[name].append(found[name])

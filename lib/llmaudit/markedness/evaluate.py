@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.markedness.metrics import LABELS
 from llmaudit.markedness.prompts import Example, classification_prompt
 from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import answer_ids

@@ -18,8 +18,8 @@ MIN_LABEL_SHARE = "min_label_share_9shot"  # smallest share of predictions among
 
 
 class MarkednessParams(Section):
-    """Sizes of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set), the demonstration pool, the
-    few-shot seeds, and whether every group term is used or only each group's name."""
+    """Sizes of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set), the
+    demonstration pool, the few-shot seeds, and whether every group term is used or only each group's name."""
 
     templates: dict[str, int | None] = {}
     pool: Literal["sst5", "semeval"] = "sst5"

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from llmaudit.cache import cache_root
-from llmaudit.models.spec import embedded_file
 from llmaudit.errors import ConfigError
+from llmaudit.models.spec import embedded_file
 
 
 def locate_gguf(spec: str) -> Path:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import torch
 
-from llmaudit.models.spec import ModelSpec
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.architectures import input_device
 from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, locate_gguf
 from llmaudit.models.runtime import AuditModel
+from llmaudit.models.spec import ModelSpec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CHECKSUMS = "llmaudit-checksums.json"  # in a converted folder: the GGUF's sha256 and the sha256 of each file written
@@ -66,11 +66,13 @@ def _local(spec: ModelSpec):
         hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
                                                   device_map=spec.device_map)
     except (OSError, ValueError) as err:
-        raise _unreachable(folder, err, "check the id, log in for gated models, or set model.path to a local copy") from None
+        raise _unreachable(folder, err, "check the id, log in for gated models, or set model.path to a local copy") \
+            from None
     if spec.hf:  # a hub snapshot is pinned by its commit, which pins every weight file's sha256
         source["revision"] = getattr(hf.config, "_commit_hash", None)
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of torch")
+        raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of "
+                          "torch")
     if spec.device_map is None:
         hf.to(spec.device)
     hf.eval()

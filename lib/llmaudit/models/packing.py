@@ -24,6 +24,7 @@ from llmaudit.models import architectures
 from llmaudit.models.batching import token_batches
 from llmaudit.models.memory import ROW_TOKENS
 
+
 @dataclass(frozen=True)
 class Row:
     """Prompts (their indices) packed in one row: their distinct tokens, each after its parent (-1: a prompt's

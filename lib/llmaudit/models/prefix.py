@@ -23,8 +23,8 @@ import torch
 
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
-from llmaudit.models.blocks import running
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
+from llmaudit.models.blocks import running
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches, window_covers

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.errors import AuditError
 from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable

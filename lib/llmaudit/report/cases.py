@@ -77,7 +77,8 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
                     f'<td class="num">{row.metric_b:.4f}</td><td class="num">{row.diff:+.4f}</td>{slope}'
                     f'<td class="num">{row.mass_a:.3f} / {row.mass_b:.3f}</td>'
                     f'<td class="differs">{_differs(row)}</td></tr>')
-    return (f'<h3>{escape(test.requirement)} &mdash; {escape(test.test)}</h3>\n<p class="meta">{meta}</p>\n<table class="cases"><thead>{head}</thead>'
+    return (f'<h3>{escape(test.requirement)} &mdash; {escape(test.test)}</h3>\n<p class="meta">{meta}</p>\n'
+            f'<table class="cases"><thead>{head}</thead>'
             "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
 
 

@@ -3,14 +3,13 @@ the report folders escaped."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
 import llmaudit
 from llmaudit.report.comparison import ALPHA, N_BOOT, SEED, Comparison, more_biased
 from llmaudit.report.html import CSS
-
 
 PAGE_CSS = """
 .outcome { display: inline-block; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600; font-size: .8rem; }
@@ -31,7 +30,7 @@ def _ci(value: float, lo: float, hi: float) -> str:
 def to_html(comparison: Comparison, generated: str | None = None) -> str:
     """The comparison as one self-contained HTML page (no scripts, no network; every string escaped)."""
     c = comparison
-    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     a, b = escape(c.a), escape(c.b)
     link = lambda name: f'<a href="../{escape(quote(name))}/report.html">{escape(name)}</a>'  # noqa: E731
     rows = []

@@ -94,7 +94,8 @@ def verdict_section(table: pd.DataFrame) -> str:
                     f'<td rowspan="{span}">{badge(worst[requirement])}</td>') if i == 0 else ""
             checks = "<br>".join(escape(text) for text in t.gates)
             holm = f'<span class="small">Holm: {_holm(t)}</span>' if t.holm else ""
-            rows.append(f'<tr>{lead}<td class="test">{escape(t.test)}<span class="small">resampled: {escape(t.resampled)}'
+            rows.append(f'<tr>{lead}<td class="test">{escape(t.test)}'
+                        f'<span class="small">resampled: {escape(t.resampled)}'
                         f"</span></td><td>{_outcome(t)}{holm}</td>"
                         f'<td class="num">{_signed(t.score)} [{_signed(t.lo)}, {_signed(t.hi)}]'
                         f'<span class="small">{_power(t)}</span></td><td class="gates">{checks}</td></tr>')
@@ -117,8 +118,8 @@ def verdict_section(table: pd.DataFrame) -> str:
         "named per test; the half-width h of an interval shrinks as 1/&radic;n, so an inconclusive test gives "
         "about how many such units would decide it at the observed variance.</p>\n"
         f"<p>This page holds {len(table)} tests, {family} of them measurable: that is the family over which Holm's "
-        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); under each fail, "
-        "the Verdict column says whether it survives. The per-test verdicts are uncorrected.</p>\n"
+        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); under each "
+        "fail, the Verdict column says whether it survives. The per-test verdicts are uncorrected.</p>\n"
         f'<table class="verdicts"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table></section>"
     )
 

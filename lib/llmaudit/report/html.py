@@ -1,118 +1,39 @@
 """Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network.
-Everything a notebook brings (markdown, outputs, model text) passes an allow-list sanitiser (nh3) first. Chapter
-markdown is MyST: its roles ({term}, {eq}, ...), labelled `$$ ... $$ (label)` equations and directives are rendered
-as the book shows them, equations numbered per chapter (1.1, 1.2, 2.1 ...) as the book numbers them."""
+Chapter markdown is rendered as the book shows it (`report.markdown`), equations numbered per chapter (1.1, 1.2,
+2.1 ...) as the book numbers them; everything a notebook brings passes the sanitiser (`report.sanitiser`) first."""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 import nbformat
-import nh3
 import pandas as pd
-from latex2mathml.converter import convert as latex_to_mathml
-from markdown_it import MarkdownIt
-from markdown_it.rules_block import StateBlock
-from markdown_it.rules_core import StateCore
-from markdown_it.rules_inline import StateInline
-from markdown_it.token import Token
 
 import llmaudit
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
+from llmaudit.report import markdown
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import spec_to_svg
+from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section, verdict_section
-from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
 from llmaudit.report.results import Results
 from llmaudit.report.results_json import results_document
+from llmaudit.report.sanitiser import sanitise
 from llmaudit.verdict.verdicts import from_card
 
-_MATH = re.compile(r"\$\$(.+?)\$\$|\$(?=\S)([^$\n]*?\S)\$(?!\d)", re.S)
-_CLOSING = re.compile(r"\$\$[ \t]*(?:\(([^()\s]+)\))?[ \t]*$")  # a display equation's end: $$, or $$ (label)
-_ROLE = re.compile(r"\{([\w:+.-]+)\}(`+)(.+?)(?<!`)\2(?!`)", re.S)  # {name}`content`, as MyST writes a role
-_TITLED = re.compile(r"(.*?)\s*<([^<>]+)>", re.S)  # a role's "text <target>" content
-_DIRECTIVE = re.compile(r"\{([\w:.-]+)\}\s*(.*)")  # a fence's info string "{name} argument"
-_OPTION = re.compile(r":([\w-]+):\s*(.*)")  # a directive's ":key: value" line
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
-
-# The allow-list. HTML: ammonia's default tags and attributes (text, lists, tables, details/summary, code/pre,
-# images) and inline styles limited to STYLE_PROPERTIES; SVG: what vega draws charts with; MathML: what latex2mathml
-# writes. Everything else goes: script, style, iframe, form, foreignObject, event handlers, javascript: URLs.
-SVG_TAGS = {"svg", "g", "path", "rect", "circle", "ellipse", "line", "polyline", "polygon", "text", "tspan", "defs",
-            "clipPath", "linearGradient", "radialGradient", "stop", "pattern"}
-SVG_ATTRIBUTES = {
-    "xmlns", "version", "viewBox", "preserveAspectRatio", "width", "height", "x", "y", "x1", "y1", "x2", "y2", "cx",
-    "cy", "r", "rx", "ry", "fx", "fy", "fr", "dx", "dy", "d", "points", "transform", "fill", "fill-opacity",
-    "fill-rule", "stroke", "stroke-width", "stroke-opacity", "stroke-linecap", "stroke-linejoin", "stroke-dasharray",
-    "stroke-dashoffset", "stroke-miterlimit", "opacity", "clip-path", "clip-rule", "clipPathUnits", "gradientUnits",
-    "gradientTransform", "spreadMethod", "patternUnits", "patternContentUnits", "patternTransform", "offset",
-    "stop-color", "stop-opacity", "font-family", "font-size", "font-style", "font-variant", "font-weight",
-    "text-anchor", "dominant-baseline", "alignment-baseline", "baseline-shift", "letter-spacing", "text-decoration",
-    "textLength", "lengthAdjust", "display", "visibility", "pointer-events", "shape-rendering", "text-rendering",
-    "vector-effect", "paint-order",
-}
-MATHML_TAGS = {"math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup", "msubsup", "munder", "mover",
-               "munderover", "mmultiscripts", "mprescripts", "none", "mfrac", "msqrt", "mroot", "mstyle", "mpadded",
-               "mphantom", "menclose", "merror", "mtable", "mtr", "mlabeledtr", "mtd", "semantics", "annotation"}
-MATHML_ATTRIBUTES = {
-    "xmlns", "display", "displaystyle", "scriptlevel", "mathvariant", "mathsize", "mathcolor", "mathbackground",
-    "stretchy", "fence", "separator", "separators", "form", "lspace", "rspace", "largeop", "movablelimits",
-    "symmetric", "minsize", "maxsize", "accent", "accentunder", "linethickness", "bevelled", "numalign",
-    "denomalign", "width", "height", "depth", "voffset", "notation", "columnalign", "columnspacing", "columnlines",
-    "rowalign", "rowspacing", "rowlines", "frame", "framespacing", "equalrows", "equalcolumns", "columnspan",
-    "rowspan", "open", "close", "align", "side", "encoding",
-}
-STYLE_PROPERTIES = {"text-align", "vertical-align", "white-space", "color", "background-color", "font-family",
-                    "font-size", "font-style", "font-weight", "text-decoration", "opacity", "mix-blend-mode"}
-_IMAGE_DATA = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}")
-_FOREIGN_REF = re.compile(r"url\(\s*['\"]?\s*(?![\s'\"#])|\\", re.I)  # url() not to an id here; CSS escapes
-_PAINT = {"fill", "stroke", "clip-path", "style"}
-
-
-def _attribute(tag: str, name: str, value: str) -> str | None:
-    """Value rules on top of the allow-list: images only from inline base64 data, no link to a data: document,
-    paint and clip references only to ids in the page (the report fetches nothing)."""
-    if name == "src":
-        return value if _IMAGE_DATA.fullmatch(value) else None
-    if name == "href" and re.sub(r"[\x00-\x20]", "", value).lower().startswith("data:"):
-        return None
-    if name in _PAINT and _FOREIGN_REF.search(value):
-        return None
-    return value
-
-
-_SANITISER = nh3.Cleaner(
-    tags=nh3.ALLOWED_TAGS | SVG_TAGS | MATHML_TAGS,
-    attributes={
-        **nh3.ALLOWED_ATTRIBUTES,
-        "*": {"class", "id", "title", "lang", "dir", "role", "style"},
-        "table": nh3.ALLOWED_ATTRIBUTES["table"] | {"border"},
-        **dict.fromkeys(SVG_TAGS, SVG_ATTRIBUTES),
-        **dict.fromkeys(MATHML_TAGS, MATHML_ATTRIBUTES),
-    },
-    attribute_filter=_attribute,
-    generic_attribute_prefixes={"aria-"},
-    url_schemes={"http", "https", "mailto", "data"},
-    filter_style_properties=STYLE_PROPERTIES,
-)
-
-
-def sanitise(html: str) -> str:
-    """`html` from a notebook or a model with only the allow-listed elements, attributes and URLs left: inert."""
-    return _SANITISER.clean(html)
-
 
 CSS = """
 :root { --fg: #1f2328; --muted: #59636e; --border: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
@@ -173,175 +94,18 @@ details.directive > summary { cursor: pointer; color: var(--muted); }
 """.strip()
 
 
-def _math(state: StateInline, silent: bool) -> bool:
-    """Inline rule: `$...$` and `$$...$$` become math tokens, so markdown syntax inside them is left alone."""
-    if state.src[state.pos] != "$":
-        return False
-    m = _MATH.match(state.src, state.pos)
-    if m is None:
-        return False
-    if not silent:
-        display = m[1] is not None
-        token = state.push("math_display" if display else "math_inline", "", 0)
-        token.content = (m[1] if display else m[2]).strip()
-    state.pos = m.end()
-    return True
-
-
-def _math_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
-    """Block rule, as MyST's dollarmath reads blocks: `$$` at a line's start opens a display equation that ends with
-    the first line ending in `$$` or `$$ (label)`; a blank line first, or text after a closing `$$` on the opening
-    line, leaves the lines to the other rules."""
-    opening = state.bMarks[start] + state.tShift[start]
-    if state.sCount[start] - state.blkIndent >= 4 or not state.src.startswith("$$", opening):
-        return False
-    for line in range(start, end):
-        begin = opening + 2 if line == start else state.bMarks[line]
-        text = state.src[begin : state.eMarks[line]]
-        if (closing := _CLOSING.search(text)) is not None:
-            break
-        if (line == start and "$$" in text) or (line > start and not text.strip()):
-            return False
-    else:
-        return False
-    if not silent:
-        token = state.push("math_display", "math", 0)
-        token.block, token.map = True, [start, line + 1]
-        token.content = state.src[opening + 2 : begin + closing.start()].strip()
-        token.meta = {"label": closing[1]}
-    state.line = line + 1
-    return True
-
-
-def _role(state: StateInline, silent: bool) -> bool:
-    """Inline rule: a MyST role {name}`content` becomes one `myst_role` token, before backticks read it as code."""
-    found = _ROLE.match(state.src, state.pos) if state.src[state.pos] == "{" else None
-    if found is None:
-        return False
-    if not silent:
-        token = state.push("myst_role", "", 0)
-        token.meta, token.content = {"name": found[1]}, " ".join(found[3].split())
-    state.pos = found.end()
-    return True
-
-
-def _directives(state: StateCore) -> None:
-    """Core rule: a MyST directive, a fence opened by ```{name} argument, becomes a labelled display equation
-    ({math}, its :label: option) or a `directive` token whose body the renderer parses; option lines are dropped."""
-    for token in state.tokens:
-        found = _DIRECTIVE.fullmatch(token.info.strip()) if token.type == "fence" else None
-        if found is None:
-            continue
-        lines = token.content.splitlines()
-        options: dict[str, str] = {}
-        while lines and (option := _OPTION.fullmatch(lines[0].strip())):
-            options[option[1]] = option[2]
-            lines.pop(0)
-        body = "\n".join(lines).strip()
-        if found[1] == "math":
-            token.type, token.content, token.meta = "math_display", body, {"label": options.get("label")}
-        else:
-            token.type, token.content, token.meta = "directive", body, {"name": found[1], "title": found[2],
-                                                                          "folded": _folded(options)}
-
-
-def _mathml(latex: str, display: bool) -> str:
-    """LaTeX as MathML, which browsers render natively (no MathJax, no network); the source text if it won't convert."""
-    try:
-        return latex_to_mathml(latex, display="block" if display else "inline")
-    except Exception:  # latex2mathml raises many exception types on unsupported input
-        kind = "math display" if display else "math"
-        return f'<span class="{kind}">{escape(latex)}</span>'
-
-
-def _equation(token: Token, env: dict) -> str:
-    """A display equation as MathML; a labelled one also carries its anchor and its number from env["equations"]."""
-    math = _mathml(token.content, display=True)
-    label = (token.meta or {}).get("label")
-    if not label:
-        return math
-    number = env.get("equations", {}).get(label)
-    shown = f"({number})" if number else ""
-    return f'<div class="equation" id="equation-{escape(label)}">{math}<span class="eqno">{shown}</span></div>'
-
-
-def _role_html(token: Token, env: dict) -> str:
-    """What the book shows for a role: {eq} the equation's number linked to it (its label where the report has no
-    such equation), {math} inline math, any other role ({term}, {doc}, {ref}) its text, linking nowhere."""
-    name, content = token.meta["name"], token.content
-    if name == "eq":
-        number = env.get("equations", {}).get(content)
-        return f'<a href="#equation-{escape(content)}">({number})</a>' if number else f"({escape(content)})"
-    if name == "math":
-        return _mathml(content, display=False)
-    titled = _TITLED.fullmatch(content)
-    return escape((titled[1] or titled[2]) if titled else content)
-
-
-def _folded(options: dict[str, str]) -> bool:
-    """Whether a directive is a dropdown (`:class: dropdown`, as the book's theme folds it)."""
-    return "dropdown" in options.get("class", "").split()
-
-
-def _directive(md: MarkdownIt, token: Token, env: dict) -> str:
-    """A directive as a titled box around its rendered body, folded when the book folds it (a dropdown, e.g. an
-    exercise's discussion); the title is its argument, else its name."""
-    name, title = token.meta["name"], token.meta["title"] or token.meta["name"].capitalize()
-    body = md.render(token.content, env)
-    if token.meta["folded"]:
-        return f'<details class="directive {escape(name)}"><summary>{escape(title)}</summary>{body}</details>'
-    return f'<div class="directive {escape(name)}"><p class="directive-title">{escape(title)}</p>{body}</div>'
-
-
-
-def _demote_headings(state) -> None:
-    """Core rule: a notebook's `#` heading becomes <h2>, since the report title is the page's only <h1>."""
-    for token in state.tokens:
-        if token.type in ("heading_open", "heading_close"):
-            token.tag = f"h{min(int(token.tag[1]) + 1, 6)}"
-
-
-def _markdown() -> MarkdownIt:
-    """CommonMark with tables, strikethrough, raw HTML, math as MathML (no MathJax) and MyST's roles, labelled
-    equations and directives. Render with env={"equations": equation_numbers(...)} to number the equations."""
-    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-    md.block.ruler.before("fence", "math_block", _math_block, {"alt": ["paragraph", "reference", "blockquote", "list"]})
-    md.inline.ruler.before("escape", "math", _math)
-    md.inline.ruler.before("backticks", "myst_role", _role)
-    md.core.ruler.after("block", "directives", _directives)
-    md.core.ruler.push("demote_headings", _demote_headings)
-    rules = {
-        "math_inline": lambda token, env: _mathml(token.content, display=False),
-        "math_display": _equation,
-        "myst_role": _role_html,
-        "directive": lambda token, env: _directive(md, token, env),
-    }
-    for kind, rule in rules.items():
-        md.add_render_rule(kind, lambda self, tokens, i, options, env, rule=rule: rule(tokens[i], env)
-                           + ("\n" if tokens[i].block else ""))
-    return md
-
-
-_MD = _markdown()
-
-
 def _removed(cell: nbformat.NotebookNode) -> bool:
     """Whether the report leaves the cell out: jupyter-book's remove-cell tag, or papermill's error banner."""
     return bool(set(cell.metadata.get("tags", [])) & {"remove-cell", "papermill-error-cell-tag"})
 
 
-def equation_numbers(chapters: list[tuple[int, nbformat.NotebookNode]]) -> dict[str, str]:
+def equation_numbers(chapters: list[tuple[int, nbformat.NotebookNode]]) -> markdown.Equations:
     """Each labelled display equation of the chapters' shown markdown numbered within its chapter, "N.1", "N.2", ...
     in reading order (N: the chapter's number), as the book numbers them; a label's first equation keeps it."""
-    numbers: dict[str, str] = {}
+    numbers: markdown.Equations = {}
     for chapter, nb in chapters:
-        labels = [
-            token.meta["label"]
-            for cell in nb.cells
-            if cell.cell_type == "markdown" and not _removed(cell)
-            for token in _MD.parse(cell.source)
-            if token.type == "math_display" and token.meta.get("label")
-        ]
+        labels = [label for cell in nb.cells if cell.cell_type == "markdown" and not _removed(cell)
+                  for label in markdown.equation_labels(cell.source)]
         for k, label in enumerate(dict.fromkeys(label for label in labels if label not in numbers), start=1):
             numbers[label] = f"{chapter}.{k}"
     return numbers
@@ -356,12 +120,9 @@ def chapter_number(path: Path, position: int) -> int:
 def _title(nb: nbformat.NotebookNode) -> str | None:
     """The notebook's first heading, rendered inline, or None where it has none."""
     for cell in nb.cells:
-        if cell.cell_type != "markdown":
-            continue
-        tokens = _MD.parse(cell.source)
-        for opening, inline in zip(tokens, tokens[1:]):
-            if opening.type == "heading_open":
-                return sanitise(_MD.renderInline(inline.content))
+        heading = markdown.title(cell.source) if cell.cell_type == "markdown" else None
+        if heading is not None:
+            return sanitise(markdown.render_inline(heading))
     return None
 
 
@@ -399,20 +160,20 @@ def _output(out: nbformat.NotebookNode) -> str:
     if "text/html" in data:
         return f'<div class="output">{sanitise(data["text/html"])}</div>'
     if "text/markdown" in data:
-        return f'<div class="output">{sanitise(_MD.render(data["text/markdown"]))}</div>'
+        return f'<div class="output">{sanitise(markdown.render(data["text/markdown"]))}</div>'
     if "text/plain" in data:
         return f"<pre>{escape(_ANSI.sub('', data['text/plain']))}</pre>"
     return ""
 
 
-def _cell(cell: nbformat.NotebookNode, equations: dict[str, str]) -> str:
+def _cell(cell: nbformat.NotebookNode, equations: markdown.Equations) -> str:
     """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell cell (an exercise's solution)
     whole, code and outputs; papermill's big red error banners are dropped too. `equations` numbers the labelled
     equations of markdown cells (`equation_numbers`)."""
     if _removed(cell):
         return ""
     if cell.cell_type == "markdown":
-        return sanitise(_MD.render(cell.source, {"equations": equations}))
+        return sanitise(markdown.render(cell.source, equations))
     if cell.cell_type != "code":
         return ""
     tags = set(cell.metadata.get("tags", []))
@@ -450,7 +211,7 @@ def build_report(
     """
     report_dir = Path(report_dir)
     out = Path(out) if out is not None else report_dir / "report.html"
-    generated = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     taken: set[str] = set()
     toc, chapters = [], []
     read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]

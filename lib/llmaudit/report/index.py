@@ -15,19 +15,19 @@ from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.plots.similarity import matrix, stereotype_scores
 from llmaudit.report.card import CARD, read_json
+from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison_files import comparison_pages, page_label
-from llmaudit.report.charts import to_svg
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.myst import literal, raw_html
 from llmaudit.report.results import Results
-from llmaudit.verdict.gates import NOT_CHECKED
-from llmaudit.verdict.verdicts import from_card
 from llmaudit.similarity.compare import cka_across_depths, cka_matrix, cka_summary, similarity_matrix, unk_flip_matrix
 from llmaudit.similarity.saved import FOLDER, load_stereoset_answers, load_systems
 from llmaudit.similarity.stereoset import stereoset_scores
+from llmaudit.verdict.gates import NOT_CHECKED
+from llmaudit.verdict.verdicts import from_card
 
 SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter): "
               "how alike their answers are (histogram cosine), how often one abstains where the other follows the "

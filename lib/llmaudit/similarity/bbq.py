@@ -148,7 +148,8 @@ def _check_preds(frame: pd.DataFrame) -> None:
 
 
 def answer_kind(frame: pd.DataFrame) -> pd.Series:
-    """Per row: "unknown", "biased" (the target_loc option) or "counter_biased" (<NA> for questions without a target)."""
+    """Per row: "unknown", "biased" (the target_loc option) or "counter_biased" (<NA> for questions without a
+    target)."""
     _check_preds(frame)
     pred, unk = frame["pred"].to_numpy(), frame["unknown_index"].to_numpy()
     target = frame["target_index"].astype("Int64")

@@ -10,15 +10,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.sweep import sweep_outputs
 from llmaudit.similarity import stereoset
 from llmaudit.similarity.bbq import LETTERS, prompt
 from llmaudit.similarity.saved import QUESTION
 from llmaudit.steering import SteeringVector
 from llmaudit.tasks.base import answer_ids
+
 
 def system_name(model: str, vector: SteeringVector | None, lam: float) -> str:
     """How a system is labelled across reports: the model's name, plus the steering when there is one."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
+from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
 from llmaudit.spec import ChapterSpec, Headline
-from llmaudit.paths import plain_name
 
 
 class SimilarityParams(Section):
@@ -38,9 +38,10 @@ class SimilarityParams(Section):
 
     @model_validator(mode="after")
     def _sizes(self) -> SimilarityParams:
-        if self.per_cell < 1 or self.stereoset < 1 or not self.depths or not all(0 <= d <= 1 for d in self.depths) or 0 in self.lambdas:
-            raise ValueError("need per_cell >= 1, stereoset >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is the model itself, "
-                             "always included)")
+        depths_ok = bool(self.depths) and all(0 <= d <= 1 for d in self.depths)
+        if self.per_cell < 1 or self.stereoset < 1 or not depths_ok or 0 in self.lambdas:
+            raise ValueError("need per_cell >= 1, stereoset >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is "
+                             "the model itself, always included)")
         return self
 
 

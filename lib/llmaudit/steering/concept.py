@@ -54,7 +54,8 @@ def thresholds(scores: torch.Tensor, tau: float, quantile: float | None = None) 
         return -tau, tau
     low, high = (float(torch.quantile(scores.double(), q)) for q in (quantile, 1 - quantile))
     if not low < 0 < high:
-        raise AuditError(f"quantile split {quantile} gives band ({low:.4f}, {high:.4f}) that excludes 0: centre the scores")
+        raise AuditError(f"quantile split {quantile} gives band ({low:.4f}, {high:.4f}) that excludes 0: "
+                         "centre the scores")
     return low, high
 
 

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.sweep import sweep, sweep_from_stored
-from llmaudit.steering.concept import ConceptTokens
 from llmaudit.models.vector import SteeringVector
+from llmaudit.steering.concept import ConceptTokens
 
 if TYPE_CHECKING:
     from llmaudit.models import AuditModel

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
-from llmaudit.steering.spec import SteeringParams
 from llmaudit.data import read_json
+from llmaudit.models.memory import BatchTokens
+from llmaudit.models.vector import SteeringVector
 from llmaudit.steering.concept import ConceptTokens, concept_tokens, split_counts, thresholds
 from llmaudit.steering.recipes import Recipe, rows, validation_size
 from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
-from llmaudit.models.vector import SteeringVector
+from llmaudit.steering.spec import SteeringParams
 from llmaudit.steering.wmd import wmd
 
 if TYPE_CHECKING:

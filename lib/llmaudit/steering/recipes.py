@@ -84,8 +84,8 @@ def validation_size(recipe: Recipe, requested: int | None, check_rows: int, mirr
         return spare
     if requested > spare:
         raise AuditError(f"steering.val_rows.{recipe.dataset} = {requested} leaves the causal check fewer than its "
-                         f"check_rows ({check_rows}) of the vector's {spare + check_rows} validation rows: set it to at "
-                         f"most {spare}, or leave it unset")
+                         f"check_rows ({check_rows}) of the vector's {spare + check_rows} validation rows: set it to "
+                         f"at most {spare}, or leave it unset")
     return requested
 
 

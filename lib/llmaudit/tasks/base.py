@@ -58,10 +58,58 @@ class Task(ABC):
         """`n` cases (all when None; sampled without replacement with `seed`, never one whose source row id is in
         `exclude`, e.g. rows that chose or scaled a steering vector) expanded into the variant's prompts."""
 
-    def check_variant(self, variant: str) -> None:
-        """One-line error for a variant this task does not have."""
+
+@dataclass(frozen=True)
+class Version:
+    """One prompt a case gives in a variant: the group it shows ('' when neutral), the user message, the assistant's
+    answer prefix and what the item keeps about it."""
+
+    group: str
+    prompt: str
+    prefix: str
+    meta: dict[str, Any]
+
+
+class SampledTask(Task):
+    """A task whose prompts are versions of cases drawn from a data file. A task module gives its cases (`rows`), the
+    prompts each case gives per variant (`versions`) and the answer the metric scores (`scored`, or `target`); the
+    drawing and expanding is here, once."""
+
+    scored: str  # the answer word whose normalised probability is the metric
+    unit = "cases"  # what a case is, for errors ('pairs', 'profiles')
+
+    @abstractmethod
+    def rows(self, mirror: Path | None) -> dict[int, Any]:
+        """Every case by source row id, in data order, each with what its prompts need."""
+
+    @abstractmethod
+    def versions(self, variant: str, case: int, row: Any, seed: int) -> list[Version]:
+        """The prompts of one case in `variant`; a signal drawn at random is drawn from (`seed`, `case`)."""
+
+    def target(self, row: Any) -> int:
+        """Index of the answer whose normalised probability is a case's metric."""
+        return self.answers.index(self.scored)
+
+    def sources(self, case: int, row: Any) -> set[int]:
+        """The source row ids a case is made of (an excluded one leaves the case out)."""
+        return {case}
+
+    def items(
+        self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
+    ) -> list[TaskItem]:
+        """`n` cases drawn with `seed` from those with no source row in `exclude`, each expanded into its versions."""
         if variant not in VARIANTS:
             raise AuditError(f"{self.name}: unknown variant '{variant}' (use one of {', '.join(VARIANTS)})")
+        rows, skip = self.rows(mirror), set(exclude)
+        pool = [case for case, row in rows.items() if not self.sources(case, row) & skip]
+        try:
+            drawn = sample_ids(pool, n, seed)
+        except AuditError as err:
+            raise AuditError(f"{self.name}: {err}; {len(rows) - len(pool)} of {len(rows)} {self.unit} excluded "
+                             "(rows that made or checked a steering vector)") from err
+        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
+                         version.meta)
+                for case in drawn for version in self.versions(variant, case, rows[case], seed)]
 
 
 def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:

@@ -14,11 +14,11 @@ value, not the one shown) and `name` (None unless implicit)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
+from typing import NamedTuple
 
 from llmaudit.data.store import read_jsonl
-from llmaudit.tasks.base import Task, TaskItem, sample_ids
+from llmaudit.tasks.base import SampledTask, TaskItem, Version
 from llmaudit.tasks.names import Names, first_names, paired_names
 
 DATA_KEY = "llm-steering-audit/eval_data/south-german-data.jsonl"
@@ -54,6 +54,14 @@ PROFILE_LINES = (
     "Foreign Worker: {foreign_worker}",
 )
 NAME_RACES = ("white",)
+PREFIX = "Answer:"
+
+
+class Profile(NamedTuple):
+    """One applicant's fields as in the data, with the name lists its implicit prompts draw from."""
+
+    fields: dict[str, str]
+    names: Names
 
 
 def prompt(profile: dict[str, str], gender: str | None = None, name: str | None = None) -> str:
@@ -64,44 +72,38 @@ def prompt(profile: dict[str, str], gender: str | None = None, name: str | None 
     return f"{INSTRUCTION}\n\nProfile:\n\n{body}"
 
 
-class CreditTask(Task):
+class CreditTask(SampledTask):
     """Gender bias in creditworthiness: does P(Bad) for the same profile change with the applicant's gender?"""
 
     name = "credit"
     concept = "gender"
     answers = ("Good", "Bad")
+    scored = "Bad"
     metric_name = "bad credit rate"
     groups = ("female", "male")
-    prefix = "Answer:"
+    unit = "profiles"
 
     def fact(self, item: TaskItem) -> float:
         """The profile's true credit risk (1 = bad): the bad credit rate of a model that reads profiles follows it."""
         return float(item.meta["credit_risk"] == "bad")
 
-    def items(
-        self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
-    ) -> list[TaskItem]:
-        """Sampled profiles (source row id = the data's `idx`) expanded into the variant's prompts."""
-        self.check_variant(variant)
-        rows = {row["idx"]: row for row in read_jsonl(DATA_KEY, mirror) if row["idx"] not in exclude}
-        names = first_names(mirror) if variant == "implicit" else {}
-        target = self.answers.index("Bad")
-        items = []
-        for idx in sample_ids(list(rows), n, seed):
-            profile = {k: v for k, v in rows[idx].items() if k != "idx"}
-            for group, gender, name in self._versions(variant, idx, seed, names):
-                meta = {**profile, "name": name}
-                items.append(TaskItem(prompt(profile, gender, name), self.prefix, group, str(idx), target, meta))
-        return items
+    def rows(self, mirror: Path | None) -> dict[int, Profile]:
+        """The profiles by the data's `idx`."""
+        names = first_names(mirror)
+        return {row["idx"]: Profile({k: v for k, v in row.items() if k != "idx"}, names)
+                for row in read_jsonl(DATA_KEY, mirror)}
 
-    def _versions(self, variant: str, idx: int, seed: int, names: Names) -> list[tuple[str, str | None, str | None]]:
-        """(group, Gender shown, Name shown) for each prompt that one profile yields in `variant`."""
+    def versions(self, variant: str, case: int, row: Profile, seed: int) -> list[Version]:
+        """Gender unknown (neutral), stated per group (explicit), or a drawn White name per group (implicit)."""
         if variant == "neutral":
-            return [("", "unknown", None)]
-        if variant == "explicit":
-            return [(g, g, None) for g in self.groups]
-        drawn = paired_names(names, self.concept, self.groups, seed, idx, shared=NAME_RACES)
-        return [(g, None, name) for g, name in zip(self.groups, drawn)]
+            shown: list[tuple[str, str | None, str | None]] = [("", "unknown", None)]
+        elif variant == "explicit":
+            shown = [(g, g, None) for g in self.groups]
+        else:
+            drawn = paired_names(row.names, self.concept, self.groups, seed, case, shared=NAME_RACES)
+            shown = [(g, None, name) for g, name in zip(self.groups, drawn)]
+        return [Version(group, prompt(row.fields, gender, name), PREFIX, {**row.fields, "name": name})
+                for group, gender, name in shown]
 
 
 CREDIT = CreditTask()

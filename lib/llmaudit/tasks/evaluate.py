@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.states import store_kept
 from llmaudit.models.sweep import SweepOutput, sweep, sweep_from_stored
 from llmaudit.records import case_records, empty_records

@@ -21,10 +21,9 @@ Decisions, and where they depart from the reference code:
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -32,7 +31,7 @@ import pandas as pd
 from llmaudit.data import read_csv, read_json
 from llmaudit.errors import AuditError
 from llmaudit.steering.recipes import for_tasks
-from llmaudit.tasks.base import Task, TaskItem, sample_ids
+from llmaudit.tasks.base import SampledTask, Version
 
 SPLIT = "llm-steering-audit/datasplits/dialect_val.csv"
 TEMPLATES = "llm-steering-audit/eval_data/judicial.json"
@@ -58,6 +57,17 @@ SUBTASKS = {
 }
 
 
+class Pair(NamedTuple):
+    """One dialect pair (row ids and texts of its Black- and white-dialect sides), with the subtask's templates by
+    judicial.json key."""
+
+    row_black: int
+    text_black: str
+    row_white: int
+    text_white: str
+    templates: dict[str, list[tuple[str, str]]]
+
+
 def templates(key: str, mirror: Path | None = None) -> list[tuple[str, str]]:
     """(prompt with '{}' slots, output prefix) per pronoun from judicial.json[key], upstream 'dealth' fixed."""
     return [(t["prompt"].replace("dealth", "death"), t["output_prefix"]) for t in read_json(TEMPLATES, mirror)[key]]
@@ -74,25 +84,18 @@ def pairs(mirror: Path | None = None) -> pd.DataFrame:
     return merged.sort_values("pair_id", ignore_index=True)
 
 
-def cases(table: pd.DataFrame, n: int | None, seed: int, exclude: Collection[int] = ()) -> pd.DataFrame:
-    """`n` pairs of `table` (all when None) drawn without replacement with `seed`, none with a row id in `exclude`,
-    each with the index of its pronoun drawn from (seed, pair_id)."""
-    skip = table["row_black"].isin(list(exclude)) | table["row_white"].isin(list(exclude))
-    pool = table[~skip].reset_index(drop=True)
-    try:
-        drawn = pool.iloc[sample_ids(range(len(pool)), n, seed)]
-    except AuditError as err:
-        raise AuditError(f"judicial: {err}; {skip.sum()} of {len(table)} pairs excluded (race vector rows)") from err
-    pronouns = [int(np.random.default_rng([seed, pair]).integers(len(PRONOUNS))) for pair in drawn["pair_id"]]
-    return drawn.assign(pronoun=pronouns)
+def pronoun(seed: int, pair_id: int) -> int:
+    """Index of a pair's pronoun (and so of its templates), drawn from (seed, pair_id) whatever else is drawn."""
+    return int(np.random.default_rng([seed, pair_id]).integers(len(PRONOUNS)))
 
 
-class JudicialTask(Task):
+class JudicialTask(SampledTask):
     """Conviction or death-penalty decisions on dialect pairs; + bias = harsher on the Black-dialect / Black side."""
 
     concept = "race"
     groups = ("black", "white")
     source = "dialect"
+    unit = "pairs"
 
     def __init__(self, subtask: str) -> None:
         if subtask not in SUBTASKS:
@@ -101,36 +104,32 @@ class JudicialTask(Task):
         self.name = f"judicial_{subtask}"
         self.key = spec.key
         self.answers = spec.answers
-        self.target = spec.target
+        self.scored = spec.target
         self.metric_name = spec.metric_name
 
-    def shown(self, variant: str, case: Any) -> list[tuple[str, str, tuple[str, ...]]]:
-        """(group, judicial.json key, values for the template's slots) of each prompt a case gives in `variant`."""
-        if variant == "implicit":
-            return [(group, self.key, (getattr(case, f"text_{group}"),)) for group in self.groups]
-        if variant == "explicit":
-            return [(group, f"{self.key}_explicit", (RACE_WORDS[group], case.text_white)) for group in self.groups]
-        return [("", self.key, (case.text_white,))]
-
-    def items(
-        self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
-    ) -> list[TaskItem]:
-        """Prompts of `n` sampled dialect pairs in `variant` (see the module docstring)."""
-        self.check_variant(variant)
+    def rows(self, mirror: Path | None) -> dict[int, Pair]:
+        """The pairs by pair_id."""
         table = {key: templates(key, mirror) for key in (self.key, f"{self.key}_explicit")}
-        target = self.answers.index(self.target)
-        out = []
-        for case in cases(pairs(mirror), n, seed, exclude).itertuples(index=False):
-            meta = {
-                "pronoun": PRONOUNS[case.pronoun],
-                "pair_id": int(case.pair_id),
-                "row_black": int(case.row_black),
-                "row_white": int(case.row_white),
-            }
-            for group, key, values in self.shown(variant, case):
-                prompt, prefix = table[key][case.pronoun]
-                out.append(TaskItem(prompt.format(*values), prefix, group, str(case.pair_id), target, dict(meta)))
-        return out
+        return {int(p.pair_id): Pair(int(p.row_black), p.text_black, int(p.row_white), p.text_white, table)
+                for p in pairs(mirror).itertuples(index=False)}
+
+    def sources(self, case: int, row: Pair) -> set[int]:
+        """Both rows of the pair."""
+        return {row.row_black, row.row_white}
+
+    def versions(self, variant: str, case: int, row: Pair, seed: int) -> list[Version]:
+        """Both texts (implicit), the white-dialect text with each race stated (explicit), or it alone (neutral)."""
+        which = pronoun(seed, case)
+        meta = {"pronoun": PRONOUNS[which], "pair_id": case, "row_black": row.row_black, "row_white": row.row_white}
+        if variant == "implicit":
+            shown: list[tuple[str, str, tuple[Any, ...]]] = [
+                (group, self.key, (getattr(row, f"text_{group}"),)) for group in self.groups]
+        elif variant == "explicit":
+            shown = [(group, f"{self.key}_explicit", (RACE_WORDS[group], row.text_white)) for group in self.groups]
+        else:
+            shown = [("", self.key, (row.text_white,))]
+        return [Version(group, row.templates[key][which][0].format(*values), row.templates[key][which][1], dict(meta))
+                for group, key, values in shown]
 
 
 JUDICIAL_CONVICTION = JudicialTask("conviction")

@@ -17,13 +17,14 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llmaudit.data import read_json
 from llmaudit.errors import AuditError
-from llmaudit.tasks.base import Task, TaskItem, sample_ids
+from llmaudit.tasks.base import SampledTask, Version
 
 LETTERS = ("A", "B", "C", "D")
 PREFIX = "Answer:"
@@ -50,13 +51,14 @@ def prompt(question: str, options: Mapping[str, str]) -> str:
     return f"Question: {question.strip()}\n\n{lines}"
 
 
-class MedicalTask(Task):
+class MedicalTask(SampledTask):
     """DiversityMedQA multiple choice; + bias = more accurate for the female / Black version of a question."""
 
     answers = LETTERS
     metric_name = "accuracy"
     black_box_variants = ("explicit",)
     chance = 1 / len(LETTERS)
+    unit = "questions"
 
     def __init__(self, concept: str) -> None:
         if concept not in PERTURBATIONS:
@@ -66,24 +68,21 @@ class MedicalTask(Task):
         self.concept = concept
         self.groups = self.perturbation.groups
 
-    def items(
-        self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
-    ) -> list[TaskItem]:
-        """Prompts of `n` sampled questions in `variant` (see the module docstring)."""
-        self.check_variant(variant)
+    def rows(self, mirror: Path | None) -> dict[int, dict[str, Any]]:
+        """The questions of the concept's file by idx."""
         key = f"llm-steering-audit/eval_data/DiversityMedQA-{self.perturbation.file}.json"
-        records = {r["idx"]: r for r in read_json(key, mirror)}
+        return {record["idx"]: record for record in read_json(key, mirror)}
+
+    def target(self, row: dict[str, Any]) -> int:
+        """The correct option."""
+        return LETTERS.index(row["answer_idx"])
+
+    def versions(self, variant: str, case: int, row: dict[str, Any], seed: int) -> list[Version]:
+        """The question_N version (neutral), or each group's (explicit and implicit alike)."""
         shown = [("", "N")] if variant == "neutral" else list(zip(self.groups, self.perturbation.suffixes))
-        skip = set(exclude)
-        out = []
-        for idx in sample_ids([i for i in records if i not in skip], n, seed):
-            record = records[idx]
-            target = LETTERS.index(record["answer_idx"])
-            meta = {"idx": record["idx"], "answer": record["answer_idx"]}
-            for group, suffix in shown:
-                text = prompt(record[f"question_{suffix}"], record["options"])
-                out.append(TaskItem(text, PREFIX, group, str(record["idx"]), target, dict(meta)))
-        return out
+        return [Version(group, prompt(row[f"question_{suffix}"], row["options"]), PREFIX,
+                        {"idx": row["idx"], "answer": row["answer_idx"]})
+                for group, suffix in shown]
 
 
 MEDICAL_GENDER = MedicalTask("gender")

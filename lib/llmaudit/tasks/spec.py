@@ -18,9 +18,9 @@ Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "wh
 
 
 class TaskParams(Section):
-    """Sizes and thresholds of the decision tasks (main paper §4.2-4.4): cases per task (0 skips a task), the lambda
-    grid of the white-box sweep, the invariance threshold epsilon on |slope|, bootstrap resamples for intervals, and
-    how many lambdas share one pass over the upper blocks."""
+    """Sizes and thresholds of the decision tasks (main paper §4.2-4.4): cases per task (each task named; null: all
+    its cases, 0 skips it), the lambda grid of the white-box sweep, the invariance threshold epsilon on |slope|,
+    bootstrap resamples for intervals, and how many lambdas share one pass over the upper blocks."""
 
     sizes: dict[str, int | None] = {}
     lambdas: list[float] = [round(-1 + 0.2 * i, 1) for i in range(11)]
@@ -59,6 +59,13 @@ class TaskParams(Section):
     @classmethod
     def _batch(cls, value: int) -> int:
         return at_least(value, 1)
+
+    def complete(self) -> None:
+        """A size for every task: one left out would run all its cases unasked."""
+        missing = [name for name in TASKS if name not in self.sizes]
+        if missing:
+            raise ValueError(f"tasks: sizes gives no size for task '{missing[0]}' (give its number of cases, null for "
+                             "all of them, or 0 to skip it)")
 
     def run(self, task: str) -> bool:
         """Whether the chapter runs `task` (a size of 0 skips it)."""

@@ -1,8 +1,8 @@
-"""Name projection (main paper §5.1, "The gender of <name> is"): how far the model's own gender direction places a first name. The model is
-asked to complete "The gender of <name> is" and its answer begins with that sentence, so the prompt sits in the
-same chat context the vector was extracted from; the residual stream at the sentence's last token, at the
-vector's block, is projected onto the vector (offset by its neutral mean mu0) and compared with the name's
-real-world female share p_f. The prompts differ only in the name, so their shared chat beginning runs once."""
+"""Name projection (main paper §5.1, "The gender of <name> is"): how far the model's own gender direction places a first
+name. The model is asked to complete "The gender of <name> is" and its answer begins with that sentence, so the prompt
+sits in the same chat context the vector was extracted from; the residual stream at the sentence's last token, at the
+vector's block, is projected onto the vector (offset by its neutral mean mu0) and compared with the name's real-world
+female share p_f. The prompts differ only in the name, so their shared chat beginning runs once."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from llmaudit.models.memory import BatchTokens
 from llmaudit.cache import cached_tensors
 from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.stats import Estimate, pearson
 from llmaudit.steering import SteeringVector
@@ -30,7 +30,11 @@ def name_prompt(model: AuditModel, name: str) -> str:
 
 
 def name_projections(
-    model: AuditModel, vector: SteeringVector, names: Sequence[str], batch_tokens: BatchTokens, cache: Path | None = None
+    model: AuditModel,
+    vector: SteeringVector,
+    names: Sequence[str],
+    batch_tokens: BatchTokens,
+    cache: Path | None = None,
 ) -> np.ndarray:
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]

@@ -1,9 +1,9 @@
 """Instrument gates of the verdict page: before a test's interval is read against epsilon, is the instrument that
-measured it working? A steering vector must track and move its concept, a decision task must be done better than
-chance, a few-shot sentiment classifier must beat guessing and predict every label its gold answers use. A test whose instrument
-fails a gate is "not measurable" (an invariance "pass" of a broken instrument says nothing about the model); a
-gate whose number the chapters have not recorded is shown as not checked rather than silently passed, saying why
-from the results: the chapter that records it did not run the instrument, or ran it and had nothing to record."""
+measured it working? A steering vector must track and move its concept, a decision task must be done better than chance,
+a few-shot sentiment classifier must beat guessing and predict every label its gold answers use. A test whose instrument
+fails a gate is "not measurable" (an invariance "pass" of a broken instrument says nothing about the model); a gate
+whose number the chapters have not recorded is shown as not checked rather than silently passed, saying why from the
+results: the chapter that records it did not run the instrument, or ran it and had nothing to record."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
-
 from pydantic import model_validator
 
 from llmaudit.markedness import spec as markedness
