@@ -10,7 +10,7 @@ from pydantic import field_validator
 
 from llmaudit.markedness.metrics import KINDS
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Gate, Headline, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
 ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
@@ -73,5 +73,14 @@ HEADLINES = (
       for group, label in (("white", "White"), ("african_american", "African American"))),
 )
 
+GATES = (
+    Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value", "classifier_accuracy", 0.0, 1,
+         True, "the classifier does no better than guessing among the three labels"),
+    Gate("probes", MIN_LABEL_SHARE, "smallest predicted-label share", "value", "classifier_min_label_share", 0.05,
+         1 / 3, False,
+         "the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
+)
+
 CHAPTER = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
-                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES)
+                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES,
+                   gates=GATES)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, coefficients, known, within
-from llmaudit.spec import ChapterSpec, Headline, result
+from llmaudit.spec import ChapterSpec, Gate, Headline, result
 from llmaudit.steering.recipes import CONCEPT_VECTORS, RECIPES
 
 CORR = "corr"  # Pearson r of the projection on the vector with the concept score (main paper §3.3)
@@ -78,5 +78,14 @@ HEADLINES = tuple(
     )
 )
 
+CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
+GATES = (
+    Gate("vector", CORR, "corr", "value", "vector_corr", 0.2, 1, False,
+         "its projection hardly tracks the {concept} score: not a {concept} direction on this model", concepts=CONCEPT),
+    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", 0.5, 2, False,
+         "steering along it hardly moves the {concept} score: not a {concept} direction on this model",
+         concepts=CONCEPT),
+)
+
 CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
-                   section="steering", params=SteeringParams, headlines=HEADLINES)
+                   section="steering", params=SteeringParams, headlines=HEADLINES, gates=GATES)

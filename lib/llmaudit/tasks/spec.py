@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, coefficients, sizes
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Gate, Headline, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
 
@@ -118,6 +118,12 @@ def _headlines(task: str) -> tuple[Headline, ...]:
     )
 
 
+GATES = (
+    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", 0.0, 1, True,
+         "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
+         "the task has no gold answer or decisive fact"),
+)
+
 CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
-                   section="tasks", params=TaskParams, verdict_tests=_tests,
+                   section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES,
                    headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from llmaudit.registry import verdict_tests
+from llmaudit.sections import Section
 from llmaudit.spec import VerdictTest
 from llmaudit.stats import Estimate, cases_needed, fail_pvalue, holm, verdict
 from llmaudit.verdict import gates
@@ -33,7 +34,7 @@ def requirements() -> dict[str, list[VerdictTest]]:
     return found
 
 
-def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: GateParams) -> list[Any]:
+def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: Section) -> list[Any]:
     """One test's row, before Holm's correction (which needs the whole page)."""
     key = test.name
     score = Estimate(float(found.at[key, "value"]), float(found.at[key, "lo"]), float(found.at[key, "hi"]))
@@ -49,7 +50,7 @@ def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: GatePar
             np.nan, ""]
 
 
-def verdicts(results: pd.DataFrame, epsilon: float, params: GateParams = GateParams()) -> pd.DataFrame:
+def verdicts(results: pd.DataFrame, epsilon: float, params: Section = GateParams()) -> pd.DataFrame:
     """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
     results-file name, the outcome (verdict), its gates (every check's text, and in `unmet` the failed checks, or
     the unchecked ones, in brief), the half-width and cases needed, and Holm's correction over the measurable
