@@ -3,7 +3,8 @@ first use), the data mirror, the results file, and the folders for saved vectors
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -84,9 +85,22 @@ class Chapter:
         return "\n".join(lines)
 
     def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
-        """Record a headline number of this chapter (`n`: the sampled units behind its interval); it enters the results
-        file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
+        """Record a result this chapter declares (`ChapterSpec.results`; any other name is an AuditError), `n`: the
+        sampled units behind its interval; it enters the results file with the chapter's other rows when the run
+        succeeds (`finish_chapter`)."""
+        chapter_spec(self.name).declared(name)
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
+
+    def record_table(self, table: pd.DataFrame | Mapping[str, object], note: str = "", n: int | None = None) -> None:
+        """Record a table of results in one call: a mapping of name to value, or a frame indexed by name with a
+        `value` column and any of `lo`, `hi`, `unit`, `note`, `n` (a missing or empty cell: the row has none, and
+        `note`/`n` given here stand for missing columns)."""
+        rows = table.to_dict("index") if isinstance(table, pd.DataFrame) else {k: {"value": v} for k, v in table.items()}
+        for name, row in rows.items():
+            cell = {key: None if _missing(value) else value for key, value in row.items()}
+            count = cell.get("n", n)
+            self.record(str(name), row["value"], cell.get("lo"), cell.get("hi"), cell.get("unit") or "",
+                        cell.get("note", note) or "", None if count is None else int(count))
 
     def cases(self, parts: Iterable[pd.DataFrame]) -> None:
         """Save the chapter's case-level evidence (`llmaudit.report.evidence`: one record per evaluated item, with
@@ -102,6 +116,11 @@ class Chapter:
         if not path.exists():
             raise AuditError(f"no saved vector '{name}' in {self.vectors_dir}: run the steering_vectors chapter first")
         return SteeringVector.load(path)
+
+
+def _missing(value: object) -> bool:
+    """Whether a table cell holds no value (None or NaN)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def report_folder(report_dir: str | Path) -> Path:

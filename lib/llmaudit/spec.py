@@ -44,8 +44,8 @@ class Headline:
 
 @dataclass(frozen=True)
 class Result:
-    """A result a chapter records, declared beside it: its results-file name, where each `{field}` stands for one or
-    more characters (e.g. '{task}.blackbox_explicit'), its unit and in one line what it means."""
+    """A result a chapter records, declared beside it: its results-file name, where each `{field}` stands for any
+    characters, none included (e.g. '{task}.blackbox_explicit'), its unit and in one line what it means."""
 
     name: str
     unit: str
@@ -55,7 +55,7 @@ class Result:
     def pattern(self) -> re.Pattern[str]:
         """The names the declaration covers."""
         parts = re.split(r"\{\w+\}", self.name)
-        return re.compile(".+".join(re.escape(part) for part in parts))
+        return re.compile(".*".join(re.escape(part) for part in parts))
 
     def matches(self, name: str) -> bool:
         """Whether `name` is one of the results this declaration covers."""
