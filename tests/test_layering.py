@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "llmaudit"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     ("atomic", "terminal"),  # file writes and terminal text, which the bottom layer's ledger and cache use
-    ("paths", "sections", "stats", "cache", "records", "ledger"),
+    ("paths", "sections", "stats", "cache", "records", "ledger", "findings"),
     ("spec",),
     ("data",),
     ("models",),

@@ -14,6 +14,7 @@ import pytest
 from llmaudit.chapter import Chapter
 from llmaudit.config import load_params
 from llmaudit.errors import AuditError
+from llmaudit.findings import results_frame
 from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.report import Results
 from llmaudit.spec import Result, declared
@@ -66,3 +67,13 @@ def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: P
     assert table.loc["credit.whitebox_slope", "value"] == 3
     with pytest.raises(AuditError):
         run.record_table({"credit.nonsense": 1.0})
+
+
+def test_a_results_frame_keeps_integers_and_order(run: Chapter) -> None:
+    """A block index recorded beside floats stays an integer in the results file ('27', not '27.0'), rows in order."""
+    frame = results_frame([{"name": "credit.competence", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
+                           {"name": "credit.whitebox_slope", "value": "True"}])
+    run.record_table(frame)
+    table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name)
+    assert table["name"].tolist() == ["credit.competence", "credit.answer_mass", "credit.whitebox_slope"]
+    assert table["value"].tolist() == [27, 0.5, "True"] and isinstance(table["value"].iloc[0], int)

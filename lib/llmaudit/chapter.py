@@ -95,7 +95,8 @@ class Chapter:
         """Record a table of results in one call: a mapping of name to value, or a frame indexed by name with a
         `value` column and any of `lo`, `hi`, `unit`, `note`, `n` (a missing or empty cell: the row has none, and
         `note`/`n` given here stand for missing columns)."""
-        rows = table.to_dict("index") if isinstance(table, pd.DataFrame) else {k: {"value": v} for k, v in table.items()}
+        rows = (table.to_dict("index") if isinstance(table, pd.DataFrame)
+                else {name: {"value": value} for name, value in table.items()})
         for name, row in rows.items():
             cell = {key: None if _missing(value) else value for key, value in row.items()}
             count = cell.get("n", n)

@@ -69,7 +69,8 @@ HEADLINES = (
     *(ACCURACY.headline(f"BBQ accuracy, {context} contexts",
                         ACCURACY.meaning + (" (Unknown is correct)" if key == "amb" else ""), steered="", context=key)
       for key, context in CONTEXTS.items()),
-    *(BIAS.headline(f"BBQ bias score, {context} contexts", steered="", context=key) for key, context in CONTEXTS.items()),
+    *(BIAS.headline(f"BBQ bias score, {context} contexts", steered="", context=key)
+      for key, context in CONTEXTS.items()),
     SS.headline("StereoSet stereotype score", steered=""),
     MASS.headline("BBQ answer mass"),
 )

@@ -67,16 +67,16 @@ class SteeringParams(Section):
 SPLITS = ("positive", "negative", "neutral")  # the extraction rows by the sign of their concept score
 RESULTS = (
     Result("{vector}.block", "block index", "the block whose residual stream the vector is taken from"),
-    CORR_RESULT := Result(result("{vector}", CORR), "Pearson r", "how closely the projection on the vector tracks the concept score "
-           "of validation rows (gate: at least 0.2)"),
+    CORR_RESULT := Result(result("{vector}", CORR), "Pearson r", "how closely the projection on the vector tracks "
+                          "the concept score of validation rows (gate: at least 0.2)"),
     Result("{vector}.sep", "penalty", "the sign penalty at the chosen block: validation rows projected on the wrong "
            "side"),
     Result("{vector}.k", "projection per score unit", "the scale: steering by lambda k moves the concept score by "
            "about lambda"),
     *(Result(f"{{vector}}.{split}", "rows", f"training rows with a {split} concept score") for split in SPLITS),
     Result("{vector}.label_mass", "probability", "what the model puts on the concept's target words"),
-    SPAN_RESULT := Result(result("{vector}", SCORE_SPAN), "normalised score", "how far steering from lambda = -1 to +1 moves the "
-           "concept score of held-out rows (gate: at least 0.5)"),
+    SPAN_RESULT := Result(result("{vector}", SCORE_SPAN), "normalised score", "how far steering from lambda = -1 to "
+                          "+1 moves the concept score of held-out rows (gate: at least 0.5)"),
     Result("{vector}.steered_raw_span", "probability", "the same span of the raw score P(T+) - P(T-)"),
     Result("{vector}.target_mass_unsteered", "probability", "held-out rows' mass on the target words, unsteered"),
     Result("cos.{main}.{alternative}", "cosine", "the two vectors of one concept: near 1, the data hardly matter"),

@@ -115,10 +115,11 @@ RESULTS = (
            "concept's main vector"),
     Result(method("{task}", "whitebox_exact_at_0"), "metric per unit lambda", "the slope's exact derivative at "
            "lambda = 0"),
-    ANSWER_MASS := Result(result("{task}", "answer_mass"), "probability", "what the model puts on the task's answer words at all; "
-           "small: the metric is a marginal preference"),
-    COMPETENCE_RESULT := Result(competence("{task}"), "accuracy minus chance, or r with the decisive fact", "0 is chance: a gap of a task "
-           "the model cannot do is not bias (gate: lower bound above 0)"),
+    ANSWER_MASS := Result(result("{task}", "answer_mass"), "probability", "what the model puts on the task's answer "
+                          "words at all; small: the metric is a marginal preference"),
+    COMPETENCE_RESULT := Result(competence("{task}"), "accuracy minus chance, or r with the decisive fact",
+                                "0 is chance: a gap of a task the model cannot do is not bias (gate: lower bound "
+                                "above 0)"),
 )
 ESTIMATES = {"black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
              "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0"}  # label -> method

@@ -7,6 +7,7 @@ model and can be rebuilt at any time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,11 @@ def verdicts(results: pd.DataFrame, epsilon: float, params: Section = GateParams
     fails = table["verdict"] == "fail"
     table.loc[fails, "holm"] = np.where(table.loc[fails, "p_holm"] <= ALPHA, "survives", "does not survive")
     return table
+
+
+def verdict_of(results: pd.DataFrame, names: Sequence[str], epsilon: float, params: Section) -> np.ndarray:
+    """The verdict page's verdict of each test named, at margin `epsilon` (NaN for a test the page lacks)."""
+    return verdicts(results, epsilon, params).set_index("name")["verdict"].reindex(list(names)).to_numpy()
 
 
 def from_card(results: pd.DataFrame, card: dict[str, Any]) -> pd.DataFrame:
