@@ -4,6 +4,7 @@ fresh interpreter and every llmaudit module that import loads must come from its
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "llmaudit"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     ("atomic", "reading", "terminal"),  # file writes and reads, terminal text, which the ledger and cache use
-    ("paths", "sections", "stats", "cache", "records", "ledger"),
+    ("paths", "sections", "stats", "cache", "records", "ledger", "findings"),
     ("spec",),
     ("data",),
     ("models",),
@@ -53,3 +54,14 @@ def test_part_imports_only_lower_layers(part: str) -> None:
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     above = sorted({m.split(".")[1] for m in loaded} - {part} - {p for p in LEVEL if LEVEL[p] < LEVEL[part]})
     assert not above, f"llmaudit.{part} imports {above}, which are not below it"
+
+
+@pytest.mark.parametrize("module", sorted((PACKAGE / "verdict").glob("*.py")), ids=lambda p: p.stem)
+def test_verdict_imports_no_chapter_package(module: Path) -> None:
+    """The verdict reads the chapters' tests and gates through the registry: none of its modules names a chapter
+    package (which would make the verdict, not the chapter, the place a chapter's gates are declared)."""
+    tree = ast.parse(module.read_text())
+    named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    chapters = {f"llmaudit.{package}" for package in PACKAGES.values()}
+    assert not {name for name in named if ".".join(name.split(".")[:2]) in chapters}

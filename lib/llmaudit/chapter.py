@@ -3,7 +3,8 @@ first use), the data mirror, the results file, and the folders for saved vectors
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +19,7 @@ from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
+from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
@@ -82,9 +84,23 @@ class Chapter:
         return "\n".join(lines)
 
     def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
-        """Record a headline number of this chapter (`n`: the sampled units behind its interval); it enters the results
-        file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
+        """Record a result this chapter declares (`ChapterSpec.results`; any other name is an AuditError), `n`: the
+        sampled units behind its interval; it enters the results file with the chapter's other rows when the run
+        succeeds (`finish_chapter`)."""
+        chapter_spec(self.name).declared(name)
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
+
+    def record_table(self, table: pd.DataFrame | Mapping[str, object], note: str = "", n: int | None = None) -> None:
+        """Record a table of results in one call: a mapping of name to value, or a frame indexed by name with a
+        `value` column and any of `lo`, `hi`, `unit`, `note`, `n` (a missing or empty cell: the row has none, and
+        `note`/`n` given here stand for missing columns)."""
+        rows = (table.to_dict("index") if isinstance(table, pd.DataFrame)
+                else {name: {"value": value} for name, value in table.items()})
+        for name, row in rows.items():
+            cell = {key: None if _missing(value) else value for key, value in row.items()}
+            count = cell.get("n", n)
+            self.record(str(name), row["value"], cell.get("lo"), cell.get("hi"), cell.get("unit") or "",
+                        cell.get("note", note) or "", None if count is None else int(count))
 
     def cases(self, parts: Iterable[pd.DataFrame]) -> None:
         """Save the chapter's case-level evidence (`llmaudit.report.evidence`: one record per evaluated item, with
@@ -102,6 +118,11 @@ class Chapter:
         vector = SteeringVector.load(path)
         note_vector(self.report_dir, self.name, name)
         return vector
+
+
+def _missing(value: object) -> bool:
+    """Whether a table cell holds no value (None or NaN)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def report_folder(report_dir: str | Path) -> Path:

@@ -1,8 +1,9 @@
 """The audit's chapters in book order: one registration line each. The audit's chapter list, the params file's
-sections, the cache's code hash, the verdict page's tests and the book's contents are all read from here."""
+sections, the cache's code hash, the verdict page's tests and gates and the book's contents are all read from here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -11,7 +12,7 @@ from llmaudit.framing import spec as framing
 from llmaudit.markedness import spec as markedness
 from llmaudit.robustness import spec as robustness
 from llmaudit.similarity import spec as similarity
-from llmaudit.spec import ChapterSpec, VerdictTest
+from llmaudit.spec import ChapterSpec, Gate, VerdictTest
 from llmaudit.steering import spec as steering
 from llmaudit.tasks import spec as tasks
 from llmaudit.validity import spec as validity
@@ -34,6 +35,11 @@ def chapter(key: str) -> ChapterSpec:
 def notebook(key: str) -> str:
     """A chapter's notebook stem: its place in the book and its key, e.g. '02_decision_tasks'."""
     return f"{KEYS.index(chapter(key).key) + 1:02d}_{key}"
+
+
+def gates() -> tuple[Gate, ...]:
+    """Every chapter's instrument gates, in book order, each with the key of the chapter that declares it."""
+    return tuple(replace(gate, chapter=spec.key) for spec in CHAPTERS for gate in spec.gates)
 
 
 def computing_packages() -> tuple[str, ...]:

@@ -1,14 +1,19 @@
 """What a chapter declares about itself, in one place (its package's `spec` module): its key, its params section,
-the verdict tests its results feed, and the packages whose code decides its forward passes. `llmaudit.registry`
+the results it records, the gates of its instruments, the verdict tests its results feed, and the packages whose
+code decides its forward passes. `llmaudit.registry`
 lists the declarations; the audit's chapter list, params file, cache hash, verdict page and book contents are built
 from them, so adding a chapter touches its own package, its notebook and one registration line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from llmaudit.errors import AuditError
 from llmaudit.sections import Section
 
 
@@ -37,6 +42,66 @@ class Headline:
     meaning: str
 
 
+@dataclass(frozen=True)
+class Result:
+    """A result a chapter records, declared beside it: its results-file name, where each `{field}` stands for any
+    characters, none included (e.g. '{task}.blackbox_explicit'), its unit and in one line what it means."""
+
+    name: str
+    unit: str
+    meaning: str
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The names the declaration covers."""
+        parts = re.split(r"\{\w+\}", self.name)
+        return re.compile(".*".join(re.escape(part) for part in parts))
+
+    def matches(self, name: str) -> bool:
+        """Whether `name` is one of the results this declaration covers."""
+        return self.pattern.fullmatch(name) is not None
+
+    def named(self, **fields: str) -> str:
+        """The results-file name for these fields, e.g. named(task='credit') -> 'credit.blackbox_explicit'."""
+        return self.name.format(**fields)
+
+    def headline(self, label: str, meaning: str | None = None, **fields: str) -> Headline:
+        """This result as a headline number of the report (`meaning`: a reading more specific than the declared one)."""
+        return Headline(self.named(**fields), label, self.unit, meaning or self.meaning)
+
+
+def declared(results: Iterable[Result], name: str) -> Result | None:
+    """The declaration among `results` that covers `name`, if any."""
+    return next((r for r in results if r.matches(name)), None)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A check the verdict page makes of an instrument its chapter evaluates (a vector, task or probe set): the
+    results-file number '{instrument name}.{name}' (its value, or the lower bound of its interval: `column`) against
+    the params file's `gates` threshold `threshold` (default `default`, settable in [0, `top`)), strictly above it or
+    at least it; `failing` says what a failure means ({concept}: the instrument's entry in `concepts`), `unrecorded`
+    why a run that evaluated the instrument may have recorded no such number. `chapter`: the declaring chapter's key,
+    set by the registry."""
+
+    instrument: str
+    name: str
+    label: str
+    column: str
+    threshold: str
+    default: float
+    top: float
+    strict: bool
+    failing: str
+    unrecorded: str = "its run recorded no such number: rerun the chapter with this version"
+    concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    chapter: str = ""
+
+    def failure(self, subject: str) -> str:
+        """What a failure of this gate means for the instrument `subject`."""
+        return self.failing.format(concept=self.concepts.get(subject, ""))
+
+
 def no_tests(params: Any) -> list[VerdictTest]:
     """For chapters whose results feed no verdict test."""
     return []
@@ -59,6 +124,18 @@ class ChapterSpec:
     reads: tuple[str, ...] = ()
     verdict_tests: Callable[[Any], list[VerdictTest]] = field(default=no_tests)
     headlines: tuple[Headline, ...] = ()
+    results: tuple[Result, ...] = ()
+    gates: tuple[Gate, ...] = ()
+
+    def declared(self, name: str) -> Result:
+        """The declaration of a result this chapter records; an undeclared name is a one-line AuditError naming the
+        chapter and its closest declared names."""
+        found = declared(self.results, name)
+        if found is None:
+            close = difflib.get_close_matches(name, [r.name for r in self.results], n=3, cutoff=0.4)
+            hint = f"closest declared: {', '.join(close)}" if close else "it declares none like it"
+            raise AuditError(f"chapter '{self.key}' declares no result '{name}' ({hint}): declare it in its spec.py")
+        return found
 
 
 def result(subject: str, quantity: str) -> str:

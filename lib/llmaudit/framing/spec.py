@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator, model_validator
 
 from llmaudit.sections import Section, coefficients
-from llmaudit.spec import ChapterSpec, Headline
+from llmaudit.spec import ChapterSpec, Result
 
 
 class FramingParams(Section):
@@ -31,16 +31,32 @@ class FramingParams(Section):
         return self
 
 
+FORMS = ("chat", "plain")  # the prompt read through the chat template, and as plain text
+RESULTS = (
+    Result("{form}.{task}.gen_effect", "probability", "the task's GenEffect: mean APD over attributes (token "
+           "probability)"),
+    Result("{form}.{task}.instr_effect", "probability", "the task's InstrEffect: mean APD over attributes (token "
+           "probability)"),
+    SHIFT := Result("{form}.pronoun_shift", "probability",
+                    "how often changing the prompt's framing changes the pronoun the model prefers"),
+    Result("chat.excluded_cells", "cells", "(task, condition) cells left out for too few pronouns"),
+    EXCLUDED := Result("chat.excluded_share", "share of cells",
+                       "(task, condition) cells whose sampled answers name too few pronouns to compare with"),
+    Result("chat.valid_answers", "answers", "sampled answers with a pronoun in the kept cells"),
+    Result("token_vs_choice.{pronoun}", "Pearson r", "the token probability of a pronoun against the share of "
+           "sampled answers choosing it, over kept cells"),
+    Result("chat.sensitivity.{metric}", "probability", "framing sensitivity (mean of GenEffect and InstrEffect) under "
+           "one metric"),
+    Result("chat.they_names_gender", "share of answers", "answers counted as 'they' that name a gender anyway"),
+    SPAN := Result("steering.{task}.she_span", "probability",
+                   "P(she) at lambda = +1 minus at -1: how far the gender vector moves the pronoun"),
+)
 HEADLINES = (
-    *(Headline(f"{form}.pronoun_shift", f"{form} prompts: pronoun shift", "probability",
-               "how often changing the prompt's framing changes the pronoun the model prefers")
-      for form in ("chat", "plain")),
-    Headline("chat.excluded_share", "chat prompts: cells left out", "share of cells",
-             "(task, condition) cells whose sampled answers name too few pronouns to compare with"),
-    *(Headline(f"steering.{task}.she_span", f"{task} prompts: P(she) under steering", "probability",
-               "P(she) at lambda = +1 minus at -1: how far the gender vector moves the pronoun")
-      for task in ("association", "completion")),
+    *(SHIFT.headline(f"{form} prompts: pronoun shift", form=form) for form in FORMS),
+    EXCLUDED.headline("chat prompts: cells left out"),
+    *(SPAN.headline(f"{task} prompts: P(she) under steering", task=task) for task in ("association", "completion")),
 )
 
 CHAPTER = ChapterSpec("framing", "Framing", computing=("data", "models", "steering", "tasks", "framing"),
-                   section="framing", params=FramingParams, headlines=HEADLINES)
+                   section="framing", params=FramingParams, headlines=HEADLINES,
+                   results=RESULTS)

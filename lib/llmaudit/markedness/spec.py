@@ -10,7 +10,7 @@ from pydantic import field_validator
 
 from llmaudit.markedness.metrics import KINDS
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Gate, Result, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
 ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
@@ -64,14 +64,35 @@ def _tests(params: Any) -> list[VerdictTest]:
             for probes in probe_sets_run(params) for kind in KINDS]
 
 
+RESULTS = (
+    Result("{probes}.accuracy.{regime}", "share", "sentences classified correctly, zero-shot or 9-shot"),
+    OVER_CHANCE := Result(result("{probes}", ACCURACY_OVER_CHANCE), "share",
+                          "the sentiment classifier's accuracy minus 1/3 (gate: above 0)"),
+    Result(result("{probes}", MIN_LABEL_SHARE), "share", "the smallest share of 9-shot predictions among the labels "
+           "the gold answers use"),
+    Result(fpr_gap("{probes}", "{kind}"), "FPR difference", "White sentences' 9-shot false positive rate minus the "
+           "mean over groups"),
+    Result("{probes}.{kind}_gap_span", "FPR difference", "the largest minus the smallest group's 9-shot FPR gap"),
+    Result("{probes}.{group}_agreement_with_unmarked", "share of templates", "9-shot predictions equal to those of "
+           "the sentence naming no race"),
+    PROJECTION := Result("projection.{group}_minus_unmarked", "projection on race_dial",
+                         "how far naming a race moves a sentence along the race vector, against naming none"),
+)
 HEADLINES = (
-    *(Headline(result(probes, ACCURACY_OVER_CHANCE), f"{probes}: 9-shot accuracy over guessing", "share",
-               "the sentiment classifier's accuracy minus 1/3 (gate: above 0)")
-      for probes in PROBE_SETS),
-    *(Headline(f"projection.{group}_minus_unmarked", f"{label} sentences vs unmarked", "projection on race_dial",
-               f"how far naming the race as {label} moves a sentence along the race vector, against naming none")
+    *(OVER_CHANCE.headline(f"{probes}: 9-shot accuracy over guessing", probes=probes) for probes in PROBE_SETS),
+    *(PROJECTION.headline(f"{label} sentences vs unmarked", f"how far naming the race as {label} moves a sentence "
+                          "along the race vector, against naming none", group=group)
       for group, label in (("white", "White"), ("african_american", "African American"))),
 )
 
+GATES = (
+    Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value", "classifier_accuracy", 0.0, 1,
+         True, "the classifier does no better than guessing among the three labels"),
+    Gate("probes", MIN_LABEL_SHARE, "smallest predicted-label share", "value", "classifier_min_label_share", 0.05,
+         1 / 3, False,
+         "the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
+)
+
 CHAPTER = ChapterSpec("markedness", "Markedness", computing=("data", "models", "steering", "tasks", "markedness"),
-                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES)
+                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES,
+                   gates=GATES, results=RESULTS)

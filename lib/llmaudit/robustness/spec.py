@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
 from llmaudit.tasks.spec import requirement, tasks_run
@@ -27,11 +27,21 @@ def _tests(params: Any) -> list[VerdictTest]:
     return found
 
 
+RESULTS = (
+    Result(result("{task}", "blackbox_conflict"), "True/False", "the explicit and implicit gaps' intervals exclude 0 "
+           "with opposite signs"),
+    COSINE := Result(result("cos", "{concept}"), "cosine", "near 1, both data sets made the same direction; near 0, "
+                     "a finding may depend on which one steers"),
+    Result(second_slope("{task}", "{vector}"), "metric per unit lambda", "white-box slope along the concept's second "
+           "vector"),
+    Result(result("{task}", "whitebox_conflict"), "True/False", "the slopes along the concept's two vectors exclude 0 "
+           "with opposite signs"),
+)
+
 CHAPTER = ChapterSpec("robustness", "Robustness", computing=("data", "models", "steering", "tasks", "robustness"),
                    reads=("tasks",),
-                   verdict_tests=_tests,
+                   verdict_tests=_tests, results=RESULTS,
                    headlines=tuple(
-                       Headline(result("cos", concept), f"{concept}: cosine of its two vectors", "cosine",
-                                f"{' vs '.join(vectors)}: near 1, both data sets made the same direction; near 0, "
-                                "a finding may depend on which one steers")
+                       COSINE.headline(f"{concept}: cosine of its two vectors",
+                                       f"{' vs '.join(vectors)}: {COSINE.meaning}", concept=concept)
                        for concept, vectors in CONCEPT_VECTORS.items()))

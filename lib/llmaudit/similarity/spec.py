@@ -6,7 +6,7 @@ from pydantic import field_validator, model_validator
 
 from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
-from llmaudit.spec import ChapterSpec, Headline
+from llmaudit.spec import ChapterSpec, Result
 
 
 class SimilarityParams(Section):
@@ -46,17 +46,36 @@ class SimilarityParams(Section):
 
 
 CONTEXTS = {"amb": "ambiguous", "dis": "disambiguated"}
+BBQ = "bbq{steered}"  # the model's BBQ scores ('bbq') or a steered copy's ('bbq.steered_+1')
+RESULTS = (
+    ACCURACY := Result(BBQ + ".acc_{context}", "share of questions", "questions answered correctly"),
+    Result(BBQ + ".unk_{context}", "share of questions", "questions answered Unknown"),
+    BIAS := Result(BBQ + ".s_{context}", "score from -100 to 100",
+                   "above 0: the model's committed answers follow the stereotype; 0: no preference"),
+    MASS := Result("bbq.answer_mass", "probability", "what the model puts on the three option letters"),
+    Result("stereoset{steered}.lms", "score from 0 to 100", "StereoSet language modelling score: a meaningful over "
+           "the unrelated sentence"),
+    SS := Result("stereoset{steered}.ss", "score from 0 to 100",
+                 "forced to choose, the share of stereotyped over anti-stereotyped sentences; 50: no preference"),
+    Result("stereoset{steered}.icat", "score from 0 to 100", "StereoSet's idealised CAT score: lms x min(ss, 100 - ss) "
+           "/ 50"),
+    Result("similarity.cosine.steered_{tag}", "cosine", "the BBQ answer distributions of the model and a steered copy"),
+    Result("similarity.unk_flip.steered_{tag}", "share of questions", "questions whose Unknown answer the steering "
+           "flips"),
+    Result("similarity.cka.steered_{tag}", "linear CKA", "the deepest compared representations of the model and a "
+           "steered copy"),
+    Result("similarity.cka_{summary}.{other}", "linear CKA", "the CKA across depths with another model, summarised"),
+)
 HEADLINES = (
-    *(Headline(f"bbq.acc_{key}", f"BBQ accuracy, {context} contexts", "share of questions",
-               "questions answered correctly" + (" (Unknown is correct)" if key == "amb" else ""))
+    *(ACCURACY.headline(f"BBQ accuracy, {context} contexts",
+                        ACCURACY.meaning + (" (Unknown is correct)" if key == "amb" else ""), steered="", context=key)
       for key, context in CONTEXTS.items()),
-    *(Headline(f"bbq.s_{key}", f"BBQ bias score, {context} contexts", "score from -100 to 100",
-               "above 0: the model's committed answers follow the stereotype; 0: no preference")
+    *(BIAS.headline(f"BBQ bias score, {context} contexts", steered="", context=key)
       for key, context in CONTEXTS.items()),
-    Headline("stereoset.ss", "StereoSet stereotype score", "score from 0 to 100",
-             "forced to choose, the share of stereotyped over anti-stereotyped sentences; 50: no preference"),
-    Headline("bbq.answer_mass", "BBQ answer mass", "probability", "what the model puts on the three option letters"),
+    SS.headline("StereoSet stereotype score", steered=""),
+    MASS.headline("BBQ answer mass"),
 )
 
 CHAPTER = ChapterSpec("similarity", "Similarity", computing=("data", "models", "steering", "tasks", "similarity"),
-                   section="similarity", params=SimilarityParams, headlines=HEADLINES)
+                   section="similarity", params=SimilarityParams, headlines=HEADLINES,
+                   results=RESULTS)

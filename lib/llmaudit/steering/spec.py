@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, coefficients, known, within
-from llmaudit.spec import ChapterSpec, Headline, result
+from llmaudit.spec import ChapterSpec, Gate, Result, result
 from llmaudit.steering.recipes import CONCEPT_VECTORS, RECIPES
 
 CORR = "corr"  # Pearson r of the projection on the vector with the concept score (main paper §3.3)
@@ -64,19 +64,43 @@ class SteeringParams(Section):
         return value
 
 
+SPLITS = ("positive", "negative", "neutral")  # the extraction rows by the sign of their concept score
+RESULTS = (
+    Result("{vector}.block", "block index", "the block whose residual stream the vector is taken from"),
+    CORR_RESULT := Result(result("{vector}", CORR), "Pearson r", "how closely the projection on the vector tracks "
+                          "the concept score of validation rows (gate: at least 0.2)"),
+    Result("{vector}.sep", "penalty", "the sign penalty at the chosen block: validation rows projected on the wrong "
+           "side"),
+    Result("{vector}.k", "projection per score unit", "the scale: steering by lambda k moves the concept score by "
+           "about lambda"),
+    *(Result(f"{{vector}}.{split}", "rows", f"training rows with a {split} concept score") for split in SPLITS),
+    Result("{vector}.label_mass", "probability", "what the model puts on the concept's target words"),
+    SPAN_RESULT := Result(result("{vector}", SCORE_SPAN), "normalised score", "how far steering from lambda = -1 to "
+                          "+1 moves the concept score of held-out rows (gate: at least 0.5)"),
+    Result("{vector}.steered_raw_span", "probability", "the same span of the raw score P(T+) - P(T-)"),
+    Result("{vector}.target_mass_unsteered", "probability", "held-out rows' mass on the target words, unsteered"),
+    Result("cos.{main}.{alternative}", "cosine", "the two vectors of one concept: near 1, the data hardly matter"),
+)
+
 HEADLINES = tuple(
     headline
     for concept, vectors in CONCEPT_VECTORS.items()
     for vector in vectors
     for headline in (
-        Headline(result(vector, CORR), f"{vector}: projection vs {concept} score", "Pearson r",
-                 f"how closely the projection on the vector tracks the {concept} score of held-out rows (gate: "
-                 "at least 0.2)"),
-        Headline(result(vector, SCORE_SPAN), f"{vector}: steered {concept} score span", "normalised score",
-                 f"how far steering from lambda = -1 to +1 moves the {concept} score of held-out rows (gate: at least "
-                 "0.5)"),
+        CORR_RESULT.headline(f"{vector}: projection vs {concept} score", vector=vector),
+        SPAN_RESULT.headline(f"{vector}: steered {concept} score span", vector=vector),
     )
 )
 
+CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
+GATES = (
+    Gate("vector", CORR, "corr", "value", "vector_corr", 0.2, 1, False,
+         "its projection hardly tracks the {concept} score: not a {concept} direction on this model", concepts=CONCEPT),
+    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", 0.5, 2, False,
+         "steering along it hardly moves the {concept} score: not a {concept} direction on this model",
+         concepts=CONCEPT),
+)
+
 CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "steering"),
-                   section="steering", params=SteeringParams, headlines=HEADLINES)
+                   section="steering", params=SteeringParams, headlines=HEADLINES, gates=GATES,
+                   results=RESULTS)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from llmaudit.sections import Section, at_least, coefficients, sizes
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Gate, Headline, Result, VerdictTest, result
 from llmaudit.steering import CONCEPT_VECTORS
 from llmaudit.tasks import TASKS
 
@@ -114,17 +114,38 @@ def _tests(params: Any) -> list[VerdictTest]:
     return found
 
 
+RESULTS = (
+    Result(method("{task}", "blackbox_explicit"), "metric difference", "black-box gap with the attribute stated"),
+    Result(method("{task}", "blackbox_implicit"), "metric difference", "black-box gap with the attribute implied "
+           "(names or dialect)"),
+    Result(method("{task}", "whitebox_slope"), "metric per unit lambda", "white-box slope of the metric along the "
+           "concept's main vector"),
+    Result(method("{task}", "whitebox_exact_at_0"), "metric per unit lambda", "the slope's exact derivative at "
+           "lambda = 0"),
+    ANSWER_MASS := Result(result("{task}", "answer_mass"), "probability", "what the model puts on the task's answer "
+                          "words at all; small: the metric is a marginal preference"),
+    COMPETENCE_RESULT := Result(competence("{task}"), "accuracy minus chance, or r with the decisive fact",
+                                "0 is chance: a gap of a task the model cannot do is not bias (gate: lower bound "
+                                "above 0)"),
+)
+ESTIMATES = {"black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
+             "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0"}  # label -> method
+
+
 def _headlines(task: str) -> tuple[Headline, ...]:
     """A task's competence (whether the model does it at all) and answer mass (whether it answers at all)."""
     scored = "accuracy minus chance" if TASKS[task].chance is not None else "r with the decisive fact"
-    return (
-        Headline(competence(task), f"{task}: competence", scored,
-                 "0 is chance: a gap of a task the model cannot do is not bias (gate: lower bound above 0)"),
-        Headline(result(task, "answer_mass"), f"{task}: answer mass", "probability",
-                 "what the model puts on the task's answer words at all; small: the metric is a marginal preference"),
-    )
+    found = COMPETENCE_RESULT.headline(f"{task}: competence", task=task)
+    return (Headline(found.name, found.label, scored, found.meaning),
+            ANSWER_MASS.headline(f"{task}: answer mass", task=task))
 
+
+GATES = (
+    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", 0.0, 1, True,
+         "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
+         "the task has no gold answer or decisive fact"),
+)
 
 CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks", computing=("data", "models", "steering", "tasks"),
-                   section="tasks", params=TaskParams, verdict_tests=_tests,
+                   section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES, results=RESULTS,
                    headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import model_validator
 
 from llmaudit.sections import Section
-from llmaudit.spec import ChapterSpec, Headline, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
 from llmaudit.tasks import TASKS
 from llmaudit.tasks.spec import requirement, tasks_run
 
@@ -45,15 +45,24 @@ def _tests(params: Any) -> list[VerdictTest]:
                         (("task", "credit"),), TASKS["credit"].metric_name)]
 
 
+RESULTS = (
+    PROJECTION_R := Result("names.projection_r", "Pearson r",
+                           "whether the gender vector orders SSA names by their female share p_f"),
+    MIXED_R := Result("names.projection_r_mixed", "Pearson r",
+                      "the same among names with 0.1 < p_f < 0.9: does the vector grade gender"),
+    NAMES_SLOPE := Result("credit.names_slope", "bad credit rate per p_f",
+                          "how the bad credit rate moves as the name grows more female"),
+    GAP := Result(NAMES_IMPLICIT, "bad credit rate",
+                  "names with p_f >= 0.9 minus names with p_f <= 0.1 as the only gender signal"),
+    Result("credit.names_not_{a}_{b}", "bad credit rate", "the same gap between names with p_f <= a and >= b"),
+    Result("{task}.sobol_shift.{method}", "Sobol' index", "the largest change of a variable's first-order index "
+           "from the no-attribute baseline"),
+)
+
 CHAPTER = ChapterSpec("validity", "Validity", computing=("data", "models", "steering", "tasks", "validity"),
                    section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests,
-                   headlines=(
-                       Headline("names.projection_r", "names: projection vs female share", "Pearson r",
-                                "whether the gender vector orders SSA names by their female share p_f"),
-                       Headline("names.projection_r_mixed", "mixed names: projection vs female share", "Pearson r",
-                                "the same among names with 0.1 < p_f < 0.9: does the vector grade gender"),
-                       Headline(NAMES_IMPLICIT, "credit: gap between female and male names", "bad credit rate",
-                                "names with p_f >= 0.9 minus names with p_f <= 0.1 as the only gender signal"),
-                       Headline("credit.names_slope", "credit: rate per unit female share", "bad credit rate per p_f",
-                                "how the bad credit rate moves as the name grows more female"),
-                   ))
+                   results=RESULTS,
+                   headlines=(PROJECTION_R.headline("names: projection vs female share"),
+                              MIXED_R.headline("mixed names: projection vs female share"),
+                              GAP.headline("credit: gap between female and male names"),
+                              NAMES_SLOPE.headline("credit: rate per unit female share")))

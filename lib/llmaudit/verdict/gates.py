@@ -9,84 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import pandas as pd
-from pydantic import model_validator
+from pydantic import ValidationInfo, create_model, field_validator
 
-from llmaudit.markedness import spec as markedness
-from llmaudit.markedness.spec import ACCURACY_OVER_CHANCE, MIN_LABEL_SHARE
+from llmaudit.registry import gates
 from llmaudit.sections import Section, within
-from llmaudit.spec import result
-from llmaudit.steering import CONCEPT_VECTORS
-from llmaudit.steering import spec as steering
-from llmaudit.steering.spec import CORR, SCORE_SPAN
-from llmaudit.tasks import spec as tasks
-from llmaudit.tasks.spec import COMPETENCE
-
-CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
+from llmaudit.spec import Gate, result
 
 PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+GATES: tuple[Gate, ...] = gates()
 
 
-class GateParams(Section):
-    """The params file's `gates` section. A steering vector needs the Pearson corr of its projection with the concept
-    score and the span of the concept score it steers (lambda +1 minus -1) at least these; a task's competence
-    interval (chance level 0) must lie above `task_competence`; a 9-shot sentiment classifier's accuracy must beat
-    guessing (1/3) by more than `classifier_accuracy`, and each label its gold answers use must make at least
-    `classifier_min_label_share` of its predictions."""
-
-    vector_corr: float = 0.2
-    vector_span: float = 0.5
-    task_competence: float = 0.0
-    classifier_accuracy: float = 0.0
-    classifier_min_label_share: float = 0.05
-
-    @model_validator(mode="after")
-    def _ranges(self) -> GateParams:
-        limits = {"vector_corr": (1, "1"), "vector_span": (2, "2"), "task_competence": (1, "1"),
-                  "classifier_accuracy": (1, "1"), "classifier_min_label_share": (1 / 3, "1/3")}
-        for key, (top, shown) in limits.items():
-            try:
-                within(getattr(self, key), 0, top, shown)
-            except ValueError as err:
-                raise ValueError(f"{key}: {err}") from None
-        return self
+def _range(cls: type[Section], value: float, info: ValidationInfo) -> float:
+    """A threshold within [0, its gate's top)."""
+    top = next(gate.top for gate in GATES if gate.threshold == info.field_name)
+    return within(value, 0, top, str(Fraction(top).limit_denominator(10)))
 
 
-@dataclass(frozen=True)
-class Gate:
-    """One check of an instrument: the results-file number '{instrument name}.{name}' (its value, or its interval's
-    lower bound) against the GateParams field `threshold`, strictly above it or at least it; `failing` says what a
-    failure means ({concept}: a vector's concept). `chapter` records the number; `unrecorded` says why a run of it
-    that evaluated the instrument may have recorded none."""
-
-    instrument: str
-    name: str
-    label: str
-    column: str
-    threshold: str
-    strict: bool
-    failing: str
-    chapter: str
-    unrecorded: str = "its run recorded no such number: rerun the chapter with this version"
-
-
-GATES: tuple[Gate, ...] = (
-    Gate("vector", CORR, "corr", "value", "vector_corr", False,
-         "its projection hardly tracks the {concept} score: not a {concept} direction on this model",
-         steering.CHAPTER.key),
-    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", False,
-         "steering along it hardly moves the {concept} score: not a {concept} direction on this model",
-         steering.CHAPTER.key),
-    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", True,
-         "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
-         tasks.CHAPTER.key, "the task has no gold answer or decisive fact"),
-    Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value",
-         "classifier_accuracy", True, "the classifier does no better than guessing among the three labels",
-         markedness.CHAPTER.key),
-    Gate("probes", MIN_LABEL_SHARE, "smallest predicted-label share", "value", "classifier_min_label_share",
-         False, "the classifier (almost) never predicts one label, so its error rates do not compare across groups",
-         markedness.CHAPTER.key),
+# The params file's `gates` section: one threshold per gate the chapters declare (`ChapterSpec.gates`), e.g. a
+# steering vector's `vector_corr` (its projection's Pearson corr with the concept score must be at least it).
+GateParams = create_model(
+    "GateParams", __base__=Section, __doc__="The params file's `gates` section: each chapter gate's threshold.",
+    __validators__={"_range": field_validator(*(gate.threshold for gate in GATES))(_range)},
+    **{gate.threshold: (float, gate.default) for gate in GATES},
 )
 
 
@@ -118,7 +65,7 @@ class Check:
             return f"{head}: not checked ({self._absent()})"
         passed = self.state == PASSED
         line = f"{head} {self.value:.3f} {_RELATION[passed, self.gate.strict]} {self.threshold:g}"
-        return line if passed else f"{line}: {self.gate.failing.format(concept=CONCEPT.get(self.subject, ''))}"
+        return line if passed else f"{line}: {self.gate.failure(self.subject)}"
 
     def brief(self) -> str:
         """The check in a few words for the report's first screen, e.g. 'credit competence -0.102 [-0.130, -0.065],
@@ -163,7 +110,7 @@ def _evaluated(found: pd.DataFrame, chapter: str, subject: str) -> bool:
     return bool(names.str.startswith(f"{subject}.").any())
 
 
-def checks(instruments: Sequence[tuple[str, str]], found: pd.DataFrame, params: GateParams) -> list[Check]:
+def checks(instruments: Sequence[tuple[str, str]], found: pd.DataFrame, params: Section) -> list[Check]:
     """Every gate of the (instrument kind, name) pairs a test relies on, read from the results table by name."""
     return [
         Check(gate, subject, _number(found, result(subject, gate.name), gate.column), getattr(params, gate.threshold),

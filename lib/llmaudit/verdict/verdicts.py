@@ -7,12 +7,14 @@ model and can be rebuilt at any time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from llmaudit.registry import verdict_tests
+from llmaudit.sections import Section
 from llmaudit.spec import VerdictTest
 from llmaudit.stats import Estimate, cases_needed, fail_pvalue, holm, verdict
 from llmaudit.verdict import gates
@@ -33,7 +35,7 @@ def requirements() -> dict[str, list[VerdictTest]]:
     return found
 
 
-def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: GateParams) -> list[Any]:
+def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: Section) -> list[Any]:
     """One test's row, before Holm's correction (which needs the whole page)."""
     key = test.name
     score = Estimate(float(found.at[key, "value"]), float(found.at[key, "lo"]), float(found.at[key, "hi"]))
@@ -49,7 +51,7 @@ def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: GatePar
             np.nan, ""]
 
 
-def verdicts(results: pd.DataFrame, epsilon: float, params: GateParams = GateParams()) -> pd.DataFrame:
+def verdicts(results: pd.DataFrame, epsilon: float, params: Section = GateParams()) -> pd.DataFrame:
     """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
     results-file name, the outcome (verdict), its gates (every check's text, and in `unmet` the failed checks, or
     the unchecked ones, in brief), the half-width and cases needed, and Holm's correction over the measurable
@@ -68,6 +70,11 @@ def verdicts(results: pd.DataFrame, epsilon: float, params: GateParams = GatePar
     fails = table["verdict"] == "fail"
     table.loc[fails, "holm"] = np.where(table.loc[fails, "p_holm"] <= ALPHA, "survives", "does not survive")
     return table
+
+
+def verdict_of(results: pd.DataFrame, names: Sequence[str], epsilon: float, params: Section) -> np.ndarray:
+    """The verdict page's verdict of each test named, at margin `epsilon` (NaN for a test the page lacks)."""
+    return verdicts(results, epsilon, params).set_index("name")["verdict"].reindex(list(names)).to_numpy()
 
 
 def from_card(results: pd.DataFrame, card: dict[str, Any]) -> pd.DataFrame:

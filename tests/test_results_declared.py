@@ -1,0 +1,79 @@
+"""Every result a chapter records is declared beside it (`ChapterSpec.results`): the ci audit's recorded rows all
+match a declaration of their chapter, `Chapter.record` refuses any other name, and `record_table` records a table
+exactly as the one-by-one calls would."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from llmaudit.chapter import Chapter
+from llmaudit.config import load_params
+from llmaudit.errors import AuditError
+from llmaudit.findings import results_frame
+from llmaudit.registry import CHAPTERS, chapter
+from llmaudit.report import Results
+from llmaudit.spec import Result, declared
+
+REFERENCE = Path(__file__).resolve().parent / "notebooks" / "results.csv"
+
+
+def test_every_recorded_result_is_declared_by_its_chapter() -> None:
+    rows = list(csv.DictReader(REFERENCE.open()))
+    assert {row["chapter"] for row in rows} == {spec.key for spec in CHAPTERS}
+    undeclared = [(row["chapter"], row["name"]) for row in rows
+                  if declared(chapter(row["chapter"]).results, row["name"]) is None]
+    assert not undeclared
+
+
+def test_every_headline_is_a_declared_result_of_its_chapter() -> None:
+    undeclared = [(spec.key, h.name) for spec in CHAPTERS for h in spec.headlines
+                  if declared(spec.results, h.name) is None]
+    assert not undeclared
+
+
+def test_a_pattern_covers_its_fields_and_nothing_else() -> None:
+    gap = Result("{task}.blackbox_explicit", "metric difference", "")
+    assert gap.matches("credit.blackbox_explicit") and gap.named(task="credit") == "credit.blackbox_explicit"
+    assert not gap.matches("credit.blackbox_explicits") and not gap.matches("credit.blackbox_implicit")
+    assert Result("bbq{steered}.acc_{context}", "", "").matches("bbq.acc_amb")
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Chapter:
+    return Chapter("decision_tasks", load_params("ci"), tmp_path)
+
+
+def test_an_undeclared_name_is_refused_naming_the_chapter_and_close_names(run: Chapter) -> None:
+    with pytest.raises(AuditError, match=r"chapter 'decision_tasks' declares no result 'credit.blackbox_explict' "
+                                         r"\(closest declared: \{task\}.blackbox_explicit"):
+        run.record("credit.blackbox_explict", 0.1)
+    assert Results(run.report_dir / "results.csv", staged=run.name).table(run.name).empty
+
+
+def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: Path) -> None:
+    frame = pd.DataFrame({"value": [0.125, -0.5], "lo": [0.1, math.nan], "hi": [0.2, math.nan], "n": [12, math.nan]},
+                         index=["credit.blackbox_explicit", "credit.answer_mass"])
+    run.record_table(frame, note="rate")
+    run.record_table({"credit.whitebox_slope": 3})
+    table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name).set_index("name")
+    assert table.loc["credit.blackbox_explicit", ["value", "lo", "hi", "n"]].tolist() == [0.125, 0.1, 0.2, 12]
+    assert table.loc["credit.blackbox_explicit", "note"] == "rate"
+    assert table.loc["credit.answer_mass", ["lo", "hi", "n"]].isna().all()
+    assert table.loc["credit.whitebox_slope", "value"] == 3
+    with pytest.raises(AuditError):
+        run.record_table({"credit.nonsense": 1.0})
+
+
+def test_a_results_frame_keeps_integers_and_order(run: Chapter) -> None:
+    """A block index recorded beside floats stays an integer in the results file ('27', not '27.0'), rows in order."""
+    frame = results_frame([{"name": "credit.competence", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
+                           {"name": "credit.whitebox_slope", "value": "True"}])
+    run.record_table(frame)
+    table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name)
+    assert table["name"].tolist() == ["credit.competence", "credit.answer_mass", "credit.whitebox_slope"]
+    assert table["value"].tolist() == [27, 0.5, "True"] and isinstance(table["value"].iloc[0], int)
