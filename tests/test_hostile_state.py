@@ -803,3 +803,18 @@ def test_an_oversized_report_file_is_refused_before_it_is_read(tmp_path) -> None
     assert read_text(path, "fix it", limit=17) == "x" * 17
     with pytest.raises(DataError, match=r"results.csv holds 17 bytes, more than a report file may \(16\): fix it"):
         read_text(path, "fix it", limit=16)
+
+
+def test_vectors_and_similarity_files_are_written_whole_with_the_report_mode(tmp_path) -> None:
+    """safetensors' own writer left vectors and representations 0600, and wrote them in place (a crash mid-write left
+    half a file where the old one had been)."""
+    from llmaudit.models.vector import SteeringVector
+
+    vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(4), dim=0), torch.zeros(4), k=1.0)
+    written = [vector.save(tmp_path / "vectors")]
+    save_systems(tmp_path, answers("ci", [0, 2], [0, 4]), {"ci|1": torch.randn(2, 3)},
+                 pd.DataFrame({"id": ["x"], "bias_type": "race", "system": "ci", "choice": ["stereotype"]}))
+    written += sorted((tmp_path / "similarity").iterdir())
+    assert [oct(path.stat().st_mode & 0o777) for path in written] == ["0o644"] * 4
+    assert not list(tmp_path.rglob("*.partial"))
+    assert SteeringVector.load(written[0]).layer == 1

@@ -11,15 +11,16 @@ from pathlib import Path
 MODE = 0o644  # every report file: its owner writes, everyone reads (mkstemp alone would leave 0o600)
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Replace `path` by `text` (UTF-8, newlines as given) atomically, creating its folder; returns `path`."""
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Replace `path` by `data` (text as UTF-8, newlines as given; bytes as they are) atomically, creating its folder;
+    returns `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), MODE)
-            f.write(text)
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(partial, path)

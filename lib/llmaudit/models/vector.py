@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 
+from llmaudit.atomic import write_atomic
 from llmaudit.cache import digest, tensors_sha256
 from llmaudit.errors import AuditError
 from llmaudit.models.intervention import Intervention
@@ -47,13 +48,13 @@ class SteeringVector:
         return float(self.direction @ other.direction)
 
     def save(self, folder: Path) -> Path:
-        """Write `<folder>/<name>.safetensors`, with the checksum of its tensors and header."""
+        """Write `<folder>/<name>.safetensors` atomically, with the checksum of its tensors and header."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}.safetensors"
         header = json.dumps({"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta})
         tensors = {"direction": self.direction.contiguous(), "mean": self.mean.contiguous()}
-        save_file(tensors, path, metadata={"llmaudit": header, "sha256": tensors_sha256(tensors, header)})
-        return path
+        metadata = {"llmaudit": header, "sha256": tensors_sha256(tensors, header)}
+        return write_atomic(path, save(tensors, metadata=metadata))
 
     @classmethod
     def load(cls, path: Path) -> SteeringVector:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file, save
 
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.reading import read_text
 
@@ -25,15 +26,15 @@ STEREOSET = ("id", "bias_type", "system", "choice")
 def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray],
                  stereoset: pd.DataFrame | None = None) -> None:
     """Write answers.csv, representations.safetensors (any array-likes, e.g. CPU tensors) and, given StereoSet
-    answers, stereoset.csv under the report's similarity folder."""
+    answers, stereoset.csv under the report's similarity folder, each atomically."""
     folder = Path(report_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    answers.to_csv(folder / "answers.csv", index=False)
+    write_atomic(folder / "answers.csv", answers.to_csv(index=False))
     if stereoset is not None:
-        stereoset.to_csv(folder / "stereoset.csv", index=False)
+        write_atomic(folder / "stereoset.csv", stereoset.to_csv(index=False))
     order = answers.drop_duplicates(["category", "example_id"])[["category", "example_id"]].to_dict("list")
     arrays = {key: np.ascontiguousarray(np.asarray(value)) for key, value in reps.items()}
-    save_file(arrays, str(folder / "representations.safetensors"), metadata={"order": json.dumps(order)})
+    write_atomic(folder / "representations.safetensors", save(arrays, metadata={"order": json.dumps(order)}))
 
 
 def load_systems(
