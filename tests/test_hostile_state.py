@@ -810,7 +810,8 @@ def test_vectors_and_similarity_files_are_written_whole_with_the_report_mode(tmp
     half a file where the old one had been)."""
     from llmaudit.models.vector import SteeringVector
 
-    vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(4), dim=0), torch.zeros(4), k=1.0)
+    direction = torch.nn.functional.normalize(torch.ones(4), dim=0)
+    vector = SteeringVector("v", "gender", 1, direction, torch.zeros(4), k=1.0)
     written = [vector.save(tmp_path / "vectors")]
     save_systems(tmp_path, answers("ci", [0, 2], [0, 4]), {"ci|1": torch.randn(2, 3)},
                  pd.DataFrame({"id": ["x"], "bias_type": "race", "system": "ci", "choice": ["stereotype"]}))
