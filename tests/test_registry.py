@@ -20,8 +20,8 @@ from llmaudit.verdict.verdicts import verdicts
 PACKAGE = REPO / "lib" / "llmaudit"
 CI_RESULTS = REPO / "tests" / "notebooks" / "results.csv"  # the ci audit's results, saved with the nbval references
 # Parts that run on cached tensors or render them: never part of what a forward pass computes.
-NOT_COMPUTING = {"atomic", "cache", "chapter", "config", "errors", "findings", "ledger", "paths", "plots", "reading", "records",
-                 "registry", "report", "sections", "spec", "stats", "verdict"}
+NOT_COMPUTING = {"atomic", "cache", "chapter", "config", "errors", "findings", "ledger", "paths", "plots", "reading",
+                 "records", "registry", "report", "sections", "spec", "stats", "verdict"}
 
 
 def imported_parts(source: str, seen: set[Path] | None = None) -> set[str]:
