@@ -58,9 +58,9 @@ unit: install
 # a script, style, font or image from the network. The first step stops, saying to run `make audit`, until the
 # audit has written reports/index.md and the default model's executed chapters.
 book: install
-	$(PY) -m llmaudit.contents _toc.yml
+	$(PY) -m llmaudit.runner.contents _toc.yml
 	$(VENV)/bin/jupyter-book build .
-	$(PY) -m llmaudit.book _build/html
+	$(PY) -m llmaudit.runner.book _build/html
 
 nbval-reference: install
 	$(PY) tests/notebooks/make_reference.py

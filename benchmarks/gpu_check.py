@@ -12,9 +12,9 @@ import torch
 from nnsight import TransformersModel
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.sweep import sensitivity_at_zero, sweep
-from llmaudit.steering import SteeringVector
 
 
 def main(tokenizer_dir: str) -> None:

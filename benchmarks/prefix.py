@@ -16,17 +16,17 @@ from collections.abc import Callable
 
 import torch
 
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
+from llmaudit.chapters.markedness.metrics import LABELS
+from llmaudit.chapters.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
+from llmaudit.chapters.steering_vectors.extract import tokens_for
+from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
-from llmaudit.markedness.metrics import LABELS
-from llmaudit.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
 from llmaudit.models import AuditModel, attention, load_model
 from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.steering.extract import tokens_for
-from llmaudit.steering.recipes import RECIPES, rows
-from llmaudit.tasks import TASKS, answer_ids
 
 
 def prompt_sets(model: AuditModel, n: int) -> dict[str, tuple[list[str], list[int]]]:

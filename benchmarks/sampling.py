@@ -11,9 +11,9 @@ import time
 
 import torch
 
+from llmaudit.chapters.framing.evaluate import texts, versions
+from llmaudit.chapters.framing.stimuli import ATTRIBUTES, prompts
 from llmaudit.config import load_params
-from llmaudit.framing.evaluate import texts, versions
-from llmaudit.framing.stimuli import ATTRIBUTES, prompts
 from llmaudit.models import AuditModel, load_model
 from llmaudit.models.batching import pad
 from llmaudit.models.sampling import SampleCall, call_batches

@@ -10,14 +10,14 @@ import time
 
 import torch
 
+from llmaudit.chapters.decision_tasks import answer_ids
+from llmaudit.chapters.decision_tasks.credit import CREDIT
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import REPO, load_params
 from llmaudit.ledger import Ledger
 from llmaudit.models import load_model
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.sweep import sweep
-from llmaudit.steering import SteeringVector
-from llmaudit.tasks import answer_ids
-from llmaudit.tasks.credit import CREDIT
 
 LAMBDAS = [round(-1 + 0.2 * i, 1) for i in range(11)]
 

@@ -8,15 +8,15 @@ import pandas as pd
 import pytest
 import torch
 
-from llmaudit.framing.evaluate import chat_pass, steered_probabilities, texts, token_probabilities, versions
-from llmaudit.framing.pronouns import family_probs, family_token_ids
-from llmaudit.framing.stimuli import prompts
-from llmaudit.markedness.evaluate import agreement_with_unmarked
-from llmaudit.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
+from llmaudit.chapters.framing.evaluate import chat_pass, steered_probabilities, texts, token_probabilities, versions
+from llmaudit.chapters.framing.pronouns import family_probs, family_token_ids
+from llmaudit.chapters.framing.stimuli import prompts
+from llmaudit.chapters.markedness.evaluate import agreement_with_unmarked
+from llmaudit.chapters.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import architectures
 from llmaudit.models.layers import hidden
 from llmaudit.models.prefix import common_prefix
-from llmaudit.steering import SteeringVector
 
 
 def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks.spec import method
 from llmaudit.config import load_params
 from llmaudit.report import Results
-from llmaudit.tasks import TASKS
-from llmaudit.tasks.spec import method
 from llmaudit.verdict.verdicts import verdicts
 
 REFERENCES = Path(__file__).resolve().parent / "notebooks"

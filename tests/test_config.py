@@ -6,13 +6,13 @@ import textwrap
 
 import pytest
 
-from llmaudit.chapter import Chapter
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.spec import ModelSpec
 from llmaudit.registry import verdict_tests
-from llmaudit.steering.spec import SteeringParams
-from llmaudit.tasks import TASKS
+from llmaudit.runner.chapter import Chapter
 
 GOOD = """\
 name: tiny

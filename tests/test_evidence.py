@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from llmaudit.chapter import finish_chapter
+from llmaudit.chapters.decision_tasks.base import Task, TaskItem
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params, params_path
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report import Results, build_report, evidence
@@ -26,9 +28,7 @@ from llmaudit.report.evidence import (
     unit_values,
     write_cases,
 )
-from llmaudit.steering import SteeringVector
-from llmaudit.tasks.base import Task, TaskItem
-from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
+from llmaudit.runner.chapter import finish_chapter
 
 
 def records() -> pd.DataFrame:

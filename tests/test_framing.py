@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import build_tokenizer
-from llmaudit.framing.metrics import (
+from llmaudit.chapters.framing.metrics import (
     KEYS,
     answer_cases,
     apd,
@@ -24,7 +24,7 @@ from llmaudit.framing.metrics import (
     pronoun_shift_cases,
     sensitivity,
 )
-from llmaudit.framing.pronouns import (
+from llmaudit.chapters.framing.pronouns import (
     deferred_gender,
     detect_pronoun,
     drop_excluded,
@@ -32,7 +32,7 @@ from llmaudit.framing.pronouns import (
     family_probs,
     family_token_ids,
 )
-from llmaudit.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
+from llmaudit.chapters.framing.stimuli import ATTRIBUTES, CELLS, prompts, shuffle_options
 from llmaudit.report.evidence import unit_values
 
 ROWS = [  # (task, gender, instr, he, she, they) for one attribute "x"

@@ -23,7 +23,6 @@ from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from llmaudit import audit
 from llmaudit.config import _shown, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
@@ -32,6 +31,7 @@ from llmaudit.report import build_report, charts, index
 from llmaudit.report.card import write_card, write_model
 from llmaudit.report.index import build_index
 from llmaudit.report.results import Results
+from llmaudit.runner import audit
 
 GOOD = """\
 name: tiny
@@ -236,7 +236,7 @@ def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatc
     out at column 0 and MyST ran it)."""
     import torch
 
-    from llmaudit.similarity.saved import save_systems
+    from llmaudit.chapters.similarity.saved import save_systems
     from test_similarity_systems import answers
 
     gen = torch.Generator().manual_seed(0)
@@ -265,8 +265,8 @@ def test_a_copied_or_damaged_sibling_folder_is_left_out_of_the_index_and_named(t
 
     import torch
 
+    from llmaudit.chapters.similarity.saved import save_systems
     from llmaudit.report.results import Results
-    from llmaudit.similarity.saved import save_systems
     from test_similarity_systems import answers
 
     folder = tmp_path / "m"

@@ -19,16 +19,16 @@ import pytest
 import torch
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit import audit
 from llmaudit.cache import cached_tensors
-from llmaudit.chapter import open_chapter
+from llmaudit.chapters.similarity.saved import save_systems
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.cli import main
 from llmaudit.config import PARAMS_DIR, REPO
 from llmaudit.errors import AuditError
 from llmaudit.models import load
 from llmaudit.report import Results, card
-from llmaudit.similarity.saved import save_systems
-from llmaudit.steering import SteeringVector
+from llmaudit.runner import audit
+from llmaudit.runner.chapter import open_chapter
 from llmaudit.terminal import _unsafe
 from test_similarity_systems import answers
 
@@ -465,7 +465,7 @@ FAKE_CHAPTER = textwrap.dedent(
     ```
 
     ```python
-    from llmaudit.chapter import open_chapter
+    from llmaudit.runner.chapter import open_chapter
 
     chapter = open_chapter("decision_tasks", params_file, report_dir, use_cache)
     chapter.vector("gender_lang")

@@ -11,40 +11,58 @@ from pathlib import Path
 
 import pytest
 
-from llmaudit.registry import PACKAGES
+from llmaudit.registry import KEYS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "llmaudit"
+GROUPS = ("chapters", "runner")  # packages that only group parts: each of their modules and packages is a part
+CHAPTERS = tuple(f"chapters.{key}" for key in KEYS)
 # Bottom to top. Parts on one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     ("atomic", "reading", "terminal"),  # file writes and reads, terminal text, which the ledger and cache use
-    ("paths", "sections", "stats", "cache", "records", "ledger", "findings"),
+    ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries"),
     ("spec",),
     ("data",),
     ("models",),
-    ("steering",),
-    ("tasks",),
-    tuple(sorted(set(PACKAGES.values()) - {"steering", "tasks"})) + ("plots",),  # the other chapter packages
+    ("chapters.steering_vectors",),
+    ("chapters.decision_tasks",),
+    tuple(sorted(set(CHAPTERS) - {"chapters.steering_vectors", "chapters.decision_tasks"})),  # the other chapters
     ("registry",),
     ("verdict",),
     ("config",),
     ("report",),
-    ("chapter",),
-    ("audit", "book", "bookreader", "contents"),
+    ("runner.chapter",),
+    ("runner.audit", "runner.book", "runner.bookreader", "runner.contents"),
     ("cli",),
     ("__main__",),
 )
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 
 
+def part_of(module: str) -> str:
+    """The part a loaded module (e.g. 'llmaudit.chapters.framing.spec') belongs to: 'chapters.framing'."""
+    names = module.split(".")[1:]
+    return ".".join(names[:2]) if names[0] in GROUPS and len(names) > 1 else names[0]
+
+
 def parts() -> list[str]:
-    """Every module and package directly under llmaudit/."""
-    found = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
-    return sorted(found | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()})
+    """Every module and package directly under llmaudit/ and under its grouping packages."""
+    found = set()
+    for prefix, folder in [("", PACKAGE)] + [(f"{group}.", PACKAGE / group) for group in GROUPS]:
+        found |= {prefix + p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        found |= {prefix + p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    return sorted(found - set(GROUPS))
 
 
 def test_every_part_has_a_layer() -> None:
     assert sorted(LEVEL) == parts()
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_grouping_packages_import_nothing(group: str) -> None:
+    """Importing one chapter or runner module never loads its neighbours through the package's __init__."""
+    tree = ast.parse((PACKAGE / group / "__init__.py").read_text())
+    assert not [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
 @pytest.mark.parametrize("part", [p for p in parts() if p != "__main__"])
@@ -52,7 +70,7 @@ def test_part_imports_only_lower_layers(part: str) -> None:
     script = (f"import sys, llmaudit.{part}\n"
               "print('\\n'.join(m for m in sys.modules if m.startswith('llmaudit.')))")
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
-    above = sorted({m.split(".")[1] for m in loaded} - {part} - {p for p in LEVEL if LEVEL[p] < LEVEL[part]})
+    above = sorted({part_of(m) for m in loaded} - set(GROUPS) - {part} - {p for p in LEVEL if LEVEL[p] < LEVEL[part]})
     assert not above, f"llmaudit.{part} imports {above}, which are not below it"
 
 
@@ -63,5 +81,4 @@ def test_verdict_imports_no_chapter_package(module: Path) -> None:
     tree = ast.parse(module.read_text())
     named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    chapters = {f"llmaudit.{package}" for package in PACKAGES.values()}
-    assert not {name for name in named if ".".join(name.split(".")[:2]) in chapters}
+    assert not {name for name in named if name.startswith("llmaudit.chapters")}

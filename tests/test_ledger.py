@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from llmaudit import ledger as ledger_module
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger, ledger_path, read_calls
 from llmaudit.models.sweep import sweep_with_sensitivity
-from llmaudit.steering import SteeringVector
 
 
 @pytest.fixture

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmaudit.errors import AuditError
-from llmaudit.markedness import prompts
-from llmaudit.markedness.metrics import (
+from llmaudit.chapters.markedness import prompts
+from llmaudit.chapters.markedness.metrics import (
     GROUPS,
     LABELS,
     false_positive_rates,
@@ -21,6 +20,7 @@ from llmaudit.markedness.metrics import (
     gap_span,
     summarise_gaps,
 )
+from llmaudit.errors import AuditError
 from llmaudit.report.evidence import unit_values
 
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")

@@ -9,11 +9,11 @@ import warnings
 import pytest
 import torch
 
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures, memory
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.sweep import sweep_with_sensitivity
-from llmaudit.steering import SteeringVector
 from test_prefix import variant_texts
 
 GIB = 1 << 30

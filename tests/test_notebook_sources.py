@@ -7,9 +7,9 @@ import jupytext
 import nbformat
 import pytest
 
-from llmaudit.audit import chapter_source
 from llmaudit.paths import REPO
 from llmaudit.registry import KEYS, notebook
+from llmaudit.runner.audit import chapter_source
 
 REFERENCES = REPO / "tests" / "notebooks"
 

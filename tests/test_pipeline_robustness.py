@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from llmaudit import cache
-from llmaudit import chapter as chapter_module
-from llmaudit.chapter import Chapter
+from llmaudit.chapters.decision_tasks.base import sample_ids
+from llmaudit.chapters.decision_tasks.evaluate import TaskRunner
 from llmaudit.config import PARAMS_DIR, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
 from llmaudit.models.spec import ModelSpec
-from llmaudit.tasks.base import sample_ids
-from llmaudit.tasks.evaluate import TaskRunner
+from llmaudit.runner import chapter as chapter_module
+from llmaudit.runner.chapter import Chapter
 from test_task_runner import ToyTask, toy_vector
 
 
@@ -105,10 +105,10 @@ def test_changed_code_never_reuses_cached_results(tmp_path, monkeypatch) -> None
 
 
 def test_code_version_follows_the_computing_modules(tmp_path) -> None:
-    packages = ("models", "steering")
+    packages = ("models", "chapters.steering_vectors")
     version = cache.code_version(packages)
-    assert len(version) == 16 and version == cache.code_version(("steering", "models"))
-    assert version != cache.code_version(("models", "steering", "tasks"))
+    assert len(version) == 16 and version == cache.code_version(("chapters.steering_vectors", "models"))
+    assert version != cache.code_version(("models", "chapters.steering_vectors", "chapters.decision_tasks"))
 
 
 def test_two_runs_give_identical_numbers(tiny_model) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
 from llmaudit.models import architectures
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
 from llmaudit.models.states import LowerStates
 from llmaudit.models.sweep import sweep_with_sensitivity
-from llmaudit.steering import SteeringVector
 from test_ledger import distinct_prefixes
 from test_sweep_architectures import ARCHITECTURES, build_model
 

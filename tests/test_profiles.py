@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.steering_vectors.recipes import RECIPES, validation_size
 from llmaudit.config import available_models, load_params
 from llmaudit.models import memory
-from llmaudit.steering.recipes import RECIPES, validation_size
-from llmaudit.tasks import TASKS
 
 GIB = 1 << 30
 # The largest model a shipped GPU profile audits: Llama 3.1 8B in bfloat16 (Ministral 8B and Qwen2.5 7B are no larger

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import nbformat
 
-from llmaudit import audit
 from llmaudit.cli import main
+from llmaudit.runner import audit
 
 
 def test_chapter_progress_reaches_the_terminal(tmp_path, monkeypatch, capsys) -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.models import load_model
 from llmaudit.models.sweep import sensitivity_at_zero, sweep
-from llmaudit.steering import SteeringVector
-from llmaudit.tasks import TASKS, answer_ids
 
 pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
 
@@ -52,8 +52,8 @@ def test_exact_derivative_matches_finite_difference(setting) -> None:
 
 
 def test_shared_prefix_equals_plain_forward_on_few_shot_prompts(setting) -> None:
-    from llmaudit.markedness.metrics import LABELS
-    from llmaudit.markedness.prompts import classification_prompt, demonstration_pool, demonstrations
+    from llmaudit.chapters.markedness.metrics import LABELS
+    from llmaudit.chapters.markedness.prompts import classification_prompt, demonstration_pool, demonstrations
     from llmaudit.models.prefix import forward_shared_prefix
 
     model = setting[0]

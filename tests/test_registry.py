@@ -10,23 +10,30 @@ import jupytext
 import pandas as pd
 import pytest
 
-from llmaudit.cache import code_version
+from llmaudit.cache import FIGURES, code_version
 from llmaudit.config import Params, load_params
-from llmaudit.contents import table_of_contents
 from llmaudit.paths import BOOK, REPO
-from llmaudit.registry import CHAPTERS, KEYS, PACKAGES, computing_packages, notebook, verdict_tests
+from llmaudit.registry import CHAPTERS, KEYS, MODULES, computing_packages, notebook, verdict_tests
+from llmaudit.runner.contents import table_of_contents
 from llmaudit.verdict.verdicts import verdicts
 
 PACKAGE = REPO / "lib" / "llmaudit"
 CI_RESULTS = REPO / "tests" / "notebooks" / "results.csv"  # the ci audit's results, saved with the nbval references
 # Parts that run on cached tensors or render them: never part of what a forward pass computes.
-NOT_COMPUTING = {"atomic", "cache", "chapter", "config", "errors", "findings", "ledger", "paths", "plots", "reading",
-                 "records", "registry", "report", "sections", "spec", "stats", "verdict"}
+NOT_COMPUTING = {"atomic", "cache", "chapters.summaries", "config", "errors", "findings", "ledger", "paths", "reading",
+                 "records", "registry", "report", "runner", "sections", "spec", "stats", "verdict"}
+GROUPS = ("chapters",)  # packages whose parts are their subpackages and modules: 'chapters.decision_tasks'
+
+
+def part(parts: list[str]) -> str:
+    """The llmaudit part a module (its dotted name, split) belongs to: a top-level package or module, or one chapter
+    package (or shared module) under llmaudit.chapters."""
+    return ".".join(parts[1:3]) if parts[1] in GROUPS and len(parts) > 2 else parts[1]
 
 
 def imported_parts(source: str, seen: set[Path] | None = None) -> set[str]:
-    """The llmaudit parts (top-level packages and modules) that code imports, following llmaudit's own computing
-    modules (not the runner, params, report or verdict modules, which read results rather than compute them)."""
+    """The llmaudit parts that code imports, following llmaudit's own computing modules (not the runner, params,
+    report or verdict modules, nor a chapter's figures, which read results rather than compute them)."""
     seen = set() if seen is None else seen
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
@@ -36,12 +43,12 @@ def imported_parts(source: str, seen: set[Path] | None = None) -> set[str]:
             parts = name.split(".")
             if parts[0] != "llmaudit" or len(parts) < 2:
                 continue
-            found.add(parts[1])
-            if parts[1] in NOT_COMPUTING:
+            found.add(part(parts))
+            if part(parts) in NOT_COMPUTING:
                 continue
             for candidate in (PACKAGE.joinpath(*parts[1:]).with_suffix(".py"),
                               PACKAGE.joinpath(*parts[1:], "__init__.py")):
-                if candidate.is_file() and candidate not in seen:
+                if candidate.is_file() and candidate.name != FIGURES and candidate not in seen:
                     seen.add(candidate)
                     found |= imported_parts(candidate.read_text(encoding="utf-8"), seen)
     return found
@@ -84,13 +91,22 @@ def test_params_has_each_declared_section() -> None:
 
 def test_table_of_contents_is_built_from_the_registry() -> None:
     assert (REPO / "_toc.yml").read_text(encoding="utf-8") == table_of_contents(), \
-        "run `python -m llmaudit.contents` (make book does) and commit _toc.yml"
+        "run `python -m llmaudit.runner.contents` (make book does) and commit _toc.yml"
 
 
-def test_packages_are_the_chapters_own() -> None:
-    assert set(PACKAGES) == set(KEYS)
-    for key, package in PACKAGES.items():
-        assert (PACKAGE / package / "spec.py").is_file(), key
+def test_chapters_are_the_packages_named_by_their_keys() -> None:
+    """Each registered chapter is declared in llmaudit/chapters/<its key>/spec.py, and every package there is one."""
+    assert [module.__name__ for module in MODULES] == [f"llmaudit.chapters.{key}.spec" for key in KEYS]
+    packages = {p.name for p in (PACKAGE / "chapters").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(KEYS)
+
+
+def test_a_chapter_using_undeclared_code_is_caught() -> None:
+    """The check above has teeth: robustness code run by a chapter that declared only its own package is caught
+    using the decision tasks' and steering vectors' packages; a chapter's figures are not computing code."""
+    used = imported_parts("from llmaudit.chapters.robustness.compare import black_box\n") - NOT_COMPUTING
+    assert used - {"data", "models", "chapters.robustness"} == {"chapters.decision_tasks", "chapters.steering_vectors"}
+    assert imported_parts("import llmaudit.chapters.markedness.plots") == {"chapters.markedness"}
 
 
 def test_ci_audit_feeds_every_declared_verdict_test() -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llmaudit.chapter import Chapter
 from llmaudit.config import load_params
 from llmaudit.errors import AuditError
 from llmaudit.findings import results_frame
 from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.report import Results
+from llmaudit.runner.chapter import Chapter
 from llmaudit.spec import Result, declared
 
 REFERENCE = Path(__file__).resolve().parent / "notebooks" / "results.csv"

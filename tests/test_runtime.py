@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmaudit.chapters.steering_vectors import Intervention, SteeringVector
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import batching, load_model
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.spec import ModelSpec
-from llmaudit.steering import Intervention, SteeringVector
 
 # Very different lengths (1 to ~40 tokens) so length-sorted batches need left padding.
 PROMPTS = [

@@ -10,9 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmaudit.errors import AuditError
-from llmaudit.report.evidence import unit_values
-from llmaudit.similarity.bbq import (
+from llmaudit.chapters.similarity.bbq import (
     CATEGORIES,
     accuracy_cases,
     answer_kind,
@@ -22,7 +20,15 @@ from llmaudit.similarity.bbq import (
     stratified_sample,
     unknown_index,
 )
-from llmaudit.similarity.compare import answer_histogram, histogram_cosine, linear_cka, similarity_matrix, unk_flip
+from llmaudit.chapters.similarity.compare import (
+    answer_histogram,
+    histogram_cosine,
+    linear_cka,
+    similarity_matrix,
+    unk_flip,
+)
+from llmaudit.errors import AuditError
+from llmaudit.report.evidence import unit_values
 
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or "/work/shared/data")
 COLUMNS = ["category", "example_id", "polarity", "context_condition", "target_index", "unknown_index", "label", "pred"]

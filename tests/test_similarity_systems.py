@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
+from llmaudit.chapters.similarity.compare import cka_across_depths, cka_matrix, cka_summary, linear_cka, unk_flip_matrix
+from llmaudit.chapters.similarity.evaluate import blocks_at
+from llmaudit.chapters.similarity.saved import QUESTION, load_systems, save_systems
 from llmaudit.errors import AuditError
-from llmaudit.similarity.compare import cka_across_depths, cka_matrix, cka_summary, linear_cka, unk_flip_matrix
-from llmaudit.similarity.evaluate import blocks_at
-from llmaudit.similarity.saved import QUESTION, load_systems, save_systems
 
 
 def answers(system: str, preds: list[int], ids: list[int]) -> pd.DataFrame:
@@ -85,7 +85,7 @@ def test_saved_systems_are_read_without_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, llmaudit.similarity.saved; "
+    code = ("import sys, llmaudit.chapters.similarity.saved; "
             "print(sorted(m for m in ('torch', 'llmaudit.models') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
@@ -95,9 +95,9 @@ def test_saved_systems_are_read_without_torch() -> None:
 def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp_path) -> None:
     import yaml
 
-    from llmaudit.audit import _compared_ready, run_audit
     from llmaudit.config import load_params, params_path
     from llmaudit.errors import ConfigError
+    from llmaudit.runner.audit import _compared_ready, run_audit
 
     params = yaml.safe_load(params_path("ci").read_text()) | {"name": "m"}
     params["similarity"] = {**params["similarity"], "compare_with": ["other"]}

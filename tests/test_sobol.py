@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llmaudit.chapters.validity.sobol import associations, cramers_v, discretise, first_order, first_order_ci
+from llmaudit.chapters.validity.spec import ValidityParams
 from llmaudit.errors import AuditError
-from llmaudit.validity.sobol import associations, cramers_v, discretise, first_order, first_order_ci
-from llmaudit.validity.spec import ValidityParams
 
 G_A = np.array([0.0, 1.0, 4.5, 9.0, 99.0])
 G_V = 1 / (3 * (1 + G_A) ** 2)  # Var((|4x - 2| + a) / (1 + a)) for x ~ U(0, 1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from llmaudit.chapters.decision_tasks.judicial import JUDICIAL_CONVICTION, pairs
+from llmaudit.chapters.steering_vectors.recipes import RECIPES, for_tasks, pool, rows, validation_size
 from llmaudit.data import read_csv
 from llmaudit.errors import AuditError
-from llmaudit.steering.recipes import RECIPES, for_tasks, pool, rows, validation_size
-from llmaudit.tasks.judicial import JUDICIAL_CONVICTION, pairs
 
 
 def test_dialect_pairs_are_split_whole_between_the_tasks_and_the_vector(mirror) -> None:

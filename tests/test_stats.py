@@ -70,7 +70,7 @@ def test_conflict_needs_two_significant_opposite_signs() -> None:
 def test_task_metric_is_normalised_target_probability() -> None:
     import torch
 
-    from llmaudit.tasks import metric
+    from llmaudit.chapters.decision_tasks import metric
 
     probs = torch.tensor([[0.1, 0.3, 0.0, 0.0], [0.2, 0.2, 0.1, 0.5]])
     assert metric(probs, [1, 3]).tolist() == pytest.approx([0.75, 0.5])

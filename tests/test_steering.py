@@ -13,12 +13,18 @@ import torch.nn.functional as F
 
 from conftest import lower_positions
 from llmaudit.cache import cached_tensors, digest
+from llmaudit.chapters.steering_vectors import Intervention, SteeringVector
+from llmaudit.chapters.steering_vectors.concept import ConceptTokens, concept_tokens, split, split_counts, thresholds
+from llmaudit.chapters.steering_vectors.selection import (
+    choose_layer,
+    eligible_layers,
+    layer_metrics,
+    projections,
+    scale,
+)
+from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
-from llmaudit.steering import Intervention, SteeringVector
-from llmaudit.steering.concept import ConceptTokens, concept_tokens, split, split_counts, thresholds
-from llmaudit.steering.selection import choose_layer, eligible_layers, layer_metrics, projections, scale
-from llmaudit.steering.wmd import wmd
 
 # --- WMD -----------------------------------------------------------------------------------------------------------
 
@@ -317,7 +323,7 @@ def test_cached_tensors(tmp_path) -> None:
 
 
 def test_held_out_rows_exclude_the_ids_that_chose_the_vector(mirror) -> None:
-    from llmaudit.steering.recipes import RECIPES, rows
+    from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 
     recipe = RECIPES["gender_lang"]
     val = rows(recipe, "val", 40, 0, mirror)
@@ -327,7 +333,7 @@ def test_held_out_rows_exclude_the_ids_that_chose_the_vector(mirror) -> None:
 
 
 def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_model, tmp_path) -> None:
-    from llmaudit.steering.effect import steered_scores
+    from llmaudit.chapters.steering_vectors.effect import steered_scores
 
     ids = tiny_model.tokenizer.convert_tokens_to_ids
     tokens = ConceptTokens("gender", tuple(ids(["she", "woman"])), tuple(ids(["he", "man"])))

@@ -7,8 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llmaudit.chapters.similarity.stereoset import (
+    KINDS,
+    chosen_kinds,
+    load_stereoset,
+    prompt,
+    sample_items,
+    stereoset_scores,
+)
 from llmaudit.errors import AuditError
-from llmaudit.similarity.stereoset import KINDS, chosen_kinds, load_stereoset, prompt, sample_items, stereoset_scores
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llmaudit.plots import markedness, steering
-from llmaudit.plots.summaries import POINTS, five_numbers, sample_per
+from llmaudit.chapters.markedness import plots as markedness
+from llmaudit.chapters.steering_vectors import plots as steering
+from llmaudit.chapters.summaries import POINTS, five_numbers, sample_per
 from llmaudit.report import show
 
 RNG = np.random.default_rng(0)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import build_tokenizer, lower_positions
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
@@ -16,7 +17,6 @@ from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import shareable
 from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
-from llmaudit.steering import SteeringVector
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Not periodic, so that running the upper blocks with the loop position in place of the block index gives

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from conftest import lower_positions
+from llmaudit.chapters.decision_tasks.base import Task, TaskItem, answer_ids
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
 from llmaudit.models.states import stored_states
-from llmaudit.steering import SteeringVector
-from llmaudit.tasks.base import Task, TaskItem, answer_ids
-from llmaudit.tasks.evaluate import TaskAudit, TaskRunner
 
 JOBS = ["nurse", "doctor", "engineer", "teacher"]
 

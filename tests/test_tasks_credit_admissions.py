@@ -7,11 +7,18 @@ from collections import defaultdict
 
 import pytest
 
+from llmaudit.chapters.decision_tasks import VARIANTS
+from llmaudit.chapters.decision_tasks.admissions import (
+    ADMISSIONS_GENDER,
+    ADMISSIONS_RACE,
+    ECS,
+    GPAS,
+    LETTERS,
+    AdmissionsTask,
+)
+from llmaudit.chapters.decision_tasks.credit import CREDIT
+from llmaudit.chapters.decision_tasks.names import first_names
 from llmaudit.errors import AuditError
-from llmaudit.tasks import VARIANTS
-from llmaudit.tasks.admissions import ADMISSIONS_GENDER, ADMISSIONS_RACE, ECS, GPAS, LETTERS, AdmissionsTask
-from llmaudit.tasks.credit import CREDIT
-from llmaudit.tasks.names import first_names
 
 
 @pytest.fixture(scope="module")

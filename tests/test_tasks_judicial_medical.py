@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from llmaudit.chapters.decision_tasks.judicial import JUDICIAL_CONVICTION, JUDICIAL_PENALTY, PRONOUNS, JudicialTask
+from llmaudit.chapters.decision_tasks.medical import MEDICAL_GENDER, MEDICAL_RACE, MedicalTask
 from llmaudit.errors import AuditError
-from llmaudit.tasks.judicial import JUDICIAL_CONVICTION, JUDICIAL_PENALTY, PRONOUNS, JudicialTask
-from llmaudit.tasks.medical import MEDICAL_GENDER, MEDICAL_RACE, MedicalTask
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("LLMAUDIT_DATA") or REPO_ROOT.parent / "shared" / "data")

@@ -9,13 +9,9 @@ import pytest
 import scipy.stats
 import torch
 
-from llmaudit.data import read_csv
-from llmaudit.errors import AuditError
-from llmaudit.report.evidence import largest_differences, unit_values
-from llmaudit.stats import pearson
-from llmaudit.steering import SteeringVector
-from llmaudit.tasks import CREDIT
-from llmaudit.validity.names import (
+from llmaudit.chapters.decision_tasks import CREDIT
+from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.chapters.validity.names import (
     BINS,
     SSA_KEY,
     credit_items,
@@ -26,7 +22,7 @@ from llmaudit.validity.names import (
     ssa_names,
     unnamed_items,
 )
-from llmaudit.validity.projection import (
+from llmaudit.chapters.validity.projection import (
     ALL_NAMES,
     MIXED_NAMES,
     SENTENCE,
@@ -34,6 +30,10 @@ from llmaudit.validity.projection import (
     name_prompt,
     projection_fits,
 )
+from llmaudit.data import read_csv
+from llmaudit.errors import AuditError
+from llmaudit.report.evidence import largest_differences, unit_values
+from llmaudit.stats import pearson
 
 
 def test_bins_round_down_to_tenths_and_keep_one_for_p_f_one() -> None:
@@ -145,7 +145,7 @@ def test_projection_headline_is_every_projected_name_and_mixed_names_apart(mirro
 
 def test_projection_figure_draws_every_eligible_name(mirror) -> None:
     """The figure's bin-mean line over all 6333 names renders (altair refuses more than 5000 raw rows in a chart)."""
-    from llmaudit.plots.validity import projections
+    from llmaudit.chapters.validity.plots import projections
     from llmaudit.report.charts import to_svg
 
     names = ssa_names(mirror).copy()

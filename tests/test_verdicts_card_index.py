@@ -128,7 +128,7 @@ def test_sentiment_probe_gaps_become_a_requirement(tmp_path) -> None:
 def test_index_draws_the_similarity_matrix_of_audited_models(tmp_path) -> None:
     import torch
 
-    from llmaudit.similarity.saved import QUESTION, save_systems
+    from llmaudit.chapters.similarity.saved import QUESTION, save_systems
 
     for name, preds in (("a", [0, 2, 1]), ("b", [2, 2, 0])):
         folder = audited_folder(tmp_path, name, (0.0, -0.01, 0.01))

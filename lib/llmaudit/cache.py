@@ -23,16 +23,22 @@ def cache_root() -> Path:
     return Path(os.environ.get("LLMAUDIT_CACHE") or Path.home() / ".cache" / "llmaudit").expanduser()
 
 
+FIGURES = "plots.py"  # a chapter's figures, drawn from its cached results: left out of its code hash
+
+
 @functools.cache
 def code_version(packages: tuple[str, ...]) -> str:
-    """Hash of the sources (.py and .json) of the named llmaudit packages: the chapters declare which packages decide
-    their forward passes (`llmaudit.registry.computing_packages`); reporting and statistics, which run on the cached
-    tensors, are left out."""
-    package = Path(__file__).parent
+    """Hash of the sources (.py and .json) of the named llmaudit packages (dotted from llmaudit down, e.g.
+    'chapters.decision_tasks'): the chapters declare which packages decide their forward passes
+    (`llmaudit.registry.computing_packages`); reporting, figures and statistics, which run on the cached tensors, are
+    left out."""
+    root = Path(__file__).parent
     h = hashlib.sha256()
-    for folder in sorted(packages):
-        for path in sorted((package / folder).rglob("*.py")) + sorted((package / folder).rglob("*.json")):
-            h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    for name in sorted(packages):
+        folder = root.joinpath(*name.split("."))
+        for path in sorted(folder.rglob("*.py")) + sorted(folder.rglob("*.json")):
+            if path.name != FIGURES:
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "audit":
-            from llmaudit.audit import run_audit
+            from llmaudit.runner.audit import run_audit
 
             kwargs = {"reports": args.reports} if args.reports else {}
             print(printable(run_audit(args.model, chapters=args.chapter, **kwargs)))

@@ -12,13 +12,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
+from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.errors import ConfigError
 from llmaudit.models.memory import AUTO, BatchTokens
 from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
-from llmaudit.steering.recipes import RECIPES
 from llmaudit.verdict.gates import GateParams
 
 MAX_DEPTH = 20  # nesting levels a params file may use (it needs 4)

@@ -7,21 +7,21 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
+from llmaudit.chapters.decision_tasks import spec as decision_tasks
+from llmaudit.chapters.framing import spec as framing
+from llmaudit.chapters.markedness import spec as markedness
+from llmaudit.chapters.robustness import spec as robustness
+from llmaudit.chapters.similarity import spec as similarity
+from llmaudit.chapters.steering_vectors import spec as steering_vectors
+from llmaudit.chapters.validity import spec as validity
 from llmaudit.errors import AuditError
-from llmaudit.framing import spec as framing
-from llmaudit.markedness import spec as markedness
-from llmaudit.robustness import spec as robustness
-from llmaudit.similarity import spec as similarity
 from llmaudit.spec import ChapterSpec, Gate, VerdictTest
-from llmaudit.steering import spec as steering
-from llmaudit.tasks import spec as tasks
-from llmaudit.validity import spec as validity
 
-# Each chapter package's `spec` module, in book order: a new chapter is one more entry here.
-MODULES: tuple[ModuleType, ...] = (steering, tasks, robustness, validity, framing, similarity, markedness)
+# Each chapter's `spec` module (llmaudit/chapters/<key>/spec.py), in book order: a new chapter is one more entry here.
+MODULES: tuple[ModuleType, ...] = (steering_vectors, decision_tasks, robustness, validity, framing, similarity,
+                                   markedness)
 CHAPTERS: tuple[ChapterSpec, ...] = tuple(module.CHAPTER for module in MODULES)
 KEYS: tuple[str, ...] = tuple(spec.key for spec in CHAPTERS)
-PACKAGES: dict[str, str] = {spec.key: module.__name__.split(".")[1] for spec, module in zip(CHAPTERS, MODULES)}
 
 
 def chapter(key: str) -> ChapterSpec:

@@ -111,7 +111,8 @@ def no_tests(params: Any) -> list[VerdictTest]:
 class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
     chapters' sections it also runs with (the robustness chapter reruns the decision tasks' sizes); `computing`: the
-    llmaudit packages whose code decides what its forward passes compute (part of every cache key);
+    llmaudit packages whose code decides what its forward passes compute, named from llmaudit down
+    ('models', 'chapters.decision_tasks'; part of every cache key);
     `verdict_tests(params)`: the tests its results feed, for a run with these params (None: every test it can feed);
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
     results.json)."""

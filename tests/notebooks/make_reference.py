@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 
-from llmaudit.audit import execute_chapter
 from llmaudit.paths import REPO
 from llmaudit.registry import KEYS, notebook
+from llmaudit.runner.audit import execute_chapter
 
 HERE = Path(__file__).resolve().parent
 REPORT = Path("reports/nbval")

@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmaudit.audit import run_audit
+from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.config import standin_params
 from llmaudit.models.standin import build
 from llmaudit.paths import PARAMS_DIR
 from llmaudit.report.gate import load_verdicts
-from llmaudit.steering.recipes import RECIPES
+from llmaudit.runner.audit import run_audit
 
 pytestmark = pytest.mark.scale
 PROFILE = PARAMS_DIR / "llama-3.1-8b-instruct.yaml"

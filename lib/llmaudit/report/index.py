@@ -12,8 +12,17 @@ from urllib.parse import quote
 import pandas as pd
 
 from llmaudit.atomic import write_atomic
+from llmaudit.chapters.similarity.compare import (
+    cka_across_depths,
+    cka_matrix,
+    cka_summary,
+    similarity_matrix,
+    unk_flip_matrix,
+)
+from llmaudit.chapters.similarity.plots import matrix, stereotype_scores
+from llmaudit.chapters.similarity.saved import FOLDER, load_stereoset_answers, load_systems
+from llmaudit.chapters.similarity.stereoset import stereoset_scores
 from llmaudit.errors import AuditError
-from llmaudit.plots.similarity import matrix, stereotype_scores
 from llmaudit.report.card import CARD, read_json
 from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
@@ -23,9 +32,6 @@ from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.myst import literal, raw_html
 from llmaudit.report.results import Results
-from llmaudit.similarity.compare import cka_across_depths, cka_matrix, cka_summary, similarity_matrix, unk_flip_matrix
-from llmaudit.similarity.saved import FOLDER, load_stereoset_answers, load_systems
-from llmaudit.similarity.stereoset import stereoset_scores
 from llmaudit.verdict.gates import NOT_CHECKED
 from llmaudit.verdict.verdicts import from_card
 

@@ -1,0 +1,162 @@
+"""Run the framing prompts (paper 001): next-token pronoun mass per prompt, seeded sampled answers with their
+detected pronoun (the chat form's both from one pass), the same mass under gender steering, and each prompt's
+position on the gender vector."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from llmaudit.cache import cached_tensors
+from llmaudit.chapters.framing.metrics import KEYS
+from llmaudit.chapters.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
+from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
+from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
+from llmaudit.models.sampling import SampleCall, call_batches
+from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.sweep import sweep_from_stored
+
+
+def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
+    """Each choice prompt once per seed with its options shuffled by that seed; completion prompts once."""
+    return [v for p in prompts for v in ([shuffle_options(p, s) for s in seeds] if p.kind == "choice" else [p])]
+
+
+def texts(model: AuditModel, prompts: Sequence[FramingPrompt], form: str) -> list[str]:
+    """The model's input for each prompt in `form` "chat" (one chat turn) or "plain" (the plain text after the
+    tokenizer's usual BOS, for the LM to continue)."""
+    return [model.chat(p.text) if form == "chat" else model.plain(p.text) for p in prompts]
+
+
+def _label_space(model: AuditModel, prompts: Sequence[FramingPrompt]) -> tuple[list[int], list[dict[str, list[int]]]]:
+    """All token ids any prompt reads (pronoun forms and option letters), and each prompt's families as
+    positions in that list, so one forward pass keeps only these columns."""
+    families = [family_token_ids(model.tokenizer, p.letters) for p in prompts]
+    space = sorted({i for fam in families for ids in fam.values() for i in ids})
+    where = {token: k for k, token in enumerate(space)}
+    return space, [{f: [where[i] for i in fam[f]] for f in FAMILIES} for fam in families]
+
+
+def _families(probs: torch.Tensor, positions: list[dict[str, list[int]]]) -> torch.Tensor:
+    """(n, 3) he / she / they shares from label-space probabilities, each row with its own letter mapping."""
+    return torch.cat([family_probs(row[None], pos, log=False) for row, pos in zip(probs, positions)]).float()
+
+
+def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd.DataFrame:
+    """One row per prompt: its cell, the he / she / they shares and any extra columns."""
+    cells = pd.DataFrame([(p.attribute, p.task, p.gender, p.instr) for p in prompts], columns=KEYS)
+    return pd.concat([cells, pd.DataFrame(shares.numpy(), columns=list(FAMILIES)), pd.DataFrame(extra)], axis=1)
+
+
+def token_probabilities(
+    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: BatchTokens,
+    cache: Path | None = None, vector: SteeringVector | None = None,
+) -> pd.DataFrame:
+    """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
+    for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it."""
+    inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
+    layers = [vector.layer] if vector is not None else []
+
+    def run() -> dict[str, torch.Tensor]:
+        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}")
+        return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
+
+    result = cached_tensors(cache, {"model": model.identity, "prompts": inputs, "labels": space, "layers": layers},
+                            run)
+    return _scored(prompts, positions, result["probs"], result.get("acts"), vector)
+
+
+def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int]]], probs: torch.Tensor,
+            acts: torch.Tensor | None, vector: SteeringVector | None) -> pd.DataFrame:
+    """`token_probabilities`' table from the label-space probabilities and the last token's outputs at the vector's
+    block."""
+    extra = {"mass": probs.sum(-1).numpy()}
+    if vector is not None:
+        extra["projection"] = vector.project(acts.float()).numpy()
+    return _tidy(prompts, _families(probs, positions), **extra)
+
+
+def steered_probabilities(
+    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
+    batch_tokens: BatchTokens, cache: Path | None = None,
+) -> pd.DataFrame:
+    """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
+    prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
+    inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
+    key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
+           "vector": vector.fingerprint()}
+    probs = cached_tensors(cache, key, lambda: {"probs": sweep_from_stored(
+        model, inputs, space, vector, lambdas, None, cache, batch_tokens=batch_tokens, desc="framing steered").probs})
+    return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
+                      for lam, p in zip(lambdas, probs["probs"])], ignore_index=True)
+
+
+def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[bool], max_new_tokens: int,
+                  space: list[int], vector: SteeringVector | None) -> dict[str, torch.Tensor]:
+    """One batch of `chat_pass`: the sampled tokens and first-position probabilities of its calls and, given a
+    vector, the last token's outputs at its block and the completion calls' states there (their call's one text)."""
+    layers = [vector.layer] if vector is not None else []
+    out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
+    found = {"tokens": torch.cat(out.tokens), "probs": out.probs}
+    if layers:
+        first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
+        states = [out.states[vector.layer][t] for t, free in zip(first, completion) if free]
+        found |= {"acts": out.acts[:, 0],
+                  "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
+                  "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
+    return found
+
+
+def chat_pass(
+    model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
+    batch_tokens: BatchTokens, cache: Path | None = None, vector: SteeringVector | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
+    range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
+    choice cell uses one shuffled option order per sample) with its prompt text and the pronoun family it names (None:
+    invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
+    Prompts run together in batches of `batch_tokens`, each cached on its own (an interrupted run keeps the batches
+    done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
+    shown = [versions([p], range(samples)) for p in prompts]
+    space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
+    layers = [vector.layer] if vector is not None else []
+    completion = [p.kind == "completion" for p in prompts]  # a completion prompt is one text, its own only version
+    calls = [SampleCall(tuple(texts(model, versions_, "chat")), 1 if p.kind == "choice" else samples, seed + i)
+             for i, (p, versions_) in enumerate(zip(prompts, shown))]
+    answers: list[torch.Tensor] = []
+    read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
+    kept: list[torch.Tensor] = []
+    for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
+                      leave=False):
+        chosen = [calls[i] for i in batch]
+
+        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
+               "labels": space, "layers": layers, "keep": layers}  # a batch cached without its states runs again
+        found = cached_tensors(cache, key, partial(_sample_batch, model, chosen, [completion[i] for i in batch],
+                                                   max_new_tokens, space, vector))
+        answers += found["tokens"].split([call.rows for call in chosen])
+        for name in read.keys() & found.keys():
+            read[name].append(found[name])
+        if "states" in found:
+            kept += found["states"].split(found["lengths"].tolist())
+    if vector is not None and any(completion):  # (no states to keep without a completion prompt)
+        free = [p for p, done in zip(prompts, completion) if done]
+        store_states(cache, model.identity, texts(model, free, "chat"), LowerStates(vector.layer, kept))
+    scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
+                     torch.cat(read["acts"]) if layers else None, vector)
+    rows = []
+    for prompt, versions_, call, tokens in zip(prompts, shown, calls, answers):
+        repeat = len(tokens) // len(versions_)
+        for version, text, row in zip(versions_ * repeat, call.texts * repeat, tokens):
+            answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
+            rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
+                         "prompt": text, "answer": answer, "family": detect_pronoun(answer, version.letters)})
+    return scored, pd.DataFrame(rows)

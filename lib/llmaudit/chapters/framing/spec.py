@@ -1,0 +1,64 @@
+"""The framing chapter's declaration ("Measuring Bias or Measuring the Task"): its params section."""
+
+from __future__ import annotations
+
+from pydantic import field_validator, model_validator
+
+from llmaudit.sections import Section, coefficients
+from llmaudit.spec import ChapterSpec, Result
+
+
+class FramingParams(Section):
+    """Sizes of the framing chapter: attributes per stereotype tag (None: all), sampled answers (and option orders)
+    per cell, their length, and the steering coefficients compared with prompting."""
+
+    per_tag: int | None = None
+    samples: int = 10
+    max_new_tokens: int = 50  # the paper's "maximum token length of 50" (paper 001 §4.2)
+    lambdas: list[float] = [-1.0, 0.0, 1.0]
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        if len(coefficients(value)) < 2:
+            raise ValueError("give at least 2 distinct steering coefficients")
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> FramingParams:
+        if (self.per_tag is not None and self.per_tag < 1) or self.samples < 1 or self.max_new_tokens < 1:
+            raise ValueError("need per_tag >= 1 (or omitted), samples >= 1 and max_new_tokens >= 1")
+        return self
+
+
+FORMS = ("chat", "plain")  # the prompt read through the chat template, and as plain text
+RESULTS = (
+    Result("{form}.{task}.gen_effect", "probability", "the task's GenEffect: mean APD over attributes (token "
+           "probability)"),
+    Result("{form}.{task}.instr_effect", "probability", "the task's InstrEffect: mean APD over attributes (token "
+           "probability)"),
+    SHIFT := Result("{form}.pronoun_shift", "probability",
+                    "how often changing the prompt's framing changes the pronoun the model prefers"),
+    Result("chat.excluded_cells", "cells", "(task, condition) cells left out for too few pronouns"),
+    EXCLUDED := Result("chat.excluded_share", "share of cells",
+                       "(task, condition) cells whose sampled answers name too few pronouns to compare with"),
+    Result("chat.valid_answers", "answers", "sampled answers with a pronoun in the kept cells"),
+    Result("token_vs_choice.{pronoun}", "Pearson r", "the token probability of a pronoun against the share of "
+           "sampled answers choosing it, over kept cells"),
+    Result("chat.sensitivity.{metric}", "probability", "framing sensitivity (mean of GenEffect and InstrEffect) under "
+           "one metric"),
+    Result("chat.they_names_gender", "share of answers", "answers counted as 'they' that name a gender anyway"),
+    SPAN := Result("steering.{task}.she_span", "probability",
+                   "P(she) at lambda = +1 minus at -1: how far the gender vector moves the pronoun"),
+)
+HEADLINES = (
+    *(SHIFT.headline(f"{form} prompts: pronoun shift", form=form) for form in FORMS),
+    EXCLUDED.headline("chat prompts: cells left out"),
+    *(SPAN.headline(f"{task} prompts: P(she) under steering", task=task) for task in ("association", "completion")),
+)
+
+CHAPTER = ChapterSpec("framing", "Framing",
+                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                              "chapters.framing"),
+                   section="framing", params=FramingParams, headlines=HEADLINES,
+                   results=RESULTS)

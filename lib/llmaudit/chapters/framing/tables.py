@@ -1,0 +1,114 @@
+"""The framing chapter's tables from its scored prompts and sampled answers: the attributes it samples, the framing
+effects and Probability of Pronoun Shift per prompt form, the cells the pronoun rule excludes, token probability
+against proportion of choices, the two metrics' sensitivity, the 'they' check and the pronoun shares under
+steering, each with the results the chapter records about it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from llmaudit.chapters.decision_tasks.base import sample_ids
+from llmaudit.chapters.framing.metrics import (
+    KEYS,
+    answer_cases,
+    effects,
+    metric_sensitivity,
+    pronoun_shift,
+    pronoun_shift_cases,
+)
+from llmaudit.chapters.framing.pronouns import FAMILIES, deferred_gender, exclusion_table
+from llmaudit.chapters.framing.stimuli import ATTRIBUTES, Attribute
+from llmaudit.findings import Findings, results_frame
+
+TAGS = ("masculine", "feminine", "neutral")
+EXCLUDED = "chat.excluded_share"  # the exclusion rule's test in the case file
+METRICS = {"token probability": "token", "proportion of choices": "choice"}  # sensitivity metric -> result key
+
+
+def sample_attributes(per_tag: int | None, seed: int) -> list[Attribute]:
+    """`per_tag` attributes of each stereotype tag (None: all), in tag order."""
+    by_tag = {tag: [a for a in ATTRIBUTES if a.tag == tag] for tag in TAGS}
+    return [found[i] for found in by_tag.values()
+            for i in sample_ids(range(len(found)), min(per_tag or len(found), len(found)), seed)]
+
+
+def condition_means(frame: pd.DataFrame, tag: Mapping[str, str]) -> pd.DataFrame:
+    """Mean he / she / they share per task and condition, with the attribute's stereotype tag (`tag`)."""
+    frame = frame.assign(tag=frame["attribute"].map(tag))
+    return frame.groupby(["task", "gender", "instr", "tag"], sort=False)[list(FAMILIES)].mean()
+
+
+def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequence[str]],
+                    probability: Mapping[str, pd.DataFrame]) -> Findings:
+    """Per prompt form (`tidy`: its cell means): each attribute's GenEffect and InstrEffect (`estimates`), their
+    means per task (`table`), recorded with the form's Probability of Pronoun Shift; the cases are each form's
+    pronoun shifts (`probability`: its scored samples, `prompts`: their texts)."""
+    scores = {form: effects(frame) for form, frame in tidy.items()}
+    found = []
+    for form, frame in scores.items():
+        for column in ("gen_effect", "instr_effect"):
+            found += [{"name": f"{form}.{task}.{column}", "value": value,
+                       "note": "mean APD over attributes (token probability)"}
+                      for task, value in frame.groupby("task")[column].mean().dropna().items()]
+        found.append({"name": f"{form}.pronoun_shift", "value": pronoun_shift(tidy[form])["pronoun_shift"].mean(),
+                      "note": "Probability of Pronoun Shift, mean over attributes"})
+    cases = [pronoun_shift_cases(frame.assign(prompt=prompts[form]), f"{form}.pronoun_shift")
+             for form, frame in probability.items()]
+    table = pd.concat({form: frame.groupby("task")[["gen_effect", "instr_effect"]].mean()
+                       for form, frame in scores.items()}, axis=1)
+    return Findings(table, results_frame(found), pd.concat(scores, names=["form"]), cases)
+
+
+def exclusions(answers: pd.DataFrame) -> Findings:
+    """Per (task, condition) cell, its sampled answers and whether the pronoun rule excludes it; the results are the
+    excluded cells, their share and the answers with a pronoun in the kept cells, the cases each answer."""
+    excluded = exclusion_table(answers)
+    kept = excluded[~excluded["excluded"]]
+    found = [{"name": "chat.excluded_cells", "value": int(excluded["excluded"].sum()),
+              "note": f"of {len(excluded)} (task, condition) cells, > 60% answers without a pronoun"},
+             {"name": EXCLUDED, "value": float(excluded["excluded"].mean()),
+              "note": "share of (task, condition) cells"},
+             {"name": "chat.valid_answers", "value": int((kept["n"] - kept["n_invalid"]).sum()),
+              "note": "sampled answers with a pronoun in the kept cells"}]
+    return Findings(excluded, results_frame(found), cases=[answer_cases(answers, excluded, EXCLUDED)])
+
+
+def token_vs_choice(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
+    """The kept cells' token probabilities beside their proportions of choices (columns '{pronoun}_token' and
+    '{pronoun}_choice'), recorded as each pronoun's Pearson r."""
+    paired = tokens.merge(choices, on=KEYS, suffixes=("_token", "_choice"))
+    found = [{"name": f"token_vs_choice.{family}", "note": "Pearson r over kept cells (attribute x condition)",
+              "value": paired[f"{family}_token"].corr(paired[f"{family}_choice"])} for family in FAMILIES]
+    return Findings(paired, results_frame(found))
+
+
+def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
+    """Each (attribute, task) pair's framing sensitivity under both metrics, recorded as each metric's mean (NaN
+    where no pair has both cells of an effect kept)."""
+    by_metric = metric_sensitivity(tokens, choices)
+    found = []
+    for metric, key in METRICS.items():
+        values = by_metric.loc[by_metric["metric"] == metric, "sensitivity"]
+        found.append({"name": f"chat.sensitivity.{key}", "value": values.mean() if len(values) else float("nan"),
+                      "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"})
+    return Findings(by_metric, results_frame(found))
+
+
+def deferred(answers: pd.DataFrame) -> Findings:
+    """Per condition, the answers counted as 'they' that name a gender later; recorded over all conditions."""
+    table = deferred_gender(answers)
+    overall = table.set_index("condition").loc["all"]
+    found = [{"name": "chat.they_names_gender", "value": overall["rate"],
+              "note": f"of {int(overall['n_they'])} answers counted as they"}]
+    return Findings(table, results_frame(found))
+
+
+def steering_span(steered: pd.DataFrame, lambdas: Sequence[float]) -> Findings:
+    """Mean pronoun shares per task and lambda; recorded per task, P(she) at the largest lambda minus the smallest."""
+    means = steered.groupby(["task", "lam"])[list(FAMILIES)].mean()
+    span = means.xs(max(lambdas), level="lam")["she"] - means.xs(min(lambdas), level="lam")["she"]
+    note = f"mean P(she) at lambda={max(lambdas):g} minus at {min(lambdas):g}"
+    found = [{"name": f"steering.{task}.she_span", "value": value, "note": note} for task, value in span.items()]
+    return Findings(means, results_frame(found))

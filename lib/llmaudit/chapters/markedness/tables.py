@@ -1,0 +1,95 @@
+"""The markedness chapter's tables from its classified sentences (one row per sentence and demonstration run:
+dataset, run, regime, group, gold, pred, projection): accuracy, the classifier's gates, the FPR gaps per group,
+the agreement with the unmarked sentence and the projection on the race vector, each with the results the chapter
+records about it."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from llmaudit.chapters.markedness.evaluate import agreement_with_unmarked
+from llmaudit.chapters.markedness.metrics import (
+    GROUPS,
+    false_positive_rates,
+    fpr_gap_cases,
+    fpr_gaps,
+    gap_span,
+    summarise_gaps,
+)
+from llmaudit.chapters.markedness.prompts import UNMARKED
+from llmaudit.chapters.markedness.spec import ACCURACY_OVER_CHANCE, MIN_LABEL_SHARE, fpr_gap
+from llmaudit.findings import Findings, results_frame
+from llmaudit.spec import result
+
+NINE_SHOT = "9-shot"
+RATED = ["group", "gold", "pred", "run"]  # the columns false_positive_rates reads
+
+
+def accuracy(predictions: pd.DataFrame) -> Findings:
+    """The share of sentences classified correctly per probe set (rows) and regime (columns)."""
+    table = (predictions.assign(correct=predictions["gold"] == predictions["pred"])
+             .groupby(["dataset", "regime"])["correct"].mean().unstack())
+    found = [{"name": f"{name}.accuracy.{regime}", "value": value, "note": "share of sentences classified correctly"}
+             for (name, regime), value in table.stack().items()]
+    return Findings(table, results_frame(found))
+
+
+def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
+    """The share of each predicted label per probe set and regime; the results are the 9-shot classifier's gates,
+    its accuracy over guessing (from `correct`, the accuracy table) and its smallest share among the gold labels."""
+    shares = predictions.groupby(["dataset", "regime"])["pred"].value_counts(normalize=True).unstack(fill_value=0)
+    found = []
+    for name, table in predictions[predictions["regime"] == NINE_SHOT].groupby("dataset"):
+        used = sorted(table["gold"].unique())
+        found += [{"name": result(name, ACCURACY_OVER_CHANCE), "value": correct.loc[name, NINE_SHOT] - 1 / 3,
+                   "note": "9-shot accuracy minus 1/3 (guessing among the three labels)"},
+                  {"name": result(name, MIN_LABEL_SHARE),
+                   "value": float(shares.loc[(name, NINE_SHOT)].reindex(used, fill_value=0).min()),
+                   "note": f"smallest share of 9-shot predictions among the gold labels ({', '.join(used)})"}]
+    return Findings(shares, results_frame(found))
+
+
+def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
+    """Per probe set, regime and group, the FPR gaps with their t-intervals over runs; the results and cases are
+    the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups."""
+    marked = predictions[predictions["group"].isin(GROUPS)]
+    summaries, found, cases = [], [], []
+    for (name, regime), table in marked.groupby(["dataset", "regime"]):
+        summary = summarise_gaps(fpr_gaps(false_positive_rates(table[RATED])))
+        summaries.append(summary.assign(dataset=name, regime=regime))
+        if regime != NINE_SHOT:
+            continue
+        for kind, row in summary[summary["group"] == "white"].set_index("kind").iterrows():
+            found.append({"name": fpr_gap(name, kind), "value": row["mean"], "lo": row["lo"], "hi": row["hi"],
+                          "note": f"9-shot, {seeds} seeds", "n": seeds})
+            cases.append(fpr_gap_cases(table, fpr_gap(name, kind), kind, "white"))
+        found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": "9-shot"}
+                  for kind, span in gap_span(summary).items()]
+    return Findings(pd.concat(summaries, ignore_index=True), results_frame(found), cases=cases)
+
+
+def agreement(slotted: pd.DataFrame) -> Findings:
+    """Per probe set with slotted templates and group, the share of 9-shot predictions equal to the unmarked
+    sentence's; the results are White's share and the mean share of the other groups."""
+    agree, found = [], []
+    for name, table in slotted.groupby("dataset"):
+        shares = agreement_with_unmarked(table[table["regime"] == NINE_SHOT], UNMARKED)
+        mean = shares.groupby("group", as_index=False)["agrees"].mean().assign(dataset=name)
+        agree.append(mean)
+        found += [{"name": f"{name}.white_agreement_with_unmarked",
+                   "value": float(mean.loc[mean["group"] == "white", "agrees"].iloc[0]),
+                   "note": "9-shot, share of templates"},
+                  {"name": f"{name}.others_agreement_with_unmarked",
+                   "value": float(mean.loc[mean["group"] != "white", "agrees"].mean()),
+                   "note": "9-shot, mean over the other groups"}]
+    return Findings(pd.concat(agree, ignore_index=True), results_frame(found))
+
+
+def projection_shift(zero: pd.DataFrame, vector: str) -> Findings:
+    """Each group's mean projection on the race vector (`vector`) minus the unmarked sentences'; the results are
+    White's and African American's."""
+    centre = zero.groupby("group")["projection"].mean()
+    shift = centre - centre[UNMARKED]
+    found = [{"name": f"projection.{group}_minus_unmarked", "value": shift[group], "note": vector}
+             for group in ("white", "african_american")]
+    return Findings(shift.rename("mean projection minus unmarked").to_frame(), results_frame(found))

@@ -1,0 +1,93 @@
+"""Run BBQ and StereoSet on one model as several "systems" (the model as it is, and the model steered along a vector
+at each lambda, one sweep): per question the option probabilities and the argmax answer, and BBQ's last-token
+representations at chosen relative depths for CKA (saved in the report folder by `similarity.saved`, so later
+audits of other models can compare with it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from llmaudit.cache import cached_tensors
+from llmaudit.chapters.decision_tasks.base import answer_ids
+from llmaudit.chapters.similarity import stereoset
+from llmaudit.chapters.similarity.bbq import LETTERS, prompt
+from llmaudit.chapters.similarity.saved import QUESTION
+from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
+from llmaudit.models.sweep import sweep_outputs
+
+
+def system_name(model: str, vector: SteeringVector | None, lam: float) -> str:
+    """How a system is labelled across reports: the model's name, plus the steering when there is one."""
+    return model if vector is None else f"{model} {vector.name} λ={lam:+g}"
+
+
+def blocks_at(depths: list[float], n_layers: int) -> list[int]:
+    """The blocks at relative depths in [0, 1] (0 = first block, 1 = last)."""
+    return [round(d * (n_layers - 1)) for d in depths]
+
+
+def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
+    """The exact prompt the model reads for each BBQ question (chat turn and answer prefix), in row order."""
+    return [model.chat(*prompt(row)) for row in questions.to_dict("records")]
+
+
+def _systems(
+    model: AuditModel, texts: list[str], vector: SteeringVector | None, lambdas: list[float], layers: list[int], *,
+    batch_tokens: BatchTokens, cache: Path | None, desc: str,
+) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
+    """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model
+    and of the model steered at each lambda. The systems run as one sweep (the blocks below the steering block once
+    for all of them); without a vector, the plain model alone."""
+    labels = answer_ids(model.tokenizer, LETTERS)
+    swept = [None, *lambdas] if vector is not None else [None]
+    key = {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers, "lambdas": swept,
+           "vector": None if vector is None else vector.fingerprint()}
+
+    def run() -> dict[str, torch.Tensor]:
+        if vector is None:
+            out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+            return {"probs": out.probs[None]} | ({"acts": out.acts[None]} if layers else {})
+        out = sweep_outputs(model, texts, labels, vector, swept, layers, batch_tokens=batch_tokens,
+                            desc=f"{desc} systems")
+        return {"probs": out.probs} | ({"acts": out.acts} if layers else {})
+
+    result = cached_tensors(cache, key, run)
+    acts = result.get("acts", [None] * len(swept))
+    return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
+            for lam, probs, reps in zip(swept, result["probs"], acts)]
+
+
+def run_systems(
+    model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
+    depths: list[float],
+    *, batch_tokens: BatchTokens, cache: Path | None = None,
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """BBQ answers of the plain model and of the model steered at each lambda, with the representations they read,
+    keyed 'system|depth'."""
+    frames, reps = [], {}
+    for name, probs, acts in _systems(model, question_texts(model, questions), vector, lambdas,
+                                      blocks_at(depths, model.n_layers), batch_tokens=batch_tokens, cache=cache,
+                                      desc="BBQ"):
+        frame = questions[QUESTION].assign(system=name, pred=probs.argmax(-1).numpy(), mass=probs.sum(-1).numpy())
+        for i, letter in enumerate(LETTERS):
+            frame[f"p_{letter}"] = (probs[:, i] / probs.sum(-1)).numpy()
+        frames.append(frame)
+        reps |= {f"{name}|{depth:g}": acts[:, j].contiguous() for j, depth in enumerate(depths)}
+    return pd.concat(frames, ignore_index=True), reps
+
+
+def run_stereoset(
+    model: AuditModel, items: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float], *,
+    batch_tokens: BatchTokens, cache: Path | None = None,
+) -> pd.DataFrame:
+    """StereoSet forced-choice answers (`stereoset.chosen_kinds`, with the letters' mass) of the same systems as
+    `run_systems`."""
+    texts = [model.chat(*stereoset.prompt(row)) for row in items.to_dict("records")]
+    return pd.concat([stereoset.chosen_kinds(items, probs.numpy()).assign(system=name, mass=probs.sum(-1).numpy())
+                      for name, probs, _ in _systems(model, texts, vector, lambdas, [], batch_tokens=batch_tokens,
+                                                     cache=cache, desc="StereoSet")], ignore_index=True)

@@ -1,0 +1,95 @@
+"""The similarity chapter's tables from its systems (the model, its steered copies and other audited models): BBQ
+bias scores, StereoSet scores, the steered copies' similarity to the model and the CKA across depths with other
+models, each with the results the chapter records about it. A system is named by `system_name`: the model's name,
+then for a steered copy its vector and 'λ=+1'."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from llmaudit.chapters.similarity.bbq import accuracy_cases
+from llmaudit.chapters.similarity.compare import cka_summary
+from llmaudit.findings import Findings, results_frame
+
+BBQ_COLUMNS = ("acc_amb", "acc_dis", "unk_amb", "unk_dis", "s_amb", "s_dis")
+STEREOSET_COLUMNS = ("lms", "ss", "icat")
+
+
+def steered_tag(system: str) -> str:
+    """A steered copy's coefficient as the results name it, e.g. '+1' for 'model gender_lang λ=+1'."""
+    return system.rsplit("=", 1)[1]
+
+
+def own(systems: Sequence[str], model: str) -> list[str]:
+    """The audited model and its steered copies among `systems` (not other models)."""
+    return [name for name in systems if name == model or name.startswith(f"{model} ")]
+
+
+def _prefix(benchmark: str, system: str, plain: str) -> str:
+    """The results-name prefix of a system's scores: 'bbq' for the model, 'bbq.steered_+1' for a steered copy."""
+    return benchmark if system == plain else f"{benchmark}.steered_{steered_tag(system)}"
+
+
+def bbq(scores: Mapping[str, pd.DataFrame], answers: pd.DataFrame, plain: str, prompts: Sequence[str]) -> Findings:
+    """Each system's overall BBQ scores side by side (`scores`: its `bias_scores`), recorded per system with its
+    accuracy cases, then the model's answer mass."""
+    found, cases = [], []
+    for name, table in scores.items():
+        prefix = _prefix("bbq", name, plain)
+        found += [{"name": f"{prefix}.{column}", "value": float(table.loc["overall", column]), "note": name}
+                  for column in BBQ_COLUMNS]
+        cases.append(accuracy_cases(answers[answers["system"] == name], prefix, prompts))
+    found.append({"name": "bbq.answer_mass", "value": float(answers.loc[answers["system"] == plain, "mass"].mean()),
+                  "note": "mean probability on the three option letters"})
+    table = pd.concat({name: table.loc["overall"] for name, table in scores.items()}, axis=1)
+    return Findings(table, results_frame(found), cases=cases)
+
+
+def per_category(scores: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Each system's bias scores per category, long (category, score, value, system): the figure's data."""
+    return pd.concat([table.drop(index="overall")[["s_amb", "s_dis"]].stack().rename("value").reset_index()
+                      .rename(columns={"level_1": "score"}).assign(system=name) for name, table in scores.items()])
+
+
+def per_bias_type(scores: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Each system's StereoSet scores per bias type, long (one row per system and bias type): the figure's data."""
+    return pd.concat([table.drop(index="overall").reset_index().assign(system=name) for name, table in scores.items()])
+
+
+def stereoset(scores: Mapping[str, pd.DataFrame], plain: str) -> Findings:
+    """Each system's overall StereoSet scores side by side, recorded for the model and its steered copies."""
+    found = [{"name": f"{_prefix('stereoset', name, plain)}.{column}", "value": float(table.loc["overall", column]),
+              "note": name}
+             for name, table in scores.items() if name in own(list(scores), plain) for column in STEREOSET_COLUMNS]
+    return Findings(pd.concat({name: table.loc["overall"] for name, table in scores.items()}, axis=1),
+                    results_frame(found))
+
+
+def steered_similarity(cosine: pd.DataFrame, flips: pd.DataFrame, cka: pd.DataFrame, plain: str,
+                       depth: float) -> pd.DataFrame:
+    """Results of each steered copy against the model: the cosine of their answer histograms, the UNK flip and the
+    linear CKA at relative `depth`."""
+    found = []
+    for name in own(list(cosine.columns), plain):
+        if name == plain:
+            continue
+        tag = steered_tag(name)
+        found += [{"name": f"similarity.cosine.steered_{tag}", "value": float(cosine.loc[plain, name]), "note": name},
+                  {"name": f"similarity.unk_flip.steered_{tag}", "value": float(flips.loc[plain, name]),
+                   "note": f"share of {plain}'s committed answers that {name} answers Unknown"},
+                  {"name": f"similarity.cka.steered_{tag}", "value": float(cka.loc[plain, name]),
+                   "note": f"relative depth {depth:g}"}]
+    return results_frame(found)
+
+
+def cka_with_others(across: Mapping[str, pd.DataFrame], plain: str) -> Findings:
+    """Each system's CKA across depths with the model, summarised (diagonal and full-matrix means); recorded for the
+    other models."""
+    summary = pd.DataFrame({name: cka_summary(table) for name, table in across.items()}).T
+    others = [name for name in across if name not in own(list(across), plain)]
+    found = [{"name": f"similarity.cka_{kind}.{other}", "value": value,
+              "note": f"{kind} summary of the CKA across depths with {plain}"}
+             for other in others for kind, value in summary.loc[other].items()]
+    return Findings(summary, results_frame(found))

@@ -1,0 +1,43 @@
+"""The validity chapter's Sobol' comparison (main paper §5): for each task, the prompts as each audit method
+perturbs them, and per (task, method) the largest change of a variable's first-order index from the prompts with
+no attribute at all."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
+from llmaudit.findings import Findings, results_frame
+
+BASELINE = "no attribute"
+
+
+def perturbations(audits: Mapping[str, TaskAudit], unperturbed: pd.DataFrame | None,
+                  lambdas: Sequence[float]) -> dict[str, tuple[pd.DataFrame, str | None]]:
+    """Per method, the scored prompts whose Sobol' indices it compares and the column its indices average over
+    (None: none): the prompts with no attribute (`unperturbed`, else the first audit's unsteered sweep), the
+    black-box variants, and each vector's sweep at the `lambdas` in [0, 1] (`audits`: main vector first)."""
+    first = next(iter(audits.values()))
+    empty = first.white[first.white["lam"] == 0] if unperturbed is None else unperturbed
+    frames = {BASELINE: (empty, None), "black-box explicit": (first.black["explicit"], None),
+              "black-box implicit": (first.black["implicit"], None)}
+    positive = [lam for lam in lambdas if 0 <= lam <= 1]
+    for role, audit in zip(("main", "second"), audits.values()):
+        frames[f"white-box {role} vector"] = (audit.white[audit.white["lam"].isin(positive)], "lam")
+    return frames
+
+
+def shifts(indices: pd.DataFrame) -> Findings:
+    """The five variables with the largest index on the unperturbed prompts per task (each method's index beside
+    it), and per (task, method) the largest change of an index from the baseline, as
+    '{task}.sobol_shift.{method}'. indices: task, method, variable, value."""
+    wide = indices.pivot_table(index=["task", "variable"], columns="method", values="value", sort=False)
+    shift = wide.drop(columns=BASELINE).sub(wide[BASELINE], axis=0)
+    largest = shift.abs().stack().dropna().groupby(level=["task", "method"]).idxmax()  # -> (task, variable, method)
+    found = [{"name": f"{name}.sobol_shift.{method.replace(' ', '_')}", "value": float(shift.loc[where[:2], method]),
+              "note": f"largest change of S_i from the no-attribute baseline ({where[1]})"}
+             for (name, method), where in largest.items()]
+    top = wide.groupby(level="task", group_keys=False).apply(lambda t: t.nlargest(5, BASELINE))
+    return Findings(top, results_frame(found))

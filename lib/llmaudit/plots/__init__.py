@@ -1,1 +1,0 @@
-"""Altair figures of the book, one module per chapter; notebooks render them with llmaudit.report.show."""

@@ -1,0 +1,197 @@
+"""One audit run: every chapter a params file lists, executed with papermill into reports/<model>/, then one
+self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply; a run holds
+its report folder, so a second audit of the same model stops at once."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+from papermill.exceptions import PapermillExecutionError
+
+from llmaudit.chapters.similarity.saved import FOLDER
+from llmaudit.config import Params, load_params, params_path
+from llmaudit.errors import AuditError, ConfigError
+from llmaudit.paths import BOOK, REPO
+from llmaudit.reading import read_text
+from llmaudit.registry import notebook
+from llmaudit.report import build_report
+from llmaudit.report.card import CARD, read_json, write_card
+from llmaudit.report.index import build_index
+from llmaudit.report.results_json import write_results_json
+from llmaudit.runner.chapter import finish_chapter
+from llmaudit.terminal import printable
+
+CELL_TIMEOUT_S = 3600
+LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
+
+
+def chapter_source(chapter: str) -> Path:
+    """The jupytext source of a chapter key; an unknown key or a missing file is a one-line AuditError."""
+    path = BOOK / f"{notebook(chapter)}.md"
+    if not path.is_file():
+        raise AuditError(f"chapter source {path} is missing: restore it from the repository")
+    return path
+
+
+def execute_chapter(
+    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True
+) -> Path:
+    """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
+    and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
+    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
+    source_notebook = jupytext.read(chapter_source(chapter))
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{notebook(chapter)}.ipynb"
+        jupytext.write(source_notebook, source)
+        try:
+            papermill.execute_notebook(
+                str(source),
+                str(output),
+                parameters={"params_file": params_file, "report_dir": str(report_dir), "use_cache": use_cache},
+                kernel_name="python3",
+                cwd=str(REPO),
+                execution_timeout=CELL_TIMEOUT_S,
+                progress_bar=False,
+                stderr_file=sys.stderr if progress else None,  # the chapter's own progress bars, with time left
+            )
+        except PapermillExecutionError as err:
+            raise AuditError(
+                f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
+                f" (partial notebook: {output})".replace("\n", " ")
+            ) from None
+    _one_parameters_cell(output)
+    finish_chapter(chapter, report_dir)
+    return output
+
+
+def _one_parameters_cell(path: Path) -> None:
+    """Hide papermill's injected parameters cell as the chapter's own parameters cell is hidden: the reader sees the
+    values the chapter ran with once, in the settings its setup cell prints."""
+    executed = nbformat.read(path, as_version=4)
+    for cell in executed.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(executed, path)
+
+
+def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
+    """Run the listed (default: all the params') chapters for `model` in `reports`/<name>, which the run holds, write
+    its model card, rebuild its HTML report and the cross-model index; returns the report path. A relative `reports`
+    or params path is taken from the current directory, for the chapters as well."""
+    params, params_file = _params(model)
+    chosen = chapters or params.chapters
+    for chapter in chosen:
+        chapter_source(chapter)
+    reports = Path(reports).resolve()
+    report_dir = reports / params.name
+    if "similarity" in chosen:
+        _compared_ready(params, reports)
+    with _held(report_dir):
+        timings = {}
+        for i, chapter in enumerate(chosen, start=1):
+            print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
+            started = time.perf_counter()
+            execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
+            timings[chapter] = time.perf_counter() - started
+            print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
+        write_card(report_dir, params, params_file, timings)
+        _say_mixed(report_dir, params_file)
+        write_results_json(report_dir)
+        executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
+        notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
+        report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
+        build_index(reports, params.name)
+    return report
+
+
+def _compared_ready(params: Params, reports: Path) -> None:
+    """Stop before any chapter runs when a model that `similarity.compare_with` names has no similarity results yet,
+    rather than after the chapters before it."""
+    missing = [name for name in params.similarity.compare_with
+               if not (reports / name / FOLDER / "answers.csv").is_file()]
+    if missing:
+        raise ConfigError(f"similarity.compare_with names {', '.join(missing)}, with no similarity results in "
+                          f"{reports}: audit {' and '.join(missing)} first (`llmaudit audit NAME`; the second offline "
+                          "model's weights come with `make second-model`)")
+
+
+def _say_mixed(report_dir: Path, params_file: Path) -> None:
+    """One note on stderr per chapter whose rows came from other settings than `params_file`'s or other vectors than
+    those saved now, as its model card records them (the report's model card shows the same)."""
+    for chapter, entry in read_json(report_dir / CARD).get("chapters", {}).items():
+        if entry["settings"] is not None and entry["differs"]:
+            name = printable(chapter)
+            print(f"note: the rows of {name} came from other settings than {printable(params_file.name)} and the "
+                  f"saved vectors: {printable('; '.join(entry['differs']))}; rerun it (--chapter {name}) or audit "
+                  "under another name", file=sys.stderr, flush=True)
+
+
+def _params(model: str) -> tuple[Params, Path]:
+    """The validated params of a model name or params path, and their file's absolute path; a file that cannot be
+    read as text (a folder, a binary file) is a one-line ConfigError."""
+    path = params_path(model).resolve()
+    try:
+        return load_params(path), path
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else " ".join(str(err).split())
+        raise ConfigError(f"cannot read params file {path} ({reason}): give a YAML file") from None
+
+
+def _seen(path: Path) -> str:
+    """An absolute path as the chapters (cwd: the repository) are given it: relative to the repository where it lies
+    inside (executed notebooks then name no user folder), else absolute."""
+    return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+
+
+@contextmanager
+def _held(report_dir: Path) -> Iterator[None]:
+    """Hold a report folder for one audit run with an exclusive lock on its lock file, which names the holder's pid:
+    a second run on the folder stops at once naming that pid. The lock dies with its process, so the lock file of a
+    killed run is taken over. A folder that cannot be created or written to is a one-line AuditError."""
+    lock = report_dir / LOCK
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        handle = lock.open("a+", encoding="utf-8")
+    except OSError as err:
+        raise AuditError(
+            f"cannot write the report folder {report_dir} ({err.strerror or err}): choose a writable --reports folder"
+        ) from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise AuditError(
+                f"report folder {report_dir} is busy: audit process {holder} is writing it (lock {lock}); wait until it"
+                " ends or give another --reports folder"
+            ) from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+
+
+def _readable(path: Path, chapter: str) -> Path:
+    """A chapter's executed notebook, checked before the report reads it: a damaged one is a one-line AuditError."""
+    fix = f"rerun its chapter (--chapter {chapter})"
+    try:
+        nbformat.validate(nbformat.reads(read_text(path, fix), as_version=4))
+    except (OSError, ValueError, AttributeError, TypeError, nbformat.ValidationError) as err:
+        # nbformat reports a damaged file with any of these, depending on where the damage lies
+        raise AuditError(f"executed notebook {path} is damaged ({type(err).__name__}): {fix}") from None
+    return path

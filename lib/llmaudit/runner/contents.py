@@ -1,0 +1,58 @@
+"""The book's table of contents, built from the registered chapters: the introduction, the audited-models index,
+each chapter as the default model's executed notebook (numbered 1, 2, ..., so figures and equations read 2.1),
+then the glossary the chapters' terms link to. `python -m llmaudit.runner.contents [FILE]` writes it (default _toc.yml),
+as `make book` does before each build, and stops with one line when the audit has not written the pages yet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from llmaudit.paths import REPO
+from llmaudit.registry import KEYS, notebook
+
+DEFAULT_MODEL = "smollm2-135m-instruct"  # the model whose executed chapters the book shows (make audit's default)
+INDEX = "reports/index"  # the audited-models page every audit rewrites (llmaudit.report.index.build_index)
+GLOSSARY = "book/glossary"  # the {glossary} page every chapter's {term} roles resolve to
+
+
+def chapter_pages(model: str = DEFAULT_MODEL) -> list[str]:
+    """The toc paths of `model`'s executed chapter notebooks, in book order."""
+    return [f"reports/{model}/{notebook(key)}" for key in KEYS]
+
+
+def table_of_contents(model: str = DEFAULT_MODEL) -> str:
+    """The _toc.yml text of a book showing `model`'s report folder: the index and the glossary unnumbered around
+    the numbered chapters."""
+    parts = [
+        {"caption": "Results", "chapters": [{"file": INDEX}]},
+        {"caption": "Chapters", "numbered": True, "chapters": [{"file": page} for page in chapter_pages(model)]},
+        {"caption": "Reference", "chapters": [{"file": GLOSSARY}]},
+    ]
+    header = "# Written by `python -m llmaudit.runner.contents` from the chapter registry (lib/llmaudit/registry.py).\n"
+    return header + yaml.safe_dump({"format": "jb-book", "root": "book/intro", "parts": parts}, sort_keys=False)
+
+
+def missing_pages(root: Path, model: str = DEFAULT_MODEL) -> list[str]:
+    """The pages the audit writes (the index, `model`'s executed chapters) that the book folder `root` lacks."""
+    wanted = [f"{INDEX}.md", *(f"{page}.ipynb" for page in chapter_pages(model))]
+    return [page for page in wanted if not (root / page).is_file()]
+
+
+def main(argv: list[str]) -> int:
+    """Write the table of contents to the file named in argv (default: the repository's _toc.yml); return 1 with one
+    line on stderr, writing nothing, when the book folder lacks a page the audit writes."""
+    target = Path(argv[0]) if argv else REPO / "_toc.yml"
+    missing = missing_pages(target.resolve().parent)
+    if missing:
+        print(f"the book needs the default model's audit ({len(missing)} page(s) missing, e.g. {missing[0]}): "
+              "run `make audit` first", file=sys.stderr)
+        return 1
+    target.write_text(table_of_contents(), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
