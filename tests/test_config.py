@@ -11,7 +11,7 @@ from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.spec import ModelSpec
-from llmaudit.registry import verdict_tests
+from llmaudit.registry import KEYS, verdict_tests
 from llmaudit.runner.chapter import Chapter
 
 GOOD = """\
@@ -59,7 +59,7 @@ def test_shipped_params_exist() -> None:
 
 
 def test_good_file_is_typed(tmp_path) -> None:
-    params = load_params(write(tmp_path, GOOD))
+    params = load_params(write(tmp_path, GOOD + "chapters: [steering_vectors]\n"))
     assert params.model.hf == "some/model" and params.model.embedded is None
     assert params.seed == 3 and params.batch_tokens == 512
     assert params.steering.tau == 0.1
@@ -69,8 +69,16 @@ def test_good_file_is_typed(tmp_path) -> None:
     assert params.chapters == ["steering_vectors"]
 
 
+def test_chapters_default_to_every_registered_chapter_in_book_order(tmp_path) -> None:
+    """A params file without `chapters:` runs them all; it then needs every section they run with complete."""
+    assert load_params(write(tmp_path, GOOD + SIZES)).chapters == list(KEYS)
+    assert "no size for task 'judicial_conviction'" in config_error(write(tmp_path, GOOD))
+    message = config_error(write(tmp_path, GOOD + SIZES + "chapters: [decision_tasks, steering_vector]\n"))
+    assert "chapters" in message and "did you mean 'steering_vectors'" in message
+
+
 def test_int_accepted_for_float(tmp_path) -> None:
-    params = load_params(write(tmp_path, GOOD.replace("tau: 0.1", "tau: 0")))
+    params = load_params(write(tmp_path, GOOD.replace("tau: 0.1", "tau: 0") + SIZES))
     assert params.steering.tau == 0.0 and isinstance(params.steering.tau, float)
 
 

@@ -47,6 +47,8 @@ tasks:
   epsilon: 0.02
   bootstrap: 2000
   lambdas: [-1, -0.5, 0, 0.5, 1]
+  sizes: {judicial_conviction: 2, judicial_penalty: 2, credit: 2, admissions_gender: 2, admissions_race: 2,
+          medical_gender: 2, medical_race: 2}
 framing:
   lambdas: [-1, 0, 1]
 similarity:
@@ -409,7 +411,7 @@ def test_wrong_values_name_their_key(tmp_path, old, new, key) -> None:
 @pytest.mark.parametrize(
     ("text", "line", "key"),
     [
-        (GOOD + "seed: 4\n", 21, "seed"),
+        (GOOD + "seed: 4\n", 23, "seed"),
         (GOOD.replace("  tau: 0.1", "  tau: 0.1\n  tau: 0.2"), 8, "tau"),
         (GOOD.replace("model:", "model:\n  hf: other/model"), 4, "hf"),
     ],

@@ -28,13 +28,13 @@ __all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "p
 
 
 class RunSettings(Section):
-    """The part of a params file that is not a chapter's: the model, the chapters to run, the seed, the token budget
-    of one forward batch (`auto`: planned from the device's free memory, `models.memory`), a local data mirror and the
-    verdict page's gates."""
+    """The part of a params file that is not a chapter's: the model, the chapters to run (default: every registered
+    chapter, in book order), the seed, the token budget of one forward batch (`auto`: planned from the device's free
+    memory, `models.memory`), a local data mirror and the verdict page's gates."""
 
     name: str
     model: ModelSpec
-    chapters: list[str] = ["steering_vectors"]
+    chapters: list[str] = Field(default_factory=lambda: list(KEYS))
     seed: int = 0
     batch_tokens: BatchTokens = AUTO
     data_dir: str | None = None
