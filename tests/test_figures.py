@@ -48,12 +48,14 @@ def executed(chart: bool, tags: list[str] | None = None) -> nbformat.NotebookNod
     data = SVG if chart else {"text/plain": "a table"}
     cell = new_code_cell("show(chart)", metadata={"tags": tags or []},
                          outputs=[new_output("execute_result", data=data, execution_count=1)])
-    return new_notebook(cells=[new_markdown_cell("# Chapter 1"), cell, new_markdown_cell(caption("fig-chart", "Chart."))])
+    return new_notebook(cells=[new_markdown_cell("# Chapter 1"), cell,
+                               new_markdown_cell(caption("fig-chart", "Chart."))])
 
 
 def test_executed_check_needs_a_shown_chart_output() -> None:
     assert undrawn_figures(executed(chart=True)) == []
-    assert undrawn_figures(executed(chart=False)) == ["figure fig-chart: the cell above its caption does not draw a chart"]
+    undrawn = "figure fig-chart: the cell above its caption does not draw a chart"
+    assert undrawn_figures(executed(chart=False)) == [undrawn]
     assert undrawn_figures(executed(chart=True, tags=["remove-output"])) != []
 
 

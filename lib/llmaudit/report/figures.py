@@ -1,7 +1,8 @@
-"""Every promised figure is drawn: a figure's caption (a {figure-caption} directive) opens a markdown cell right under
-the code cell that draws its chart. Checked on a chapter's source (the cell ends with a `show(...)` call, whose value the
-notebook displays) and on its executed notebook (the cell's shown outputs hold a chart), so that a `show(...)` left
-in the middle of a cell, whose output Jupyter drops, fails before a reader meets a caption without its figure."""
+"""Every promised figure is drawn: a figure's caption (a {figure-caption} directive) opens a markdown cell right
+under the code cell that draws its chart. Checked on a chapter's source (the cell ends with a `show(...)` call, whose
+value the notebook displays) and on its executed notebook (the cell's shown outputs hold a chart), so that a
+`show(...)` left in the middle of a cell, whose output Jupyter drops, fails before a reader meets a caption without
+its figure."""
 
 from __future__ import annotations
 

@@ -133,11 +133,11 @@ def _numbered(token: Token, env: dict) -> str:
 
 def _numref(content: str, env: dict) -> str:
     """A {numref} citation as the book shows it: "Table 3.1" (or its own text, its %s the number) linked to the
-    item; its label where the report has no such item."""
+    item; its text, else its label, where the report has no such item."""
     titled = _TITLED.fullmatch(content)
     text, label = (titled[1], titled[2]) if titled else ("", content)
     if label not in env["numbers"]:
-        return escape(label)
+        return escape(text or label)
     kind, number = env["numbers"][label]
     shown = text.replace("%s", number).replace("{number}", number) if text else citation(kind, number)
     return f'<a href="#{kind}-{escape(label)}">{escape(shown)}</a>'
