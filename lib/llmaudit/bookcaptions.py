@@ -54,8 +54,9 @@ class Numbered(SphinxDirective):
         self.set_source_info(node)
         self.add_name(node)
         self.state.nested_parse(self.content, self.content_offset, node)
-        if node.children and isinstance(node[0], nodes.paragraph):
-            node[0].insert(0, number_lead())
+        if not (node.children and isinstance(node[0], nodes.paragraph)):
+            node.insert(0, nodes.paragraph())  # the number opens a paragraph of its own, as in the report
+        node[0].insert(0, number_lead())
         return [node]
 
 
@@ -65,14 +66,17 @@ def _title(node: numbered) -> str:
 
 
 def _visit(self: HTML5Translator, node: numbered) -> None:
+    """Open the item's <div>, its label as id."""
     self.body.append(self.starttag(node, "div", CLASS=f"numbered {node['kind']}"))
 
 
 def _depart(self: HTML5Translator, node: numbered) -> None:
+    """Close the item's <div>."""
     self.body.append("</div>\n")
 
 
 def _visit_lead(self: HTML5Translator, node: number_lead) -> None:
+    """The item's bold lead, "Table 3.1.", its number from numfig (none where the page is unnumbered)."""
     item = node.parent.parent
     found = self.builder.fignumbers.get(item["kind"], {}).get(item["ids"][0]) if item["ids"] else None
     number = ".".join(map(str, found)) if found else None
