@@ -28,9 +28,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("registry",),
     ("verdict",),
     ("config",),
+    ("captions",),  # how numbered captions read, for the report and the book's Sphinx extension
     ("report",),
     ("chapter",),
-    ("audit", "book", "bookreader", "contents"),
+    ("audit", "book", "bookcaptions", "bookreader", "contents"),
     ("cli",),
     ("__main__",),
 )
