@@ -21,6 +21,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from llmaudit.runner.book import offline_problems
 from llmaudit.runner.bookreader import fold_code
+from llmaudit.captions import WORDS
 from llmaudit.runner.contents import DEFAULT_MODEL, chapter_pages, main, table_of_contents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,8 @@ TERM_LINK = re.compile(r'<a class="reference internal" href="[^"]*glossary\.html
 EQUATION_LINK = re.compile(r'<a class="reference internal" href="#equation-[^"]+">\(\d+\.\d+\)</a>')
 CODE_INPUT = re.compile(r'<div class="cell_input[ "]')
 FOLDED_INPUT = re.compile(r'</summary>\s*<div class="cell_input[ "]')  # inside a <details> toggle
+CAPTION_LEAD = re.compile(r'<div class="numbered (\w+)" id="[^"]+">\s*<p><strong>(\w+) (\d+)\.(\d+)[ .]')
+NUMREF_LINK = re.compile(r'<a class="reference internal" href="[^"]*#[^"]+"><span class="std std-numref">\w+ \d')
 NAV_CHAPTER = re.compile(r'<a class="reference internal" href="[^"]*/(\d\d)_\w+\.html">(\d+)\. ')
 PROGRESS = "forward passes: 100%|##########| 4/4 [00:01<00:00,  3.9it/s]\n"  # a tqdm bar as the audit records it
 MATHJAX_SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]*mathjax[^"]*)"', re.I)
@@ -150,6 +153,20 @@ def test_chapters_link_terms_and_number_equations(book: BuiltBook) -> None:
         assert set(EQUATION_NUMBER.findall(page)) == {str(int(Path(chapter).name[:2]))}, chapter
         assert EQUATION_LINK.search(page), chapter
         assert "{term}" not in page and "{eq}" not in page, chapter
+
+
+def test_chapters_number_captions_and_exercises(book: BuiltBook) -> None:
+    """Each chapter numbers its figures, tables and exercises per kind from 1, after its own number (chapter 2's
+    Table 2.1, Table 2.2, ...; lib/llmaudit/runner/bookcaptions.py), and cites them by {numref} as links; none is left raw."""
+    for chapter in book.chapters:
+        page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
+        numbers: dict[str, list[int]] = {}
+        for kind, word, number, k in CAPTION_LEAD.findall(page):
+            assert word == WORDS[kind] and int(number) == int(Path(chapter).name[:2]), (chapter, word, number)
+            numbers.setdefault(kind, []).append(int(k))
+        assert numbers and all(ks == list(range(1, len(ks) + 1)) for ks in numbers.values()), (chapter, numbers)
+        assert NUMREF_LINK.search(page), chapter
+        assert "{numref}" not in page and "{figure-caption}" not in page, chapter
 
 
 def test_navigation_numbers_the_chapters_only(book: BuiltBook) -> None:

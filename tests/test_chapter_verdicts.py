@@ -1,6 +1,6 @@
-"""One verdict everywhere: the decision-tasks chapter's Table 2.1 and Exercise 2.1 say per task what the verdict page
-says of the task's white-box slope (gates included), read from the nbval reference notebooks and the ci audit's
-results saved with them. A column labelled "ungated" (interval only) is exempt."""
+"""One verdict everywhere: the decision-tasks chapter's verdicts table and its stricter-margin exercise say per task
+what the verdict page says of the task's white-box slope (gates included), read from the nbval reference notebooks
+and the ci audit's results saved with them. A column labelled "ungated" (interval only) is exempt."""
 
 from __future__ import annotations
 
@@ -27,13 +27,9 @@ def shown_text(cell: nbformat.NotebookNode) -> str:
     return "\n".join(out.get("data", {}).get("text/plain", "") for out in cell.get("outputs", []))
 
 
-def cell_near(nb: nbformat.NotebookNode, marker: str, after: bool) -> nbformat.NotebookNode:
-    """The code cell just before (a table's caption) or just after (an exercise's text) the markdown cell holding
-    `marker`."""
-    cells = nb.cells
-    at = next(i for i, cell in enumerate(cells) if cell.cell_type == "markdown" and marker in cell.source)
-    around = cells[at + 1 :] if after else reversed(cells[:at])
-    return next(cell for cell in around if cell.cell_type == "code")
+def code_cell(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
+    """The code cell whose source holds `marker` (the captions' numbers are the book's, not text to search for)."""
+    return next(cell for cell in nb.cells if cell.cell_type == "code" and marker in cell.source)
 
 
 def row_verdicts(text: str) -> dict[str, list[str]]:
@@ -59,7 +55,7 @@ def chapter() -> nbformat.NotebookNode:
 
 
 def test_table_2_1_gives_the_verdict_pages_verdicts(chapter) -> None:
-    text = shown_text(cell_near(chapter, "**Table 2.1.**", after=False))
+    text = shown_text(code_cell(chapter, "summary(found, audits, slope_verdicts("))
     if "ungated" in text:
         pytest.skip("Table 2.1 labels its column as the interval-only verdict")
     shown = row_verdicts(text)
@@ -69,7 +65,7 @@ def test_table_2_1_gives_the_verdict_pages_verdicts(chapter) -> None:
 
 
 def test_exercise_2_1_gives_the_verdict_pages_verdicts_at_both_margins(chapter) -> None:
-    text = shown_text(cell_near(chapter, "**Exercise 2.1", after=True))
+    text = shown_text(code_cell(chapter, "margins = (settings.epsilon, settings.epsilon / 2)"))
     margins = [float(eps) for eps in EPSILON.findall(text)]
     assert len(margins) == 2 and "ungated" not in text
     expected = [page(eps) for eps in margins]

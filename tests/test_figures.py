@@ -1,4 +1,4 @@
-"""Every numbered figure caption has its chart: in every chapter source the cell above a caption ends with its
+"""Every figure caption has its chart: in every chapter source the cell above a caption ends with its
 show(...) call, and the report refuses an executed chapter whose caption has no chart above it."""
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from llmaudit.report import build_report
 from llmaudit.report.figures import undrawn_figures, unshown_figures
 
 SOURCES = sorted(BOOK.glob("[0-9][0-9]_*.md"))
+def caption(label: str, text: str) -> str:
+    """A figure's caption as the chapters write it."""
+    return f"```{{figure-caption}}\n:name: {label}\n\n{text}\n```"
+
+
 SVG = {"image/svg+xml": "<svg xmlns='http://www.w3.org/2000/svg'><rect width='1' height='1'/></svg>"}
 
 
@@ -26,14 +31,15 @@ def test_every_figure_caption_sits_under_a_cell_ending_with_show(source: Path) -
 
 def test_source_check_catches_a_show_in_the_middle_of_a_cell() -> None:
     nb = new_notebook(cells=[
-        new_code_cell("x = 1\nshow(chart(x))\ntable"), new_markdown_cell("**Figure 1.1.** A chart."),
-        new_code_cell("show(chart(2))"), new_markdown_cell("**Figure 1.2.** Another.\n\n**Figure 1.3.** No chart."),
-        new_markdown_cell("**Figure 1.4.** Under prose."),
+        new_code_cell("x = 1\nshow(chart(x))\ntable"), new_markdown_cell(caption("fig-a", "A chart.")),
+        new_code_cell("show(chart(2))"),
+        new_markdown_cell(caption("fig-b", "Another.") + "\n\n" + caption("fig-c", "No chart.")),
+        new_markdown_cell(caption("fig-d", "Under prose.")),
     ])
     assert unshown_figures(nb) == [
-        "Figure 1.1: the cell above its caption does not draw a chart",
-        "Figure 1.3: its caption does not open a markdown cell, so no chart stands above it",
-        "Figure 1.4: no code cell above its caption",
+        "figure fig-a: the cell above its caption does not draw a chart",
+        "figure fig-c: its caption does not open a markdown cell, so no chart stands above it",
+        "figure fig-d: no code cell above its caption",
     ]
 
 
@@ -42,12 +48,14 @@ def executed(chart: bool, tags: list[str] | None = None) -> nbformat.NotebookNod
     data = SVG if chart else {"text/plain": "a table"}
     cell = new_code_cell("show(chart)", metadata={"tags": tags or []},
                          outputs=[new_output("execute_result", data=data, execution_count=1)])
-    return new_notebook(cells=[new_markdown_cell("# Chapter 1"), cell, new_markdown_cell("**Figure 1.1.** Chart.")])
+    return new_notebook(cells=[new_markdown_cell("# Chapter 1"), cell,
+                               new_markdown_cell(caption("fig-chart", "Chart."))])
 
 
 def test_executed_check_needs_a_shown_chart_output() -> None:
     assert undrawn_figures(executed(chart=True)) == []
-    assert undrawn_figures(executed(chart=False)) == ["Figure 1.1: the cell above its caption does not draw a chart"]
+    undrawn = "figure fig-chart: the cell above its caption does not draw a chart"
+    assert undrawn_figures(executed(chart=False)) == [undrawn]
     assert undrawn_figures(executed(chart=True, tags=["remove-output"])) != []
 
 
@@ -56,5 +64,5 @@ def test_report_refuses_a_caption_without_its_figure(tmp_path: Path) -> None:
     nbformat.write(executed(chart=True), good)
     nbformat.write(executed(chart=False), bad)
     assert build_report(tmp_path, "Audit", [good]).is_file()
-    with pytest.raises(AuditError, match=r"02_bad.ipynb: Figure 1.1: the cell above its caption does not draw"):
+    with pytest.raises(AuditError, match=r"02_bad.ipynb: figure fig-chart: the cell above its caption does not draw"):
         build_report(tmp_path, "Audit", [good, bad])

@@ -30,9 +30,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("registry",),
     ("verdict",),
     ("config",),
+    ("captions",),  # how numbered captions read, for the report and the book's Sphinx extension
     ("report",),
     ("runner.chapter",),
-    ("runner.audit", "runner.book", "runner.bookreader", "runner.contents"),
+    ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
     ("cli",),
     ("__main__",),
 )

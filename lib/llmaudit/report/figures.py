@@ -1,7 +1,8 @@
-"""Every promised figure is drawn: a numbered caption "**Figure N.M.**" opens a markdown cell right under the code
-cell that draws its chart. Checked on a chapter's source (the cell ends with a `show(...)` call, whose value the
-notebook displays) and on its executed notebook (the cell's shown outputs hold a chart), so that a `show(...)` left
-in the middle of a cell, whose output Jupyter drops, fails before a reader meets a caption without its figure."""
+"""Every promised figure is drawn: a figure's caption (a {figure-caption} directive) opens a markdown cell right
+under the code cell that draws its chart. Checked on a chapter's source (the cell ends with a `show(...)` call, whose
+value the notebook displays) and on its executed notebook (the cell's shown outputs hold a chart), so that a
+`show(...)` left in the middle of a cell, whose output Jupyter drops, fails before a reader meets a caption without
+its figure."""
 
 from __future__ import annotations
 
@@ -11,21 +12,23 @@ from collections.abc import Iterator
 
 import nbformat
 
-CAPTION = re.compile(r"^\*\*Figure (\d+\.\d+)\.\*\*", re.M)
+from llmaudit.report import markdown
+
 CHART_MIMES = ("image/svg+xml", "image/png", "image/jpeg")
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
 SHOWN_BY = "show"  # llmaudit.report.show: a chart as the SVG figure a cell displays
 
 
 def captions(nb: nbformat.NotebookNode) -> Iterator[tuple[str, nbformat.NotebookNode | None, bool]]:
-    """Each figure caption of the notebook's markdown: its number, the code cell just above its markdown cell (None
+    """Each figure caption of the notebook's markdown: its label, the code cell just above its markdown cell (None
     where a markdown cell or nothing is), and whether the caption opens its cell (a caption further down a cell has
     prose, not its chart, above it)."""
     above = None
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            for found in CAPTION.finditer(cell.source):
-                yield found[1], above, not cell.source[: found.start()].strip()
+            for item in markdown.items(cell.source):
+                if item.kind == "figure":
+                    yield item.label, above, item.opens
         above = cell if cell.cell_type == "code" else None
 
 
@@ -54,13 +57,13 @@ def _draws(cell: nbformat.NotebookNode) -> bool:
 def _problems(nb: nbformat.NotebookNode, draws) -> list[str]:
     """The captions of `nb` whose cell above does not satisfy `draws`, each as one line."""
     found = []
-    for number, cell, opens in captions(nb):
+    for label, cell, opens in captions(nb):
         if not opens:
-            found.append(f"Figure {number}: its caption does not open a markdown cell, so no chart stands above it")
+            found.append(f"figure {label}: its caption does not open a markdown cell, so no chart stands above it")
         elif cell is None:
-            found.append(f"Figure {number}: no code cell above its caption")
+            found.append(f"figure {label}: no code cell above its caption")
         elif not draws(cell):
-            found.append(f"Figure {number}: the cell above its caption does not draw a chart")
+            found.append(f"figure {label}: the cell above its caption does not draw a chart")
     return found
 
 

@@ -1,6 +1,7 @@
 """Assemble executed chapter notebooks into one self-contained HTML file: inline CSS and SVG, no scripts or network.
-Chapter markdown is rendered as the book shows it (`report.markdown`), equations numbered per chapter (1.1, 1.2,
-2.1 ...) as the book numbers them; everything a notebook brings passes the sanitiser (`report.sanitiser`) first."""
+Chapter markdown is rendered as the book shows it (`report.markdown`), equations, figures, tables and exercises
+numbered per chapter (Table 1.1, 1.2, 2.1 ...) as the book numbers them; everything a notebook brings passes the
+sanitiser (`report.sanitiser`) first."""
 
 from __future__ import annotations
 
@@ -99,16 +100,20 @@ def _removed(cell: nbformat.NotebookNode) -> bool:
     return bool(set(cell.metadata.get("tags", [])) & {"remove-cell", "papermill-error-cell-tag"})
 
 
-def equation_numbers(chapters: list[tuple[int, nbformat.NotebookNode]]) -> markdown.Equations:
-    """Each labelled display equation of the chapters' shown markdown numbered within its chapter, "N.1", "N.2", ...
-    in reading order (N: the chapter's number), as the book numbers them; a label's first equation keeps it."""
-    numbers: markdown.Equations = {}
+def numbers(chapters: list[tuple[int, nbformat.NotebookNode]]) -> markdown.Numbers:
+    """Each labelled equation, figure, table and exercise of the chapters' shown markdown numbered within its chapter
+    and kind, "N.1", "N.2", ... in reading order (N: the chapter's number), as the book numbers them; a label's first
+    item keeps it."""
+    found: markdown.Numbers = {}
     for chapter, nb in chapters:
-        labels = [label for cell in nb.cells if cell.cell_type == "markdown" and not _removed(cell)
-                  for label in markdown.equation_labels(cell.source)]
-        for k, label in enumerate(dict.fromkeys(label for label in labels if label not in numbers), start=1):
-            numbers[label] = f"{chapter}.{k}"
-    return numbers
+        counts: dict[str, int] = {}
+        for cell in nb.cells:
+            shown = cell.cell_type == "markdown" and not _removed(cell)
+            for item in markdown.items(cell.source) if shown else []:
+                if item.label not in found:
+                    counts[item.kind] = counts.get(item.kind, 0) + 1
+                    found[item.label] = (item.kind, f"{chapter}.{counts[item.kind]}")
+    return found
 
 
 def chapter_number(path: Path, position: int) -> int:
@@ -166,14 +171,14 @@ def _output(out: nbformat.NotebookNode) -> str:
     return ""
 
 
-def _cell(cell: nbformat.NotebookNode, equations: markdown.Equations) -> str:
+def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
     """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell cell (an exercise's solution)
-    whole, code and outputs; papermill's big red error banners are dropped too. `equations` numbers the labelled
-    equations of markdown cells (`equation_numbers`)."""
+    whole, code and outputs; papermill's big red error banners are dropped too. `numbered` numbers the labelled
+    items of markdown cells (`numbers`)."""
     if _removed(cell):
         return ""
     if cell.cell_type == "markdown":
-        return sanitise(markdown.render(cell.source, equations))
+        return sanitise(markdown.render(cell.source, numbered))
     if cell.cell_type != "code":
         return ""
     tags = set(cell.metadata.get("tags", []))
@@ -215,7 +220,7 @@ def build_report(
     taken: set[str] = set()
     toc, chapters = [], []
     read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]
-    equations = equation_numbers([(chapter_number(path, i), nb) for i, (path, nb) in enumerate(read, start=1)])
+    numbered = numbers([(chapter_number(path, i), nb) for i, (path, nb) in enumerate(read, start=1)])
     for path, nb in read:
         heading = _title(nb)
         anchor = _slug(path.stem, taken)
@@ -226,7 +231,7 @@ def build_report(
         flag = '<span class="failed">execution error</span>' if failed else ""
         toc.append(f'<li><a href="#{anchor}">{heading or escape(path.stem)}</a>{flag}</li>')
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
-        cells += [html for html in (_cell(cell, equations) for cell in nb.cells) if html]
+        cells += [html for html in (_cell(cell, numbered) for cell in nb.cells) if html]
         chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
     results = report_dir / "results.csv"
     card = read_json(report_dir / CARD)

@@ -1,13 +1,15 @@
 """Chapter markdown (MyST) as the HTML the report shows, the way the book shows it: CommonMark with tables, math as
-MathML (no MathJax, no network), roles ({term}, {eq}, ...) and labelled equations read by markdown-it's MyST plugins
-(`dollarmath`, `myst_role`), directives as titled boxes, and labelled equations numbered per chapter. The HTML is
-not yet sanitised: the page assembly sanitises it with everything else a notebook brings."""
+MathML (no MathJax, no network), roles ({term}, {eq}, {numref}, ...) and labelled equations read by markdown-it's MyST
+plugins (`dollarmath`, `myst_role`), directives as titled boxes, and labelled equations, figure and table captions and
+exercises (`llmaudit.captions`) numbered per chapter, cited by {eq} and {numref}. The HTML is not yet sanitised: the
+page assembly sanitises it with everything else a notebook brings."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from html import escape
+from typing import NamedTuple
 
 from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
@@ -16,21 +18,33 @@ from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.myst_role import myst_role_plugin
 
-Equations = dict[str, str]  # an equation's label -> its number, "2.1"
+from llmaudit.captions import KINDS, citation, lead
+
+
+class Item(NamedTuple):
+    """A labelled item of a markdown cell: its kind ("equation", "figure", "table", "exercise"), its label and
+    whether it opens the cell (a figure's caption right under its chart)."""
+
+    kind: str
+    label: str
+    opens: bool
+
+
+Numbers = dict[str, tuple[str, str]]  # a label -> its item's kind and number, ("table", "2.1")
 
 _TITLED = re.compile(r"(.*?)\s*<([^<>]+)>", re.S)  # a role's "text <target>" content
 _DIRECTIVE = re.compile(r"\{([\w:.-]+)\}\s*(.*)")  # a fence's info string "{name} argument"
 _OPTION = re.compile(r":([\w-]+):\s*(.*)")  # a directive's ":key: value" line
 
 
-def render(source: str, equations: Equations | None = None) -> str:
-    """A markdown cell as HTML, its labelled equations and {eq} roles numbered by `equations`."""
-    return _MD.render(source, {"equations": equations or {}})
+def render(source: str, numbers: Numbers | None = None) -> str:
+    """A markdown cell as HTML, its labelled items and their {eq} and {numref} citations numbered by `numbers`."""
+    return _MD.render(source, {"numbers": numbers or {}})
 
 
 def render_inline(source: str) -> str:
     """One line of markdown (a heading's text) as inline HTML."""
-    return _MD.renderInline(source, {"equations": {}})
+    return _MD.renderInline(source, {"numbers": {}})
 
 
 def title(source: str) -> str | None:
@@ -42,14 +56,21 @@ def title(source: str) -> str | None:
     return None
 
 
-def equation_labels(source: str) -> list[str]:
-    """The labels of a markdown cell's labelled display equations, in reading order."""
-    return [token.info for token in _MD.parse(source) if token.type == "math_block_label"]
+def items(source: str) -> list[Item]:
+    """A markdown cell's labelled display equations, captions and exercises, in reading order."""
+    found = []
+    for k, token in enumerate(_MD.parse(source)):
+        if token.type == "math_block_label":
+            found.append(Item("equation", token.info, k == 0))
+        elif token.type == "numbered" and token.meta["label"]:
+            found.append(Item(token.meta["kind"], token.meta["label"], k == 0))
+    return found
 
 
 def _directives(state: StateCore) -> None:
     """Core rule: a MyST directive, a fence opened by ```{name} argument, becomes a labelled display equation
-    ({math}, its :label: option) or a `directive` token whose body the renderer parses; option lines are dropped."""
+    ({math}, its :label: option), a `numbered` token (a caption or an exercise, its :name: option its label) or a
+    `directive` token, whose body the renderer parses; other option lines are dropped."""
     for token in state.tokens:
         found = _DIRECTIVE.fullmatch(token.info.strip()) if token.type == "fence" else None
         if found is None:
@@ -63,6 +84,9 @@ def _directives(state: StateCore) -> None:
         if found[1] == "math":
             label = options.get("label")
             token.type, token.content, token.info = ("math_block_label" if label else "math_block"), body, label or ""
+        elif found[1] in KINDS:
+            token.type, token.content = "numbered", body
+            token.meta = {"kind": KINDS[found[1]], "label": options.get("name", ""), "title": found[2]}
         else:
             folded = "dropdown" in options.get("class", "").split()  # as the book's theme folds it
             token.type, token.content = "directive", body
@@ -86,20 +110,49 @@ def _mathml(latex: str, display: bool) -> str:
 
 
 def _equation(token: Token, env: dict) -> str:
-    """A labelled display equation: its anchor, its MathML and its number from env["equations"]."""
-    label, number = token.info, env["equations"].get(token.info)
+    """A labelled display equation: its anchor, its MathML and its number from env["numbers"]."""
+    label, number = token.info, _number(env, token.info)
     shown = f"({number})" if number else ""
     return (f'<div class="equation" id="equation-{escape(label)}">{_mathml(token.content, display=True)}'
             f'<span class="eqno">{shown}</span></div>')
 
 
+def _number(env: dict, label: str) -> str | None:
+    """The number of the item labelled `label`, "2.1", or None where the report has no such item."""
+    return env["numbers"].get(label, ("", None))[1]
+
+
+def _numbered(token: Token, env: dict) -> str:
+    """A caption or an exercise: its rendered body, opened by its bold number ("Table 3.1.") as the book opens it."""
+    kind, label = token.meta["kind"], token.meta["label"]
+    body = _MD.render(token.content, env)
+    opening = f"<strong>{escape(lead(kind, _number(env, label), token.meta['title']))}</strong> "
+    body = f"<p>{opening}{body[3:]}" if body.startswith("<p>") else f"<p>{opening}</p>{body}"
+    return f'<div class="numbered {kind}" id="{kind}-{escape(label)}">{body}</div>'
+
+
+def _numref(content: str, env: dict) -> str:
+    """A {numref} citation as the book shows it: "Table 3.1" (or its own text, its %s the number) linked to the
+    item; its text, else its label, where the report has no such item."""
+    titled = _TITLED.fullmatch(content)
+    text, label = (titled[1], titled[2]) if titled else ("", content)
+    if label not in env["numbers"]:
+        return escape(text or label)
+    kind, number = env["numbers"][label]
+    shown = text.replace("%s", number).replace("{number}", number) if text else citation(kind, number)
+    return f'<a href="#{kind}-{escape(label)}">{escape(shown)}</a>'
+
+
 def _role(token: Token, env: dict) -> str:
     """What the book shows for a role: {eq} the equation's number linked to it (its label where the report has no
-    such equation), {math} inline math, any other role ({term}, {doc}, {ref}) its text, linking nowhere."""
+    such equation), {numref} a caption's or an exercise's, {math} inline math, any other role ({term}, {doc},
+    {ref}) its text, linking nowhere."""
     name, content = token.meta["name"], " ".join(token.content.split())
     if name == "eq":
-        number = env["equations"].get(content)
+        number = _number(env, content)
         return f'<a href="#equation-{escape(content)}">({number})</a>' if number else f"({escape(content)})"
+    if name == "numref":
+        return _numref(content, env)
     if name == "math":
         return _mathml(content, display=False)
     titled = _TITLED.fullmatch(content)
@@ -131,6 +184,7 @@ def _markdown() -> MarkdownIt:
         "math_block": lambda token, env: _mathml(token.content, display=True),
         "math_block_label": _equation,
         "myst_role": _role,
+        "numbered": _numbered,
         "directive": _directive,
     }
     for kind, rule in rules.items():

@@ -1,0 +1,98 @@
+"""Figure, table and exercise numbers come from the book's own numbering, never typed: every chapter captions and
+cites by label ({figure-caption}, {table-caption}, {exercise} and {numref}), every cited label exists, and the
+report numbers them per chapter and kind as the book does."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from llmaudit.captions import KINDS
+from llmaudit.paths import BOOK
+from llmaudit.report import build_report
+from llmaudit.report.markdown import items
+
+PAGES = sorted(BOOK.glob("*.md"))
+TYPED = re.compile(r"\b(?:Figure|Table|Exercise)s?\s+\d+\.\d+")  # "Table 3.1" typed (the paper's "Table 3" is fine)
+NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`<>]+)>?`")
+DIRECTIVE = re.compile(r"^```\{(" + "|".join(KINDS) + r")\}", re.M)
+
+
+def markdown_cells(page: Path) -> list[str]:
+    """The markdown of a book page, cell by cell as jupytext reads it."""
+    return [cell.source for cell in jupytext.read(page).cells if cell.cell_type == "markdown"]
+
+
+def labels() -> list[str]:
+    """Every caption's and exercise's label over the book's pages."""
+    return [item.label for page in PAGES for source in markdown_cells(page) for item in items(source)
+            if item.kind in KINDS.values()]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+def test_no_typed_numbers(page: Path) -> None:
+    assert TYPED.findall(page.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+def test_every_caption_and_exercise_is_labelled(page: Path) -> None:
+    for source in markdown_cells(page):
+        numbered = [item for item in items(source) if item.kind in KINDS.values()]
+        assert len(numbered) == len(DIRECTIVE.findall(source)), source[:200]
+
+
+def test_every_numref_target_exists_once() -> None:
+    known = labels()
+    assert len(known) == len(set(known)), sorted({label for label in known if known.count(label) > 1})
+    cited = {label for page in PAGES for label in NUMREF.findall(page.read_text(encoding="utf-8"))}
+    assert cited and cited <= set(known), sorted(cited - set(known))
+
+
+def caption(directive: str, label: str, text: str) -> str:
+    """A caption's or an exercise's markdown cell, as the chapters write it."""
+    return f"```{directive}\n:name: {label}\n\n{text}\n```"
+
+
+def chapter(*cells: str | None) -> nbformat.NotebookNode:
+    """An executed chapter of these markdown cells, None standing for a cell that draws a chart."""
+    chart = new_code_cell("show(chart)", outputs=[new_output("display_data", data=SVG)])
+    return new_notebook(cells=[chart if cell is None else new_markdown_cell(cell) for cell in cells])
+
+
+SVG = {"image/svg+xml": "<svg xmlns='http://www.w3.org/2000/svg'><rect width='1' height='1'/></svg>"}
+FIRST = chapter(
+    "# First",
+    caption("{table-caption}", "tab-one", "A table, before {numref}`fig-two` of the next chapter."),
+    None,
+    caption("{figure-caption}", "fig-one", "A figure."),
+    caption("{table-caption}", "tab-two", "Another table."),
+    caption("{exercise} by hand", "ex-one", "Redo {numref}`Table %s <tab-two>` and {numref}`tab-nowhere`."),
+)
+SECOND = chapter(
+    "# Second", None, caption("{figure-caption}", "fig-two", "Beside {numref}`tab-one` and {numref}`ex-one`."),
+)
+
+
+def test_report_numbers_captions_per_chapter_and_kind(tmp_path: Path) -> None:
+    """Counters per chapter (from the file name) and kind in reading order, the number in bold opening the caption
+    (an exercise's title after it), and {numref} linking the number across chapters."""
+    paths = [tmp_path / "01_first.ipynb", tmp_path / "02_second.ipynb"]
+    for path, nb in zip(paths, (FIRST, SECOND)):
+        nbformat.write(nb, path)
+    html = build_report(tmp_path, "T", paths, generated="now").read_text(encoding="utf-8")
+    for kind, label, lead in (("table", "tab-one", "Table 1.1."), ("figure", "fig-one", "Figure 1.1."),
+                              ("table", "tab-two", "Table 1.2."), ("exercise", "ex-one", "Exercise 1.1 (by hand)."),
+                              ("figure", "fig-two", "Figure 2.1.")):
+        assert f'<div class="numbered {kind}" id="{kind}-{label}"><p><strong>{lead}</strong> ' in html, label
+    link = '<a href="#{}-{}"[^>]*>{}</a>'
+    assert re.search("before " + link.format("figure", "fig-two", r"Figure 2\.1") + " of the next", html)
+    assert re.search("Redo " + link.format("table", "tab-two", r"Table 1\.2") + " and tab-nowhere", html)
+    assert re.search("Beside " + link.format("table", "tab-one", r"Table 1\.1") + " and "
+                     + link.format("exercise", "ex-one", r"Exercise 1\.1"), html)
+    for raw in ("{numref}", "{figure-caption}", "{table-caption}", "{exercise}", ":name:"):
+        assert raw not in html, raw
