@@ -10,7 +10,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import torch
 
@@ -19,7 +19,7 @@ from llmaudit.models.attention import SCORE_BYTES
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-AUTO = "auto"
+AUTO: Final = "auto"
 BatchTokens = int | Literal["auto"]
 
 CPU_TOKENS = 4096  # auto on a CPU: larger batches gain nothing there, and this keeps its numbers those of earlier runs
