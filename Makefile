@@ -40,9 +40,11 @@ audit: install
 	$(PY) -m llmaudit audit $(MODEL)
 endif
 
-# ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code and the tests
+# ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code and the tests,
+# then mypy's type checks over the code (pyproject.toml [tool.mypy])
 lint: install
 	$(VENV)/bin/ruff check lib tests
+	$(VENV)/bin/mypy
 
 test: install lint
 	$(PY) -m pytest $(NBVAL) tests

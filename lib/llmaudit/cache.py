@@ -54,7 +54,8 @@ def tensors_sha256(tensors: dict[str, torch.Tensor], header: str = "") -> str:
     for name in sorted(tensors):
         tensor = tensors[name].detach().cpu().contiguous()
         h.update(f"\0{name}\0{tensor.dtype}\0{list(tensor.shape)}\0".encode())
-        h.update(tensor.reshape(-1).view(torch.uint8).numpy())
+        data = tensor.reshape(-1).view(torch.uint8).numpy()
+        h.update(data)  # type: ignore[arg-type]  # numpy declares ndarray's buffer protocol only for Python >= 3.12
     return h.hexdigest()
 
 

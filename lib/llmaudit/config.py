@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import reprlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
@@ -38,7 +38,7 @@ class RunSettings(Section):
     seed: int = 0
     batch_tokens: BatchTokens = AUTO
     data_dir: str | None = None
-    gates: GateParams = Field(default_factory=GateParams)  # type: ignore[valid-type]  # built from the chapters' gates
+    gates: GateParams = Field(default_factory=GateParams)
 
     @field_validator("name")
     @classmethod
@@ -77,12 +77,16 @@ class RunSettings(Section):
 
 
 # Everything one audit run of one model needs: the run's settings and one section per registered chapter that has one.
-Params = create_model(
-    "Params",
-    __base__=RunSettings,
-    __doc__="Everything one audit run of one model needs: the run's settings and each chapter's section.",
-    **{spec.section: (spec.params, Field(default_factory=spec.params)) for spec in CHAPTERS if spec.section},
-)
+if TYPE_CHECKING:  # the sections are known at run time only: the type checker reads any of them as a Section
+    class Params(RunSettings):
+        def __getattr__(self, section: str) -> Any: ...
+else:
+    Params = create_model(
+        "Params",
+        __base__=RunSettings,
+        __doc__="Everything one audit run of one model needs: the run's settings and each chapter's section.",
+        **{spec.section: (spec.params, Field(default_factory=spec.params)) for spec in CHAPTERS if spec.section},
+    )
 
 
 def available_models() -> list[str]:

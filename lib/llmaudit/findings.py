@@ -3,6 +3,7 @@ records behind them, so that a cell shows, records and saves in three short call
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -20,7 +21,7 @@ class Findings:
     cases: list[pd.DataFrame] = field(default_factory=list)
 
 
-def results_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+def results_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """Results rows ({"name": ..., "value": ..., ...}) as the frame `Chapter.record_table` takes, in their order, each
     value as given (an integer stays an integer)."""
     return pd.DataFrame(rows, columns=None if rows else ["name", "value"], dtype=object).set_index("name")

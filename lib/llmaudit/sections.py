@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 SEED_LIMIT = 2**32
 LAMBDA_LIMIT = 10.0  # |lambda| of a steering coefficient: the vectors are fit at +-1, far beyond it the slope is 0
+S = TypeVar("S", bound=Sequence[Any])  # a checked list comes back as the type it came in
+F = TypeVar("F", bound=Sequence[float])
 
 
 class Section(BaseModel):
@@ -34,7 +36,7 @@ def known(name: str, names: Iterable[str]) -> str:
     return name
 
 
-def once(values: Sequence[Any]) -> Sequence[Any]:
+def once(values: S) -> S:
     """`values` if no value repeats (a grid of coefficients, depths, seeds or chapters), else ValueError."""
     repeated = [v for i, v in enumerate(values) if v in values[:i]]
     if repeated:
@@ -42,7 +44,7 @@ def once(values: Sequence[Any]) -> Sequence[Any]:
     return values
 
 
-def coefficients(values: Sequence[float]) -> Sequence[float]:
+def coefficients(values: F) -> F:
     """A grid of steering coefficients: each once and each within [-LAMBDA_LIMIT, LAMBDA_LIMIT], else ValueError (a
     coefficient of 1e30 saturates every steered answer and zeroes every slope, so that every test passes)."""
     outside = [v for v in once(values) if not -LAMBDA_LIMIT <= v <= LAMBDA_LIMIT]
@@ -70,10 +72,8 @@ def within(value: float, lo: float, hi: float, shown: str | None = None) -> floa
     return value
 
 
-def at_least(value: int | None, low: int, what: str = "", optional: bool = False) -> int | None:
-    """`value` if it is at least `low` (or None, when `optional`), else ValueError ('need at least 2 cases ...')."""
-    if value is None and optional:
-        return value
-    if value is None or value < low:
+def at_least(value: int, low: int, what: str = "") -> int:
+    """`value` if it is at least `low`, else ValueError ('must be at least 2 held-out rows (got 1)')."""
+    if value < low:
         raise ValueError(f"must be at least {low}{' ' + what if what else ''} (got {value})")
     return value

@@ -4,6 +4,8 @@ plots draw a seeded sample of at most `POINTS` per panel and say so."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -36,14 +38,13 @@ def boxes(stats: pd.DataFrame, group: str, title: str, horizontal: bool = False,
     """Box plots of `five_numbers` output, one per `group` value: a whisker from min to max, a box from q1 to q3 and a
     tick at the median, on a value axis titled `title` (horizontal: groups down the y axis); facet it like any chart."""
     value, along, across = (alt.X, "x", "y") if horizontal else (alt.Y, "y", "x")
-    encoding = {across: (alt.Y if horizontal else alt.X)(f"{group}:N", title=None),
-                "tooltip": [f"{group}:N", "n:Q", "min:Q", "q1:Q", "median:Q", "q3:Q", "max:Q"]}
+    encoding: dict[str, Any] = {across: (alt.Y if horizontal else alt.X)(f"{group}:N", title=None),
+                                "tooltip": [f"{group}:N", "n:Q", "min:Q", "q1:Q", "median:Q", "q3:Q", "max:Q"]}
     if color is not None:
         encoding["color"] = alt.Color(f"{color}:N", legend=None)
     base = alt.Chart().encode(**encoding)
-    return alt.layer(
+    return alt.LayerChart(layer=[
         base.mark_rule().encode(**{along: value("min:Q", title=title), f"{along}2": "max:Q"}),
         base.mark_bar(size=14).encode(**{along: "q1:Q", f"{along}2": "q3:Q"}),
         base.mark_tick(color="white", thickness=2, size=14).encode(**{along: "median:Q"}),
-        data=stats,
-    )
+    ], data=stats)

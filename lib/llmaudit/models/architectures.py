@@ -86,7 +86,7 @@ def input_device(model: torch.nn.Module) -> torch.device:
     """Where token ids must go: the device the embedding computes on. A model spread over devices by accelerate
     (`device_map`) may keep offloaded weights on the meta device until a forward; its hook knows the device."""
     embedding = find(model, layout(model).embedding)
-    hook = getattr(embedding, "_hf_hook", None)
-    if getattr(hook, "execution_device", None) is not None:
-        return torch.device(hook.execution_device)
+    device = getattr(getattr(embedding, "_hf_hook", None), "execution_device", None)
+    if device is not None:
+        return torch.device(device)
     return next(embedding.parameters()).device

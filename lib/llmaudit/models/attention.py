@@ -12,7 +12,12 @@ each query's softmax is over its own row of scores, so a chunk computes exactly 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 NAME = "sdpa_grouped"
 SCORE_BYTES = 1 << 28  # the most attention scores (float32) one masked call materialises at once: 256 MiB
@@ -58,7 +63,7 @@ def query_chunk(rows: int, queries: int, keys: int) -> int:
     return max(1, min(queries, SCORE_BYTES // (4 * rows * keys)))
 
 
-def use_grouped(hf: torch.nn.Module) -> None:
+def use_grouped(hf: PreTrainedModel) -> None:
     """Run a local model's SDPA attention as `grouped_sdpa` (a model on another implementation keeps it). The
     implementation is registered here, not on import, which would load transformers' model code with llmaudit."""
     from transformers import AttentionInterface

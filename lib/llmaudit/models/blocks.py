@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 
 from llmaudit.models import architectures
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class _PassThrough(torch.nn.Module):
@@ -22,7 +26,7 @@ class _PassThrough(torch.nn.Module):
 
 @contextmanager
 def running(
-    hf: torch.nn.Module, kept: range, final_norm: bool = True, eager_attention: bool = False
+    hf: PreTrainedModel, kept: range, final_norm: bool = True, eager_attention: bool = False
 ) -> Iterator[None]:
     """While open, the model's own forward runs only the decoder blocks in `kept`, the others replaced by
     pass-throughs, so that every block keeps its index in the layer list and gets the mask and position embeddings

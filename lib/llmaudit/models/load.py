@@ -52,12 +52,19 @@ def _local(spec: ModelSpec):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = DTYPES[spec.dtype]
+    folder: str | None
+    source: dict[str, str | None]
     if spec.embedded or spec.embedded_parts:
-        gguf = locate_gguf(spec.embedded) if spec.embedded else join_parts(spec.embedded_parts, spec.sha256)
+        if spec.embedded:
+            gguf = locate_gguf(spec.embedded)
+        else:
+            assert spec.sha256 is not None  # ModelSpec requires the sha256 of embedded_parts
+            gguf = join_parts(spec.embedded_parts, spec.sha256)
         folder, sha = _embedded_folder(gguf)
         source = {"source": f"embedded:{spec.embedded or ' + '.join(spec.embedded_parts)}", "sha256": sha}
     else:
         folder = spec.path or spec.hf
+        assert folder is not None  # ModelSpec requires exactly one source
         if spec.path and not (Path(spec.path) / "config.json").is_file():
             raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
         source = {"source": folder, "sha256": _weights_sha256(Path(spec.path)) if spec.path else None}
@@ -74,7 +81,7 @@ def _local(spec: ModelSpec):
         raise ConfigError("model.device is cuda but torch sees no GPU: set device: cpu or install a CUDA build of "
                           "torch")
     if spec.device_map is None:
-        hf.to(spec.device)
+        hf.to(spec.device)  # type: ignore[arg-type]  # transformers types its @wraps(Module.to) as unbound
     hf.eval()
     return hf, tokenizer, source
 
@@ -123,7 +130,7 @@ def _convert(gguf: Path, sha: str, target: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    hf.hf_quantizer = None
+    hf.hf_quantizer = None  # type: ignore[assignment]  # transformers leaves the attribute to Module.__getattr__
     if hasattr(hf.config, "quantization_config"):
         del hf.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +151,7 @@ def _remote(spec: ModelSpec):
     """An nnsight model whose traces run on NDIF (`model.host`, else NDIF's public service)."""
     from llmaudit.models.remote import connect
 
+    assert spec.hf is not None  # ModelSpec requires an hf id for remote: true
     try:
         return connect(spec.hf, spec.host)
     except OSError as err:

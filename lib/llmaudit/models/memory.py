@@ -10,13 +10,16 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import torch
 
 from llmaudit.models.attention import SCORE_BYTES
 
-AUTO = "auto"
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+AUTO: Final = "auto"
 BatchTokens = int | Literal["auto"]
 
 CPU_TOKENS = 4096  # auto on a CPU: larger batches gain nothing there, and this keeps its numbers those of earlier runs
@@ -67,7 +70,7 @@ class Shape:
     item: int
 
     @classmethod
-    def of(cls, hf: torch.nn.Module) -> Shape:
+    def of(cls, hf: PreTrainedModel) -> Shape:
         """The shape of a transformers causal LM."""
         config = getattr(hf.config, "text_config", hf.config)
         heads = config.num_attention_heads
@@ -95,7 +98,7 @@ def planned_tokens(shape: Shape, free: int, stacked: int = 1, derivative: bool =
     return max(MIN_TOKENS, min(MAX_TOKENS, tokens))
 
 
-def batch_budget(hf: torch.nn.Module | None, device: str, requested: BatchTokens, stacked: int = 1,
+def batch_budget(hf: PreTrainedModel | None, device: str, requested: BatchTokens, stacked: int = 1,
                  derivative: bool = False) -> int:
     """The tokens of one batch: `requested` as given, or for `auto` the plan for the device's free memory (on a CPU,
     or for a remote model `hf` None, at most `CPU_TOKENS`)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
@@ -23,6 +24,11 @@ from tqdm import tqdm
 from llmaudit.models import architectures
 from llmaudit.models.batching import token_batches
 from llmaudit.models.memory import ROW_TOKENS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,9 @@ class Row:
     def of(cls, members: Sequence[int], prompts: Sequence[Sequence[int]]) -> Row:
         """The token tree of `prompts` at `members`."""
         index: dict[tuple[int, int], int] = {}
-        tokens, parents, paths = [], [], []
+        tokens: list[int] = []
+        parents: list[int] = []
+        paths: list[tuple[int, ...]] = []
         for i in members:
             node, path = -1, []
             for token in prompts[i]:
@@ -69,7 +77,7 @@ class Row:
         return seen
 
 
-def attention_cost(hf: torch.nn.Module) -> float:
+def attention_cost(hf: PreTrainedModel) -> float:
     """What one more key costs a token's attention, relative to the rest of the token's cost in a block, in multiply-
     adds: 2 x query heads x head size (scores and weighted values) against one per weight of the block."""
     config = hf.config
@@ -93,7 +101,7 @@ def pack(prompts: Sequence[Sequence[int]], tree: bool, before: int = 0, attentio
 
     groups: list[list[int]] = []
     size = 0
-    for i in sorted(range(len(prompts)), key=lambda i: prompts[i]):
+    for i in sorted(range(len(prompts)), key=lambda i: tuple(prompts[i])):
         grown = size + len(prompts[i]) - (_shared(prompts[groups[-1][-1]], prompts[i]) if groups else 0)
         if groups and cost(grown) - cost(size) < cost(len(prompts[i])) and grown <= (row_tokens or grown):
             groups[-1].append(i)
@@ -181,7 +189,7 @@ class PackedBatch:
         """The batch's (rows, width, ...) outputs as each member's at each of its tokens, members in order."""
         return [h[r, path] for r, path, _ in self._paths(self.members)]
 
-    def _paths(self, items: Sequence) -> Iterator[tuple[int, torch.Tensor, object]]:
+    def _paths(self, items: Sequence[T]) -> Iterator[tuple[int, torch.Tensor, T]]:
         """(row, columns of the member's tokens, item) per member and its item, members in order."""
         k = 0
         for r, row in enumerate(self.rows):
@@ -190,7 +198,7 @@ class PackedBatch:
                 k += 1
 
 
-def window_covers(hf: torch.nn.Module, length: int) -> bool:
+def window_covers(hf: PreTrainedModel, length: int) -> bool:
     """Whether every block attends over `length` tokens. Engines that pad inside a sequence (after a shared beginning)
     or lay their own mask over the model's need it: a sliding window shorter than the sequence would count the
     padding, or be left out."""
@@ -198,7 +206,7 @@ def window_covers(hf: torch.nn.Module, length: int) -> bool:
     return window is None or length <= window
 
 
-def packed_batches(hf: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, batch_tokens: int,
+def packed_batches(hf: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int, batch_tokens: int,
                    before: int = 0, tree: bool = True, desc: str | None = None,
                    only: Sequence[int] | None = None) -> Iterator[PackedBatch]:
     """The prompts (continuations of `before` cached tokens; `only` these of them, members still numbered in

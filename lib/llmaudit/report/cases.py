@@ -44,6 +44,7 @@ def _differs(row: Any) -> str:
         body = _prompt(f"{row.side_a} and {row.side_b}: the same prompt", escape(a) if a else None,
                        max(row.n_a, row.n_b))
         return f"the same prompt, steered<details><summary>prompt</summary>{body}</details>"
+    changes: list[tuple[str, str]]
     if a is None or b is None:
         shown_a, shown_b, changes = (escape(a) if a else None), (escape(b) if b else None), []
     else:

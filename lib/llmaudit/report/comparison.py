@@ -142,14 +142,15 @@ def pick_epsilon(reports: Path, a: str, b: str, epsilon: float | None) -> tuple[
             raise AuditError(f"--epsilon must be a finite number >= 0, got {epsilon}")
         return float(epsilon), "--epsilon"
     found = {name: card_epsilon(Path(reports) / name) for name in (a, b)}
-    missing = [name for name, value in found.items() if value is None]
-    if missing:
+    epsilon_a, epsilon_b = found[a], found[b]
+    if epsilon_a is None or epsilon_b is None:
+        missing = [name for name, value in found.items() if value is None]
         raise AuditError(f"no params.epsilon in the model card of {' and '.join(missing)}: pass --epsilon X, or "
                          "rerun the audit, which writes the card")
-    if found[a] != found[b]:
-        raise AuditError(f"the model cards' epsilons differ ({a}: {found[a]:g}, {b}: {found[b]:g}): pass --epsilon X "
+    if epsilon_a != epsilon_b:
+        raise AuditError(f"the model cards' epsilons differ ({a}: {epsilon_a:g}, {b}: {epsilon_b:g}): pass --epsilon X "
                          "to compare both against one threshold")
-    return found[a], "model cards"
+    return epsilon_a, "model cards"
 
 
 def compare_models(reports: Path, a: str, b: str, epsilon: float | None = None) -> Comparison:

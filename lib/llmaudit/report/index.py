@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
+import altair as alt
 import pandas as pd
 
 from llmaudit.atomic import write_atomic
@@ -86,7 +87,9 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
     depths, and StereoSet's stereotype score ('' when none has run); and
     why a model's systems were left out: damaged files, or systems named as an earlier folder's (a copied folder);
     damaged files of the `own` folder stop with their error."""
-    ran, skipped, seen = [], [], set()
+    ran: list[str] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
     for model in (m for m in models if (Path(reports) / m / FOLDER / "answers.csv").exists()):
         try:
             names = _systems(reports, model)
@@ -109,7 +112,7 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
     cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
     depths = {float(key.rsplit("|", 1)[1]) for key in reps}
     shared = [d for d in depths if all(f"{name}|{d:g}" in reps for name in systems)]
-    charts = [
+    charts: list[alt.TopLevelMixin] = [
         matrix(cosine.loc[systems, systems], "cosine").properties(title="Cosine similarity of answer histograms"),
         matrix(unk_flip_matrix(answers).loc[systems, systems], "UNK flip").properties(
             title="UNK flip: share of the row's committed answers the column answers Unknown"),

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -97,7 +98,7 @@ class Chapter:
         rows = (table.to_dict("index") if isinstance(table, pd.DataFrame)
                 else {name: {"value": value} for name, value in table.items()})
         for name, row in rows.items():
-            cell = {key: None if _missing(value) else value for key, value in row.items()}
+            cell: dict[str, Any] = {key: None if _missing(value) else value for key, value in row.items()}
             count = cell.get("n", n)
             self.record(str(name), row["value"], cell.get("lo"), cell.get("hi"), cell.get("unit") or "",
                         cell.get("note", note) or "", None if count is None else int(count))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from pydantic import ValidationInfo, create_model, field_validator
@@ -30,11 +31,15 @@ def _range(cls: type[Section], value: float, info: ValidationInfo) -> float:
 
 # The params file's `gates` section: one threshold per gate the chapters declare (`ChapterSpec.gates`), e.g. a
 # steering vector's `vector_corr` (its projection's Pearson corr with the concept score must be at least it).
-GateParams = create_model(
-    "GateParams", __base__=Section, __doc__="The params file's `gates` section: each chapter gate's threshold.",
-    __validators__={"_range": field_validator(*(gate.threshold for gate in GATES))(_range)},
-    **{gate.threshold: (float, gate.default) for gate in GATES},
-)
+if TYPE_CHECKING:  # the fields are known at run time only: the type checker reads any threshold as a float
+    class GateParams(Section):
+        def __getattr__(self, threshold: str) -> float: ...
+else:
+    GateParams = create_model(
+        "GateParams", __base__=Section, __doc__="The params file's `gates` section: each chapter gate's threshold.",
+        __validators__={"_range": field_validator(*(gate.threshold for gate in GATES))(_range)},
+        **{gate.threshold: (float, gate.default) for gate in GATES},
+    )
 
 
 @dataclass(frozen=True)

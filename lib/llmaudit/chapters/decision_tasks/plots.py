@@ -23,7 +23,7 @@ def estimates(table: pd.DataFrame, title: str, epsilon: float | None = None) -> 
         base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title=title), x2="hi:Q"),
         base.mark_point(filled=True, size=50).encode(x="value:Q", tooltip=["task", "method", "value", "lo", "hi"]),
     ]
-    return alt.layer(*layers).properties(width=480, height=alt.Step(14))
+    return alt.LayerChart(layer=layers).properties(width=480, height=alt.Step(14))
 
 
 def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> alt.FacetChart:

@@ -105,7 +105,7 @@ def _tests(params: Any) -> list[VerdictTest]:
         concept, own = TASKS[task].concept, (("task", task),)
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
-            found.append(VerdictTest(requirement(task), method(task, f"blackbox_{variant}"),
+            found.append(VerdictTest(requirement(task), method(task, ESTIMATES[f"black-box {variant}"]),
                                      f"black-box gap, {concept} {stated}", "cases", own, TASKS[task].metric_name))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
@@ -128,8 +128,10 @@ RESULTS = (
                                 "0 is chance: a gap of a task the model cannot do is not bias (gate: lower bound "
                                 "above 0)"),
 )
-ESTIMATES = {"black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
-             "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0"}  # label -> method
+ESTIMATES: dict[str, Method] = {  # label -> method
+    "black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
+    "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0",
+}
 
 
 def _headlines(task: str) -> tuple[Headline, ...]:

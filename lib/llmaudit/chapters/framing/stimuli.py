@@ -148,7 +148,7 @@ def _prompt(attribute: str, cell: Cell) -> FramingPrompt:
     """The prompt of one cell for one attribute, options in the canonical (paper) order."""
     task, gender, instr = cell
     options = {"multiple_choice": _mc_options(), "sentence_completion": _sc_options(attribute)}.get(task, ())
-    kind = "choice" if options else "completion"
+    kind: Literal["completion", "choice"] = "choice" if options else "completion"
     return FramingPrompt(attribute, task, gender, instr, kind, _render(*cell, attribute, options), options)
 
 

@@ -125,7 +125,7 @@ def demonstrations(pool: pd.DataFrame, seed: int, per_class: int = 3) -> list[tu
     favoured by the shots, and redrawn per seed, so runs vary the demonstrations."""
     rng = np.random.default_rng(seed)
     labels = pool["label"].to_numpy()
-    picked = []
+    picked: list[int] = []
     for label in LABELS:
         rows = np.flatnonzero(labels == label)
         if len(rows) < per_class:

@@ -37,6 +37,7 @@ def black_box(audits: Audits, boot: int, seed: int) -> Findings:
         explicit, implicit = audit.gap("explicit", boot, seed), audit.gap("implicit", boot, seed)
         if implicit is None:  # the task has no implicit variant
             continue
+        assert explicit is not None  # every task has explicit prompts
         clash = conflict(explicit, implicit)
         found.append({"name": result(task, "blackbox_conflict"), "value": str(clash)})
         rows.append({"task": task, "explicit": explicit.value, "explicit CI": _interval(explicit),

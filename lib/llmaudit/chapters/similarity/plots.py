@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 
-def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 1.0)) -> alt.Chart:
+def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 1.0)) -> alt.LayerChart:
     """A matrix (index and columns: systems, or one system's depths) as a heatmap with the values written in, a pair
     not measured left blank; named axes (e.g. two models' depths) are titled."""
     table = table.rename(index=str, columns=str)
@@ -17,13 +17,13 @@ def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 
         x=alt.X("column:N", title=table.columns.name, sort=list(table.columns)),
         y=alt.Y("row:N", title=table.index.name, sort=list(table.index)),
     )
-    return alt.layer(
+    return alt.LayerChart(layer=[
         base.mark_rect().encode(color=alt.Color("value:Q", title=title, scale=alt.Scale(domain=list(domain)))),
         base.mark_text(fontSize=10).encode(
             text=alt.Text("value:Q", format=".2f"),
             color=alt.condition(f"datum.value > {(domain[0] + domain[1]) / 2}", alt.value("white"), alt.value("black")),
         ),
-    ).properties(width=alt.Step(70), height=alt.Step(24))
+    ]).properties(width=alt.Step(70), height=alt.Step(24))
 
 
 def scores(table: pd.DataFrame) -> alt.Chart:

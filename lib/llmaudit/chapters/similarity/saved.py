@@ -45,7 +45,8 @@ def load_systems(
     file is a one-line AuditError naming it and the chapter that writes it again."""
     folders = sorted(Path(reports).glob(f"*/{FOLDER}")) if models is None else [
         Path(reports) / model / FOLDER for model in models]
-    answers, reps = [], {}
+    answers: list[pd.DataFrame] = []
+    reps: dict[str, tuple[pd.DataFrame, np.ndarray]] = {}
     for folder in folders:
         if not (folder / "answers.csv").exists():
             if models is not None:

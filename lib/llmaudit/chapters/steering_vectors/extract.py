@@ -62,6 +62,7 @@ def forward_concept(
 
     def run() -> dict[str, torch.Tensor]:
         out = model.forward(prompts, tokens.ids, layers, batch_tokens=batch_tokens, desc=desc)
+        assert out.acts is not None  # every layer was asked for
         return {"probs": out.probs, "acts": out.acts}
 
     result = cached_tensors(cache, key, run)

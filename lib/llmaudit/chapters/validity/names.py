@@ -77,7 +77,8 @@ def _sides(frame: pd.DataFrame, a: float, b: float) -> tuple[pd.DataFrame, pd.Se
     """The rows whose name has p_f <= a or p_f >= b, labelled female (p_f > 0.5) or male (p_f < 0.5), and per
     profile that has both sides the mean metric of its female-majority names minus its male-majority ones."""
     kept = frame[(frame["p_f"] <= a) | (frame["p_f"] >= b)]
-    kept = kept.assign(side=np.where(kept["p_f"] > 0.5, "female", np.where(kept["p_f"] < 0.5, "male", None)))
+    side = np.where(kept["p_f"] < 0.5, "male", None)  # type: ignore[call-overload]  # numpy's stubs reject None
+    kept = kept.assign(side=np.where(kept["p_f"] > 0.5, "female", side))
     means = kept.groupby(["case", "side"])["metric"].mean().unstack().reindex(columns=["female", "male"])
     return kept, (means["female"] - means["male"]).dropna()
 

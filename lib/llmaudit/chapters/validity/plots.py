@@ -18,7 +18,7 @@ def projections(names: pd.DataFrame, means_of: pd.DataFrame | None = None) -> al
     )
     binned = (names if means_of is None else means_of).groupby("bin", as_index=False)["projection"].mean()
     means = alt.Chart(binned).mark_line(point=True, color="black").encode(x=alt.X("bin:Q"), y="projection:Q")
-    return alt.layer(points, means).properties(width=480, height=260)
+    return alt.LayerChart(layer=[points, means]).properties(width=480, height=260)
 
 
 def rate_by_bin(rates: pd.DataFrame, baseline: pd.DataFrame) -> alt.LayerChart:
@@ -27,11 +27,11 @@ def rate_by_bin(rates: pd.DataFrame, baseline: pd.DataFrame) -> alt.LayerChart:
     color = alt.Color("label:N", title="true credit risk")
     x = alt.X("bin:Q", title="p_f bin of the inserted name", scale=alt.Scale(domain=[0, 1]))
     base = alt.Chart(rates).encode(x=x, color=color)
-    return alt.layer(
+    return alt.LayerChart(layer=[
         base.mark_area(opacity=0.15).encode(y=alt.Y("lo:Q", title="bad credit rate"), y2="hi:Q"),
         base.mark_line(point=True).encode(y="mean:Q"),
         alt.Chart(baseline).mark_rule(strokeDash=[4, 4]).encode(y="mean:Q", color=color),
-    ).properties(width=480, height=220)
+    ]).properties(width=480, height=220)
 
 
 def sobol(table: pd.DataFrame) -> alt.FacetChart:

@@ -21,8 +21,10 @@ def perturbations(audits: Mapping[str, TaskAudit], unperturbed: pd.DataFrame | N
     black-box variants, and each vector's sweep at the `lambdas` in [0, 1] (`audits`: main vector first)."""
     first = next(iter(audits.values()))
     empty = first.white[first.white["lam"] == 0] if unperturbed is None else unperturbed
-    frames = {BASELINE: (empty, None), "black-box explicit": (first.black["explicit"], None),
-              "black-box implicit": (first.black["implicit"], None)}
+    frames: dict[str, tuple[pd.DataFrame, str | None]] = {
+        BASELINE: (empty, None), "black-box explicit": (first.black["explicit"], None),
+        "black-box implicit": (first.black["implicit"], None),
+    }
     positive = [lam for lam in lambdas if 0 <= lam <= 1]
     for role, audit in zip(("main", "second"), audits.values()):
         frames[f"white-box {role} vector"] = (audit.white[audit.white["lam"].isin(positive)], "lam")
