@@ -31,10 +31,11 @@ class AuditModel:
     Two engines run it. `lm`, the nnsight wrapper, runs the traced `forward` and `generate`, local and remote (NDIF)
     models alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself
     (None for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
-    (`models.sweep`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses for a local model's
-    unsteered prompts) and sampling (`sample`). Both are the same weights; the sweep and the prefix cache are tested
-    equal to the traced forward. Inputs go to `device`, where the
-    embedding computes (with `device_map`, accelerate moves them on from block to block)."""
+    (`models.sweep`, `models.derivative`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses
+    for a local model's unsteered prompts) and sampling (`sample`), each given this model's `handle`. Both are the
+    same weights; the sweep and the prefix cache are tested equal to the traced forward. Chapters call them through
+    `models.steer.steered`. Inputs go to `device`, where the embedding computes (with `device_map`, accelerate moves
+    them on from block to block)."""
 
     def __init__(
         self,
