@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from llmaudit.errors import AuditError
+from llmaudit.plots.similarity import matrix
 from llmaudit.report.evidence import unit_values
 from llmaudit.similarity.bbq import (
     CATEGORIES,
@@ -210,3 +211,10 @@ def test_stratified_sample_keeps_items_whole(bbq):
     items = sample.groupby(["category", sample["example_id"] // 4])
     assert (items.size() == 4).all() and (items["ans0"].nunique() == 1).all()
     assert sample.equals(stratified_sample(bbq, per_cell=3, seed=0))
+
+
+def test_matrix_leaves_an_unmeasured_pair_blank_instead_of_writing_null() -> None:
+    table = pd.DataFrame([[1.0, float("nan")], [0.5, 1.0]], index=["a", "b"], columns=["a", "b"])
+    data = matrix(table, "cosine").to_dict()["datasets"]
+    (rows,) = data.values()
+    assert len(rows) == 3 and all(row["value"] is not None for row in rows)

@@ -8,10 +8,11 @@ import pandas as pd
 
 
 def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 1.0)) -> alt.Chart:
-    """A matrix (index and columns: systems, or one system's depths) as a heatmap with the values written in; named
-    axes (e.g. two models' depths) are titled."""
+    """A matrix (index and columns: systems, or one system's depths) as a heatmap with the values written in, a pair
+    not measured left blank; named axes (e.g. two models' depths) are titled."""
     table = table.rename(index=str, columns=str)
-    long = table.rename_axis(index="row", columns="column").stack().rename("value").reset_index()
+    # a pair not measured (NaN) is left blank, not written as "null"
+    long = table.rename_axis(index="row", columns="column").stack().rename("value").dropna().reset_index()
     base = alt.Chart(long).encode(
         x=alt.X("column:N", title=table.columns.name, sort=list(table.columns)),
         y=alt.Y("row:N", title=table.index.name, sort=list(table.index)),
