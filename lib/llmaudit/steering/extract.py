@@ -56,6 +56,7 @@ def forward_concept(
                   desc=desc)
     return out.probs[0], out.acts[0]
 
+
 def template_centres(scores: torch.Tensor, template: pd.Series) -> dict[int, float]:
     """Median score per instruction template: what the wording of the question alone contributes."""
     frame = pd.DataFrame({"s": scores.numpy(), "t": template.to_numpy()})
