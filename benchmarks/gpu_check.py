@@ -14,7 +14,6 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.sweep import sensitivity_at_zero, sweep
 
 
 def main(tokenizer_dir: str) -> None:
@@ -69,18 +68,18 @@ def main(tokenizer_dir: str) -> None:
     t_loop = timed(lambda: [model.forward(texts, labels, intervention=vector.intervention(lam), batch_tokens=16384)
                             for lam in lambdas])
     for lambda_batch in (1, 11):
-        t_sweep = timed(lambda: sweep(model, texts, labels, vector, lambdas, batch_tokens=16384,
-                                      lambda_batch=lambda_batch))
+        t_sweep = timed(lambda: steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas,
+                                        batch_tokens=16384, lambda_batch=lambda_batch).probs)
         print(f"sweep of {len(lambdas)} lambdas, {lambda_batch:2d} per pass: {t_sweep:.2f} s vs traced loop "
               f"{t_loop:.2f} s ({t_loop / t_sweep:.2f}x)")
-    engine = sweep(model, texts[:16], labels, vector, lambdas)
+    engine = steered(model, texts=texts[:16], labels=labels, vector=vector, lambdas=lambdas).probs
     loop = torch.stack([model.forward(texts[:16], labels, intervention=vector.intervention(lam)).probs
                         for lam in lambdas])
     print(f"sweep vs traced loop (bf16): max |dp| {(engine - loop).abs().max():.2e}")
     targets = [0] * 16
-    exact = sensitivity_at_zero(model, texts[:16], labels, targets, vector)
+    exact = steered(model, texts=texts[:16], labels=labels, targets=targets, vector=vector, lambdas=()).derivative
     eps = 0.05
-    ends = sweep(model, texts[:16], labels, vector, [-eps, eps])
+    ends = steered(model, texts=texts[:16], labels=labels, vector=vector, lambdas=[-eps, eps]).probs
     metric = ends[..., 0] / ends.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)
     print(f"exact derivative vs finite difference (bf16, eps {eps}): max |diff| {(exact - finite).abs().max():.2e}, "

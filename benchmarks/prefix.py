@@ -64,13 +64,12 @@ def main(n: int) -> None:
     engines = {
         "traced forward": lambda texts, labels: model.forward(texts, labels, batch_tokens=params.batch_tokens,
                                                               traced=True),
-        "common beginning": lambda texts, labels: forward_shared_prefix(model, texts, labels,
-                                                                        batch_tokens=params.batch_tokens,
-                                                                        tree=False),
-        "token trees": lambda texts, labels: forward_shared_prefix(model, texts, labels,
-                                                                batch_tokens=params.batch_tokens),
+        "common beginning": lambda texts, labels: forward_shared_prefix(model.handle, texts, labels,
+                                                                        batch_tokens=params.batch_tokens, tree=False),
+        "token trees": lambda texts, labels: forward_shared_prefix(model.handle, texts, labels,
+                                                                   batch_tokens=params.batch_tokens),
         "repeated heads": lambda texts, labels: with_sdpa(model, lambda: forward_shared_prefix(
-            model, texts, labels, batch_tokens=params.batch_tokens)),
+            model.handle, texts, labels, batch_tokens=params.batch_tokens)),
     }
     for name, (texts, labels) in prompt_sets(model, n).items():
         tokens = sum(len(e) for e in model.encode(texts))

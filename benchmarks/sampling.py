@@ -46,7 +46,7 @@ def main(n: int) -> None:
     reference = [generate(model, call, sizes.max_new_tokens) for call in calls]
     per_prompt = time.perf_counter() - started
     started = time.perf_counter()
-    batched = [tokens for batch in call_batches(model, calls, sizes.max_new_tokens, params.batch_tokens)
+    batched = [tokens for batch in call_batches(model.handle, calls, sizes.max_new_tokens, params.batch_tokens)
                for tokens in model.sample([calls[i] for i in batch], sizes.max_new_tokens).tokens]
     together = time.perf_counter() - started
     same = sum(torch.equal(a, b) for a, b in zip(batched, reference))

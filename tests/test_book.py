@@ -19,9 +19,9 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from llmaudit.captions import WORDS
 from llmaudit.runner.book import offline_problems
 from llmaudit.runner.bookreader import fold_code
-from llmaudit.captions import WORDS
 from llmaudit.runner.contents import DEFAULT_MODEL, chapter_pages, main, table_of_contents
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -83,3 +83,36 @@ def test_verdict_imports_no_chapter_package(module: Path) -> None:
     named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert not {name for name in named if name.startswith("llmaudit.chapters")}
+
+
+def model_imports(module: Path) -> set[str]:
+    """The models/ modules one models/ module imports, under TYPE_CHECKING too (`from llmaudit.models import x`
+    counts as importing module x)."""
+    modules = {p.stem for p in (PACKAGE / "models").glob("*.py")}
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "llmaudit.models":
+            found |= {alias.name for alias in node.names} & modules
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmaudit.models."):
+            found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("llmaudit.models.")}
+    return found
+
+
+def test_models_modules_import_no_cycle() -> None:
+    """The models/ modules form no import cycle, not even through type-only imports: the engines take a
+    `models.handle.Handle`, not the `AuditModel` that runs them."""
+    graph = {p.stem: model_imports(p) - {p.stem} for p in (PACKAGE / "models").glob("*.py") if p.stem != "__init__"}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join([*path, module])}"
+        if module not in done:
+            for imported in sorted(graph.get(module, ())):
+                visit(imported, (*path, module))
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+    assert not [m for m in ("prefix", "sampling", "sweep", "derivative", "swept_prefix") if "runtime" in graph[m]]

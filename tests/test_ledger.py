@@ -11,7 +11,7 @@ import torch
 from llmaudit import ledger as ledger_module
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger, ledger_path, read_calls
-from llmaudit.models.sweep import sweep_with_sensitivity
+from llmaudit.models.sweep import split_sweep
 
 
 @pytest.fixture
@@ -61,13 +61,13 @@ def test_a_sweep_with_its_derivative_is_at_the_minimum_for_one_prompt(model, tmp
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
     texts = [model.chat("the engineer said")]
-    sweep_with_sensitivity(model, texts, [5, 6], vector, [-1.0, 0.0, 1.0], targets=[0])
+    split_sweep(model.handle, texts, [5, 6], vector, [-1.0, 0.0, 1.0], targets=[0])
     tokens, upper = len(model.encode(texts)[0]), model.n_layers - 2
     assert model.ledger.actual == tokens * (2 + upper * 3 + upper)  # lower once, upper per lambda and derivative
     assert model.ledger.minimum == model.ledger.actual
     needed = model.ledger.minimum  # the same vector loaded again (equal tensors, new objects) needs nothing more
     again = SteeringVector("v", "gender", 1, direction.clone(), torch.zeros(model.width), k=2.0)
-    sweep_with_sensitivity(model, texts, [5, 6], again, [-1.0, 0.0, 1.0], targets=[0])
+    split_sweep(model.handle, texts, [5, 6], again, [-1.0, 0.0, 1.0], targets=[0])
     assert model.ledger.minimum == needed and model.ledger.actual == 2 * needed
     saved = json.loads(model.ledger.path.read_text())
     seconds = saved["calls"]["sweep"].pop("seconds")
@@ -93,7 +93,7 @@ def test_a_sweep_with_the_unsteered_model_is_at_the_minimum_for_one_prompt(model
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, torch.zeros(model.width), k=2.0)
     texts = [model.chat("the engineer said")]
-    sweep_with_sensitivity(model, texts, [5, 6], vector, [None, 1.0], None)
+    split_sweep(model.handle, texts, [5, 6], vector, [None, 1.0], None)
     tokens, upper = len(model.encode(texts)[0]), model.n_layers - 2
     assert model.ledger.actual == tokens * (2 + upper * 2)  # lower once, upper unsteered and at lambda 1
     assert model.ledger.minimum == tokens * (model.n_layers + upper)  # every block unsteered, the upper once edited

@@ -13,7 +13,7 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures, memory
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.sweep import sweep_with_sensitivity
+from llmaudit.models.sweep import split_sweep
 from test_prefix import variant_texts
 
 GIB = 1 << 30
@@ -48,13 +48,13 @@ def _tokens(args, kwargs) -> int:
 
 def test_auto_on_a_small_device_runs_smaller_batches_with_the_same_numbers(tiny_model, monkeypatch) -> None:
     texts, labels = variant_texts(tiny_model), tiny_model.single_token_ids(["she", "he", "good"])
-    want = forward_shared_prefix(tiny_model, texts, labels, layers=[1], batch_tokens=4096, tree=False)
+    want = forward_shared_prefix(tiny_model.handle, texts, labels, layers=[1], batch_tokens=4096, tree=False)
     per_token = memory.Shape.of(tiny_model.hf).token_bytes()
     small_device(monkeypatch, int((2 * memory.SCORE_BYTES + 40 * per_token) / memory.USABLE))
     assert memory.batch_budget(tiny_model.hf, "cpu", memory.AUTO) == memory.MIN_TOKENS
     seen, hook = batch_sizes(tiny_model)
     try:
-        got = forward_shared_prefix(tiny_model, texts, labels, layers=[1], batch_tokens=memory.AUTO, tree=False)
+        got = forward_shared_prefix(tiny_model.handle, texts, labels, layers=[1], batch_tokens=memory.AUTO, tree=False)
     finally:
         hook.remove()
     assert len(seen) > 1 and max(seen) <= memory.MIN_TOKENS
@@ -121,13 +121,13 @@ def test_an_engine_out_of_memory_halves_its_batches_with_the_same_numbers(engine
 
     def call():
         if engine == "prefix":
-            out = forward_shared_prefix(tiny_model, texts, labels, layers=[1], batch_tokens=4096)
+            out = forward_shared_prefix(tiny_model.handle, texts, labels, layers=[1], batch_tokens=4096)
             return out.probs, out.acts
         if engine == "traced":
             out = tiny_model.forward(texts, labels, layers=[1], batch_tokens=4096, traced=True)
             return out.probs, out.acts
-        out = sweep_with_sensitivity(tiny_model, texts, labels, steering(tiny_model), lambdas, targets,
-                                     batch_tokens=4096, lambda_batch=3)
+        out = split_sweep(tiny_model.handle, texts, labels, steering(tiny_model), lambdas, targets, batch_tokens=4096,
+                          lambda_batch=3)
         return out.probs, out.derivative
 
     want = call()
@@ -148,7 +148,7 @@ def test_out_of_memory_at_the_smallest_batch_is_one_line(tiny_model) -> None:
         with pytest.raises(AuditError, match=r"^out of memory with batch_tokens=512 \(batches halved down to 64"), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            forward_shared_prefix(tiny_model, texts, labels, batch_tokens=512, tree=False)
+            forward_shared_prefix(tiny_model.handle, texts, labels, batch_tokens=512, tree=False)
     finally:
         hook.remove()
 

@@ -40,9 +40,10 @@ def test_cpu_allocation_failure_is_the_same_error(tiny_model, monkeypatch) -> No
 
 
 def toy_vector_sweep(model) -> None:
-    from llmaudit.models.sweep import sweep
+    from llmaudit.models.steer import steered
 
-    sweep(model, [model.chat("the nurse")], [1], toy_vector(model), [0.0, 1.0], batch_tokens=64)
+    steered(model, texts=[model.chat("the nurse")], labels=[1], vector=toy_vector(model), lambdas=[0.0, 1.0],
+            batch_tokens=64)
 
 
 def test_other_runtime_errors_pass_through(tiny_model, monkeypatch) -> None:

@@ -13,7 +13,7 @@ from llmaudit.models import architectures
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
 from llmaudit.models.states import LowerStates
-from llmaudit.models.sweep import sweep_with_sensitivity
+from llmaudit.models.sweep import split_sweep
 from test_ledger import distinct_prefixes
 from test_sweep_architectures import ARCHITECTURES, build_model
 
@@ -46,10 +46,10 @@ def test_packed_forward_equals_the_traced_forward(architecture, window, tiny_mod
     texts, labels = variant_texts(model), model.single_token_ids(["she", "he", "good"])
     want = model.forward(texts, labels, layers=[1, 3], traced=True)
     for budget in (4096, 60):  # all in one batch, and over several
-        got = forward_shared_prefix(model, texts, labels, layers=[1, 3], batch_tokens=budget)
+        got = forward_shared_prefix(model.handle, texts, labels, layers=[1, 3], batch_tokens=budget)
         torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(got.acts, want.acts, atol=1e-4, rtol=1e-4)
-    early = forward_shared_prefix(model, texts, (), layers=[1], batch_tokens=60)  # activations only
+    early = forward_shared_prefix(model.handle, texts, (), layers=[1], batch_tokens=60)  # activations only
     torch.testing.assert_close(early.acts, want.acts[:, :1], atol=1e-4, rtol=1e-4)
 
 
@@ -63,7 +63,7 @@ def test_kept_states_are_each_prompt_s_block_outputs_at_every_token(architecture
         model.hf.config.sliding_window = window
     texts, labels = variant_texts(model), model.single_token_ids(["she", "he", "good"])
     for budget in (4096, 60):
-        got = forward_shared_prefix(model, texts, labels, batch_tokens=budget, keep=[1, 2]).states
+        got = forward_shared_prefix(model.handle, texts, labels, batch_tokens=budget, keep=[1, 2]).states
         for block in (1, 2):
             for text, states in zip(texts, got[block]):
                 ids = torch.tensor(model.encode([text]))
@@ -72,10 +72,10 @@ def test_kept_states_are_each_prompt_s_block_outputs_at_every_token(architecture
                 torch.testing.assert_close(states, seen[block][0], atol=1e-4, rtol=1e-4)
     vector = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(torch.ones(model.width), dim=0),
                             torch.zeros(model.width), k=2.0)
-    swept = sweep_with_sensitivity(model, texts, labels, vector, [-1.0, 1.0], None, keep=1)
+    swept = split_sweep(model.handle, texts, labels, vector, [-1.0, 1.0], None, keep=1)
     for mine, theirs in zip(got[1], swept.states.states):
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
-    started = sweep_with_sensitivity(model, texts, labels, vector, [-1.0, 1.0], None, start=LowerStates(1, got[1]))
+    started = split_sweep(model.handle, texts, labels, vector, [-1.0, 1.0], None, start=LowerStates(1, got[1]))
     torch.testing.assert_close(started.probs, swept.probs, atol=1e-5, rtol=0)
 
 
@@ -89,7 +89,7 @@ def test_token_trees_bring_the_forward_to_the_minimum(tiny_model) -> None:
     encoded = model.encode(texts)
     assert len({len(e) for e in encoded}) == 1
     model.ledger = Ledger(model.n_layers)
-    forward_shared_prefix(model, texts, [5, 6], batch_tokens=4096)
+    forward_shared_prefix(model.handle, texts, [5, 6], batch_tokens=4096)
     ledger = model.ledger
     assert ledger.minimum == distinct_prefixes(encoded) * model.n_layers
     assert ledger.actual == ledger.minimum

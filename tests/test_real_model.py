@@ -11,7 +11,7 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.models import load_model
-from llmaudit.models.sweep import sensitivity_at_zero, sweep
+from llmaudit.models.steer import steered
 
 pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
 
@@ -34,7 +34,7 @@ def setting():
 def test_engine_equals_traced_reference(setting) -> None:
     model, texts, labels, _, vector = setting
     lambdas = [-1.0, 0.0, 0.6]
-    engine = sweep(model, texts, labels, vector, lambdas, lambda_batch=2)
+    engine = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, lambda_batch=2).probs
     reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs
                              for lam in lambdas])
     torch.testing.assert_close(engine, reference, atol=1e-4, rtol=0)
@@ -42,9 +42,9 @@ def test_engine_equals_traced_reference(setting) -> None:
 
 def test_exact_derivative_matches_finite_difference(setting) -> None:
     model, texts, labels, targets, vector = setting
-    exact = sensitivity_at_zero(model, texts, labels, targets, vector)
+    exact = steered(model, texts=texts, labels=labels, targets=targets, vector=vector, lambdas=()).derivative
     eps = 1e-3
-    probs = sweep(model, texts, labels, vector, [-eps, eps])
+    probs = steered(model, texts=texts, labels=labels, vector=vector, lambdas=[-eps, eps]).probs
     chosen = torch.tensor(targets)
     metric = probs.gather(-1, chosen.expand(2, -1).unsqueeze(-1)).squeeze(-1) / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)
@@ -63,6 +63,6 @@ def test_shared_prefix_equals_plain_forward_on_few_shot_prompts(setting) -> None
     texts = [model.chat(*classification_prompt(text, demos)) for text in sentences]
     labels = answer_ids(model.tokenizer, LABELS)
     plain = model.forward(texts, labels, layers=[20], traced=True)
-    shared = forward_shared_prefix(model, texts, labels, layers=[20], batch_tokens=64)
+    shared = forward_shared_prefix(model.handle, texts, labels, layers=[20], batch_tokens=64)
     torch.testing.assert_close(shared.probs, plain.probs, atol=1e-4, rtol=0)
     torch.testing.assert_close(shared.acts, plain.acts, atol=1e-3, rtol=1e-4)

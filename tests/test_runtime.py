@@ -262,7 +262,7 @@ def test_hidden_and_with_hidden() -> None:
 @pytest.mark.parametrize("lambda_batch", [1, 3])
 def test_sweep_engine_equals_traced_interventions(tiny_model, projection, lambda_batch) -> None:
     """The split forward (lower blocks once, upper blocks per lambda) reproduces the traced forward with the edit."""
-    from llmaudit.models.sweep import sweep
+    from llmaudit.models.steer import steered
 
     model = tiny_model
     texts = [model.chat(p, "answer :") for p in PROMPTS]
@@ -272,7 +272,8 @@ def test_sweep_engine_equals_traced_interventions(tiny_model, projection, lambda
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=2.5)
     lambdas = [-1.0, -0.2, 0.0, 0.6, 1.0]
-    engine = sweep(model, texts, labels, vector, lambdas, projection, batch_tokens=40, lambda_batch=lambda_batch)
+    engine = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, projection=projection,
+                     batch_tokens=40, lambda_batch=lambda_batch).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in lambdas]
     )
@@ -283,7 +284,7 @@ def test_sweep_engine_equals_traced_interventions(tiny_model, projection, lambda
 
 def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
     """The forward-mode derivative at lambda = 0 equals a central finite difference of the steered metric."""
-    from llmaudit.models.sweep import sensitivity_at_zero, sweep
+    from llmaudit.models.steer import steered
 
     model = tiny_model
     texts = [model.chat(p, "answer :") for p in PROMPTS[:5]]
@@ -293,9 +294,10 @@ def test_exact_sensitivity_matches_finite_difference(tiny_model) -> None:
     generator = torch.Generator().manual_seed(5)
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=1.5)
-    exact = sensitivity_at_zero(model, texts, labels, targets, vector, batch_tokens=40)
+    exact = steered(model, texts=texts, labels=labels, targets=targets, vector=vector, batch_tokens=40,
+                    lambdas=()).derivative
     eps = 1e-3
-    probs = sweep(model, texts, labels, vector, [-eps, eps])
+    probs = steered(model, texts=texts, labels=labels, vector=vector, lambdas=[-eps, eps]).probs
     metric = probs[..., 1] / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)
     torch.testing.assert_close(exact, finite, atol=2e-4, rtol=2e-2)
@@ -312,7 +314,7 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
     labels = tiny_model.single_token_ids(["good", "bad"])
     plain = tiny_model.forward(texts, labels, layers=[1, 3], batch_tokens=4096, traced=True)
     for budget in (4096, 40):  # one batch with right padding, and one prompt per batch
-        shared = forward_shared_prefix(tiny_model, texts, labels, layers=[1, 3], batch_tokens=budget)
+        shared = forward_shared_prefix(tiny_model.handle, texts, labels, layers=[1, 3], batch_tokens=budget)
         assert torch.allclose(shared.probs, plain.probs, atol=1e-5)
         assert torch.allclose(shared.acts, plain.acts, atol=1e-4)
     assert common_prefix([[1, 2, 3], [1, 2, 4], [1, 2]]) == 1 and common_prefix([[5, 6], [7]]) == 0
@@ -320,7 +322,7 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
     runs, ran = {}, {}
     for name, asked in (("early", ()), ("full", labels)):
         tiny_model.ledger = Ledger(tiny_model.n_layers)
-        runs[name] = forward_shared_prefix(tiny_model, texts, asked, layers=[1], batch_tokens=40)
+        runs[name] = forward_shared_prefix(tiny_model.handle, texts, asked, layers=[1], batch_tokens=40)
         ran[name] = tiny_model.ledger.actual
     assert runs["early"].probs.shape == (3, 0) and torch.allclose(runs["early"].acts, plain.acts[:, :1], atol=1e-4)
     assert ran["early"] * tiny_model.n_layers == ran["full"] * 2  # the same tokens through blocks 0 and 1 only

@@ -111,7 +111,7 @@ def test_call_batches_keep_order_and_budget(tiny_model) -> None:
     calls = calls_of(tiny_model) * 3
     longest = [max(len(e) for e in tiny_model.encode(c.texts)) + NEW for c in calls]
     budget = 2 * max(c.rows * n for c, n in zip(calls, longest))
-    batches = list(call_batches(tiny_model, calls, NEW, budget))
+    batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
     assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
     for batch in batches:
         assert len(batch) == 1 or sum(calls[i].rows for i in batch) * max(longest[i] for i in batch) <= budget

@@ -16,7 +16,8 @@ from llmaudit.models import AuditModel, architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import shareable
-from llmaudit.models.sweep import SUPPORTED, sensitivity_at_zero, sweep, sweep_with_sensitivity
+from llmaudit.models.steer import steered
+from llmaudit.models.sweep import SUPPORTED, split_sweep
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Not periodic, so that running the upper blocks with the loop position in place of the block index gives
@@ -145,7 +146,8 @@ def test_sweep_equals_plain_steered_forward(models, arch, which, projection, win
     shared = shared_beginning(model, texts, window, monkeypatch)
     assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
     vector = random_vector(model, STEERING_LAYERS[arch][which])
-    engine = sweep(model, texts, labels, vector, LAMBDAS, projection, batch_tokens=60, lambda_batch=2)
+    engine = steered(model, texts=texts, labels=labels, vector=vector, lambdas=LAMBDAS, projection=projection,
+                     batch_tokens=60, lambda_batch=2).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in LAMBDAS]
     )
@@ -162,8 +164,8 @@ def test_sweep_reads_blocks_and_the_unsteered_model_as_the_traced_forward(models
     shared_beginning(model, texts, window, monkeypatch)
     layer = STEERING_LAYERS[arch][1]
     vector, layers, lambdas = random_vector(model, layer), [0, layer, model.n_layers - 1], [None, -1.0, 1.0]
-    swept = sweep_with_sensitivity(model, texts, labels, vector, lambdas, None, batch_tokens=60, lambda_batch=2,
-                                   layers=layers)
+    swept = split_sweep(model.handle, texts, labels, vector, lambdas, None, batch_tokens=60, lambda_batch=2,
+                        layers=layers)
     assert swept.acts.shape == (len(lambdas), len(texts), len(layers), model.width)
     for i, lam in enumerate(lambdas):
         edit = None if lam is None else vector.intervention(lam)
@@ -185,22 +187,22 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch)
     targets = [i % len(labels) for i in range(len(texts))]
     low, high = (random_vector(model, layer) for layer in STEERING_LAYERS[arch])
     encoded = model.encode(texts)
-    first = sweep_with_sensitivity(model, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
+    first = split_sweep(model.handle, texts, labels, high, LAMBDAS, targets, batch_tokens=60, keep=low.layer)
     assert first.states.block == low.layer and [len(s) for s in first.states.states] == list(map(len, encoded))
     padded = lower_positions(model, texts, 60)  # the continuations' batches
     for vector, projection in ((low, True), (high, False)):
         model.ledger = Ledger(model.n_layers)
-        plain = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60)
+        plain = split_sweep(model.handle, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60)
         from_tokens, model.ledger = model.ledger, Ledger(model.n_layers)
-        started = sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60,
-                                         start=first.states)
+        started = split_sweep(model.handle, texts, labels, vector, LAMBDAS, targets, projection, batch_tokens=60,
+                              start=first.states)
         torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
         torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
         assert from_tokens.actual - model.ledger.actual == padded * (low.layer + 1)  # no block up to the states'
         prefixes = {tuple(e[:i]) for e in encoded for i in range(1, len(e) + 1)}
         assert from_tokens.minimum - model.ledger.minimum == len(prefixes) * (low.layer + 1)  # spared, not needed
     with pytest.raises(ValueError, match="not these prompts"):
-        sweep_with_sensitivity(model, texts[1:], labels, high, LAMBDAS, None, start=first.states)
+        split_sweep(model.handle, texts[1:], labels, high, LAMBDAS, None, start=first.states)
 
 
 @pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
@@ -210,9 +212,10 @@ def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projec
     shared_beginning(model, texts, window, monkeypatch)
     targets = [i % len(labels) for i in range(len(texts))]
     vector = random_vector(model, STEERING_LAYERS[arch][which])
-    swept = sweep_with_sensitivity(model, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
+    swept = split_sweep(model.handle, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
     probs, exact = swept.probs, swept.derivative
-    alone = sensitivity_at_zero(model, texts, labels, targets, vector, projection, batch_tokens=4096)
+    alone = steered(model, texts=texts, labels=labels, targets=targets, vector=vector, projection=projection,
+                    batch_tokens=4096, lambdas=()).derivative
     reference = []
     for i, text in enumerate(texts):
         lam = torch.zeros((), requires_grad=True)
@@ -246,9 +249,10 @@ def test_unsupported_architecture_is_refused(models) -> None:
     texts, labels = texts_of(model), labels_of(model)
     vector = random_vector(model, 1)
     calls = [
-        lambda: sweep(model, texts, labels, vector, LAMBDAS),
-        lambda: sweep_with_sensitivity(model, texts, labels, vector, LAMBDAS, [0] * len(texts)),
-        lambda: sensitivity_at_zero(model, texts, labels, [0] * len(texts), vector),
+        lambda: steered(model, texts=texts, labels=labels, vector=vector, lambdas=LAMBDAS).probs,
+        lambda: split_sweep(model.handle, texts, labels, vector, LAMBDAS, [0] * len(texts)),
+        lambda: steered(model, texts=texts, labels=labels, targets=[0] * len(texts), vector=vector,
+                        lambdas=()).derivative,
     ]
     for call in calls:
         with pytest.raises(AuditError) as info:
@@ -309,8 +313,8 @@ def test_a_forward_failing_mid_sweep_leaves_the_model_as_it_was(models, where, c
     handle = block.register_forward_hook(fail)
     try:
         with pytest.raises(error, match="mid-sweep"):
-            sweep_with_sensitivity(model, texts, labels, vector, [] if where == "derivative" else LAMBDAS,
-                                   [0] * len(texts), lambda_batch=2)
+            split_sweep(model.handle, texts, labels, vector, [] if where == "derivative" else LAMBDAS,
+                        [0] * len(texts), lambda_batch=2)
     finally:
         handle.remove()
     assert len(runs) == call

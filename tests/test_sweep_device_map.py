@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from llmaudit.models import architectures, load_model
+from llmaudit.models.derivative import _offloaded
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.spec import ModelSpec
-from llmaudit.models.sweep import _offloaded, sweep_with_sensitivity
+from llmaudit.models.sweep import split_sweep
 from llmaudit.models.vector import SteeringVector
 
 PLACES = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu",
@@ -96,7 +97,7 @@ def test_forwards_equal_the_model_on_one_device(spread, tiny_model) -> None:
         torch.testing.assert_close(got.probs, want.probs, atol=1e-6, rtol=0)
         torch.testing.assert_close(got.acts, want.acts, atol=1e-5, rtol=0)
     shared = [model.chat("the nurse said good . the doctor said bad . the " + p) for p in ("teacher", "engineer")]
-    got, want = (forward_shared_prefix(m, shared, labels, [1, 3], batch_tokens=40) for m in (model, tiny_model))
+    got, want = (forward_shared_prefix(m.handle, shared, labels, [1, 3], batch_tokens=40) for m in (model, tiny_model))
     torch.testing.assert_close(got.probs, want.probs, atol=1e-6, rtol=0)
     torch.testing.assert_close(got.acts, want.acts, atol=1e-5, rtol=0)
 
@@ -111,7 +112,7 @@ def test_sweep_and_derivative_equal_the_model_on_one_device(spread, tiny_model, 
     generator = torch.Generator().manual_seed(3)
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", layer, direction, acts.mean(0), k=2.5)
-    got, want = (sweep_with_sensitivity(m, texts, labels, vector, LAMBDAS, targets, batch_tokens=60, lambda_batch=3)
+    got, want = (split_sweep(m.handle, texts, labels, vector, LAMBDAS, targets, batch_tokens=60, lambda_batch=3)
                  for m in (model, tiny_model))
     torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(got.derivative, want.derivative, atol=1e-5, rtol=0)

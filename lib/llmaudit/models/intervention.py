@@ -6,6 +6,7 @@ Additive:   h' = h + alpha v
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -27,3 +28,11 @@ class Intervention:
             return h + self.alpha * v
         coordinate = (h - self.mean.to(h.device, h.dtype)) @ v
         return h + (self.alpha - coordinate).unsqueeze(-1) * v
+
+
+def edit_key(intervention: Intervention) -> tuple:
+    """What makes two edits compute the same (for the ledger): block, coefficient, direction and, for the
+    projection form, the neutral mean, by value (two loads of one vector are one edit)."""
+    tensors = [intervention.direction] + ([] if intervention.mean is None else [intervention.mean])
+    values = hashlib.sha256(b"".join(t.detach().float().cpu().numpy().tobytes() for t in tensors)).hexdigest()
+    return (intervention.layer, intervention.alpha, intervention.mean is None, values)

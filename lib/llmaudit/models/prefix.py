@@ -25,14 +25,13 @@ from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
 from llmaudit.models.blocks import running
+from llmaudit.models.handle import Handle
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches, window_covers
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
-
-    from llmaudit.models.runtime import AuditModel
 
 # Fewest tokens a sampler branch's prompts share beyond the common beginning: shorter ones cost a forward call for
 # too little.
@@ -107,7 +106,7 @@ def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH) -> list[
 
 
 def forward_shared_prefix(
-    model: AuditModel,
+    model: Handle,
     texts: Sequence[str],
     labels: Sequence[int] | None,
     layers: Sequence[int] = (),
@@ -116,13 +115,11 @@ def forward_shared_prefix(
     tree: bool = True,
     keep: Sequence[int] = (),
 ) -> ForwardOutput:
-    """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of
-    chat-formatted texts, the common beginning computed once and, with `tree`, the prompts after it packed as token
-    trees (`models.packing`: every beginning some of them share runs once); when no label is read, no block above the
-    deepest layer read. Equal to the traced forward, which remote models take. `keep`: blocks whose outputs at every
-    token to return (`states`, a local model's only), for a sweep of the same texts to start from."""
-    if model.hf is None:
-        return model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
+    """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of chat-
+    formatted texts, the common beginning computed once and, with `tree`, the prompts after it packed as token trees
+    (`models.packing`: every beginning some of them share runs once); when no label is read, no block above the deepest
+    layer read. Equal to the traced forward (`AuditModel.forward`), which remote models take. `keep`: blocks whose
+    outputs at every token to return (`states`, a local model's only), for a sweep of the same texts to start from."""
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     rest = [e[shared:] for e in encoded]
@@ -164,7 +161,7 @@ class Past:
     states: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def beginning(cls, model: AuditModel, tokens: list[int], keep: Sequence[int] = ()) -> Past:
+    def beginning(cls, model: Handle, tokens: list[int], keep: Sequence[int] = ()) -> Past:
         """The common beginning, run once (batch 1), keeping the outputs of blocks `keep`."""
         if not tokens:
             return cls(None, torch.ones(1, 0, dtype=torch.long, device=model.device),
@@ -179,7 +176,7 @@ class Past:
         cache = None if self.cache is None else repeat_rows([self.cache], rows)
         return Past(cache, self.mask.expand(rows, -1), {b: s.expand(rows, -1, -1) for b, s in self.states.items()})
 
-    def branched(self, model: AuditModel, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:
+    def branched(self, model: Handle, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:
         """This past extended, per row, by its branch (None: none, all padding): the batch's distinct branches run
         once, left-padded after it, and each row takes its branch's cache and mask."""
         if not any(of_rows):
@@ -202,7 +199,7 @@ class Past:
 
 
 def _continue(
-    model: AuditModel, past: Past, packed: PackedBatch, labels: Sequence[int] | None, layers: Sequence[int],
+    model: Handle, past: Past, packed: PackedBatch, labels: Sequence[int] | None, layers: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, list[torch.Tensor]]]:
     """One packed batch of continuations after their past (the common beginning, whole in every row): label
     probabilities and block outputs at each member's last token, and per kept block each member's whole states

@@ -4,7 +4,6 @@ steering intervention. Interventions run through nnsight, so the same code trace
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
@@ -16,7 +15,8 @@ from llmaudit.ledger import Ledger, call_label
 from llmaudit.models import architectures
 from llmaudit.models.attention import use_grouped
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
-from llmaudit.models.intervention import Intervention
+from llmaudit.models.handle import Handle
+from llmaudit.models.intervention import Intervention, edit_key
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
@@ -31,10 +31,11 @@ class AuditModel:
     Two engines run it. `lm`, the nnsight wrapper, runs the traced `forward` and `generate`, local and remote (NDIF)
     models alike, so that the code tested locally is the code traced remotely. `hf`, the transformers module itself
     (None for a remote model), runs what tracing cannot: the split steering sweep and its exact derivative
-    (`models.sweep`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses for a local model's
-    unsteered prompts) and sampling (`sample`). Both are the same weights; the sweep and the prefix cache are tested
-    equal to the traced forward. Inputs go to `device`, where the
-    embedding computes (with `device_map`, accelerate moves them on from block to block)."""
+    (`models.sweep`, `models.derivative`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses
+    for a local model's unsteered prompts) and sampling (`sample`), each given this model's `handle`. Both are the
+    same weights; the sweep and the prefix cache are tested equal to the traced forward. Chapters call them through
+    `models.steer.steered`. Inputs go to `device`, where the embedding computes (with `device_map`, accelerate moves
+    them on from block to block)."""
 
     def __init__(
         self,
@@ -70,6 +71,13 @@ class AuditModel:
             # every block counts the token positions it runs on, whichever engine runs it
             for block in architectures.blocks(hf):
                 block.register_forward_hook(lambda module, args, output: self.ledger.ran(_positions(output)))
+
+    @property
+    def handle(self) -> Handle:
+        """What the local engines take of this model (`models.handle`); a remote model has none."""
+        if self.hf is None:
+            raise AuditError("this needs a local model: run this chapter with remote: false")
+        return Handle(self.hf, self.tokenizer, self.device, self.ledger, self.n_layers, self.width)
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
@@ -121,7 +129,7 @@ class AuditModel:
         `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole (the tests'
         reference), keeping no states. Only the last position's logits are computed."""
         if self.hf is not None and intervention is None and not traced:
-            return forward_shared_prefix(self, texts, labels, layers, batch_tokens, desc, keep=keep)
+            return forward_shared_prefix(self.handle, texts, labels, layers, batch_tokens, desc, keep=keep)
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
         encoded = self.encode(texts)
@@ -204,7 +212,7 @@ class AuditModel:
         of blocks `keep` at every prompt token, for a sweep of the same texts to start from."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
-        return sample_calls(self, calls, max_new_tokens, labels, layers, keep)
+        return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
@@ -225,14 +233,6 @@ class AuditModel:
             steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
             self.ledger.need([ids + new], steered=steered)
         return self.tokenizer.decode(new, skip_special_tokens=True)
-
-
-def edit_key(intervention: Intervention) -> tuple:
-    """What makes two edits compute the same (for the ledger): block, coefficient, direction and, for the
-    projection form, the neutral mean, by value (two loads of one vector are one edit)."""
-    tensors = [intervention.direction] + ([] if intervention.mean is None else [intervention.mean])
-    values = hashlib.sha256(b"".join(t.detach().float().cpu().numpy().tobytes() for t in tensors)).hexdigest()
-    return (intervention.layer, intervention.alpha, intervention.mean is None, values)
 
 
 def _positions(output: object) -> int:

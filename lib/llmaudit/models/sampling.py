@@ -25,6 +25,7 @@ import torch
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
+from llmaudit.models.handle import Handle
 from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
@@ -32,8 +33,6 @@ from llmaudit.models.prefix import Past, branches, shareable
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
-
-    from llmaudit.models.runtime import AuditModel
 
 
 @dataclass
@@ -74,7 +73,7 @@ class SampleCall:
 
 
 def call_batches(
-    model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
+    model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
     """Consecutive runs of call indices whose answers, at their longest, hold at most `batch_tokens` tokens
     (`memory.batch_budget` for auto; a call larger than that alone)."""
@@ -93,7 +92,7 @@ def call_batches(
         yield batch
 
 
-def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
+def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
                  labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
     """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
     probabilities (log-probabilities over the vocabulary when `labels` is None, as `forward` gives them) and block
@@ -116,7 +115,7 @@ def sample_calls(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens:
     return first.followed_by(second)
 
 
-def _sample_together(model: AuditModel, calls: Sequence[SampleCall], max_new_tokens: int,
+def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
                      labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int]) -> Samples:
     """`sample_calls` in one batch."""
     hf, eos = model.hf, model.tokenizer.eos_token_id
@@ -151,7 +150,7 @@ def _sample_together(model: AuditModel, calls: Sequence[SampleCall], max_new_tok
     return Samples(list(tokens.split([call.rows for call in calls])), probs, acts, states or None)
 
 
-def _prefill(model: AuditModel, encoded: list[list[int]], extra: int, layers: Sequence[int] = (),
+def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int] = (),
              keep: Sequence[int] = ()
              ) -> tuple[torch.Tensor, Cache, torch.Tensor, list[torch.Tensor], dict[int, list[torch.Tensor]]]:
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where

@@ -9,16 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from llmaudit.cache import cached_tensors, store_tensors, stored_tensors
 from llmaudit.chapters.decision_tasks.base import Task, TaskItem, answer_ids, metric
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.states import store_kept
-from llmaudit.models.sweep import SweepOutput, sweep, sweep_from_stored
+from llmaudit.models.steer import Shared, steered
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 
@@ -161,14 +158,8 @@ class TaskRunner:
         sweeps that steer them (`models.states`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
         keep = blocks if swept and set(swept) <= set(texts) else ()
-
-        def run() -> dict[str, torch.Tensor]:
-            out = self.model.forward(texts, labels, batch_tokens=self.batch_tokens, desc=desc, keep=keep)
-            store_kept(self.cache, self.model.identity, texts, out.states, swept)
-            return {"probs": out.probs}
-
-        probs = cached_tensors(self.cache, {"model": self.model.identity, "prompts": texts, "labels": labels}, run)
-        probs = probs["probs"]
+        probs = steered(self.model, texts=texts, labels=labels, cache=self.cache, shared=Shared(keep=tuple(keep),
+                        of=tuple(swept)), batch_tokens=self.batch_tokens, desc=desc).probs[0]
         return pd.DataFrame(
             {
                 "case": [item.case for item in items],
@@ -191,46 +182,26 @@ class TaskRunner:
         model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
-        key = {"model": model.identity, "prompts": texts, "labels": labels, "lambdas": list(lambdas),
-               "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})
-        exact_key = {key_: value for key_, value in key.items() if key_ != "lambdas"} | {"result": "slope at 0"}
         exact = exact and model.hf is not None
-        probs = stored_tensors(self.cache, key)
-        slope = stored_tensors(self.cache, exact_key) if exact else None
-        if probs is None or (exact and slope is None):
-            computed = self._sweep(task, vector, texts, labels, lambdas if probs is None else (),
-                                   targets if exact and slope is None else None, projection)
-            if probs is None:
-                probs = {"probs": computed.probs}
-                store_tensors(self.cache, key, probs)
-            if exact and slope is None:
-                slope = {"slope0": computed.derivative}
-                store_tensors(self.cache, exact_key, slope)
+        # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep the
+        # states at the lowest block the concept's vectors steer, where its other vector's sweeps start
+        concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
+        shared = Shared(starts=tuple(v.layer for v in self.vectors), keep=(min([*concept, vector.layer]),))
+        swept = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, projection=projection,
+                        targets=targets if exact else None, cache=self.cache, shared=shared,
+                        batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=f"{task.name} sweep")
         cases = [item.case for item in items]
         frame = pd.concat(
             [
                 pd.DataFrame({"case": cases, "lam": lam, "metric": metric(p, targets).numpy(),
                               "mass": p.sum(-1).numpy(), "prompt": texts})
-                for lam, p in zip(lambdas, probs["probs"])
+                for lam, p in zip(lambdas, swept.probs)
             ],
             ignore_index=True,
         )
-        if slope is not None:
-            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": slope["slope0"].numpy()}))
+        if swept.derivative is not None:
+            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": swept.derivative.numpy()}))
         return frame
-
-    def _sweep(self, task: Task, vector: SteeringVector, texts: list[str], labels: list[int],
-               lambdas: Sequence[float], targets: Sequence[int] | None, projection: bool) -> SweepOutput:
-        """The neutral prompts swept at `lambdas`, with the derivative at 0 given `targets` (local models)."""
-        model, desc = self.model, f"{task.name} sweep"
-        if model.hf is None:
-            return SweepOutput(sweep(model, texts, labels, vector, lambdas, projection, self.batch_tokens))
-        # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep the
-        # states at the lowest block the concept's vectors steer, where its other vector's sweeps start
-        concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
-        return sweep_from_stored(model, texts, labels, vector, lambdas, targets, self.cache,
-                                 [v.layer for v in self.vectors], min([*concept, vector.layer]), projection,
-                                 self.batch_tokens, self.lambda_batch, desc)
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""

@@ -22,7 +22,7 @@ from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.sampling import SampleCall, call_batches
 from llmaudit.models.states import LowerStates, store_states
-from llmaudit.models.sweep import sweep_from_stored
+from llmaudit.models.steer import Shared, steered
 
 
 def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
@@ -65,13 +65,9 @@ def token_probabilities(
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     layers = [vector.layer] if vector is not None else []
 
-    def run() -> dict[str, torch.Tensor]:
-        out = model.forward(inputs, space, layers, batch_tokens=batch_tokens, desc=f"framing {form}")
-        return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if layers else {})
-
-    result = cached_tensors(cache, {"model": model.identity, "prompts": inputs, "labels": space, "layers": layers},
-                            run)
-    return _scored(prompts, positions, result["probs"], result.get("acts"), vector)
+    out = steered(model, texts=inputs, labels=space, layers=layers, cache=cache, batch_tokens=batch_tokens,
+                  desc=f"framing {form}")
+    return _scored(prompts, positions, out.probs[0], out.acts[0, :, 0] if layers else None, vector)
 
 
 def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int]]], probs: torch.Tensor,
@@ -91,12 +87,10 @@ def steered_probabilities(
     """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
     prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
-    key = {"model": model.identity, "prompts": inputs, "labels": space, "lambdas": list(lambdas),
-           "vector": vector.fingerprint()}
-    probs = cached_tensors(cache, key, lambda: {"probs": sweep_from_stored(
-        model, inputs, space, vector, lambdas, None, cache, batch_tokens=batch_tokens, desc="framing steered").probs})
+    probs = steered(model, texts=inputs, labels=space, vector=vector, lambdas=lambdas, cache=cache, shared=Shared(),
+                    batch_tokens=batch_tokens, desc="framing steered").probs
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
-                      for lam, p in zip(lambdas, probs["probs"])], ignore_index=True)
+                      for lam, p in zip(lambdas, probs)], ignore_index=True)
 
 
 def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[bool], max_new_tokens: int,
@@ -134,7 +128,7 @@ def chat_pass(
     answers: list[torch.Tensor] = []
     read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
     kept: list[torch.Tensor] = []
-    for batch in tqdm(list(call_batches(model, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
+    for batch in tqdm(list(call_batches(model.handle, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
                       leave=False):
         chosen = [calls[i] for i in batch]
 

@@ -7,16 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import Example, classification_prompt
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.steer import steered
 
 
 def classify(
@@ -34,13 +32,9 @@ def classify(
     labels = answer_ids(model.tokenizer, LABELS)
     layers = [vector.layer] if vector is not None else []
 
-    def run() -> dict[str, torch.Tensor]:
-        out = forward_shared_prefix(model, texts, labels, layers, batch_tokens=batch_tokens,
-                                    desc=f"sentiment {len(demos)}-shot")
-        return {"probs": out.probs} | ({"acts": out.acts[:, 0]} if vector is not None else {})
-
-    result = cached_tensors(cache, {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers}, run)
-    probs = result["probs"]
+    out = steered(model, texts=texts, labels=labels, layers=layers, cache=cache, batch_tokens=batch_tokens,
+                  desc=f"sentiment {len(demos)}-shot")
+    probs = out.probs[0]
     frame = pd.DataFrame(
         {
             "text": [e.text for e in examples], "group": [e.group for e in examples],
@@ -52,7 +46,7 @@ def classify(
         }
     )
     if vector is not None:
-        frame["projection"] = vector.project(result["acts"].float()).numpy()
+        frame["projection"] = vector.project(out.acts[0, :, 0].float()).numpy()
     return frame
 
 

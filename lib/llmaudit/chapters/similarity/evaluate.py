@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.similarity import stereoset
 from llmaudit.chapters.similarity.bbq import LETTERS, prompt
@@ -18,7 +17,7 @@ from llmaudit.chapters.similarity.saved import QUESTION
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.sweep import sweep_outputs
+from llmaudit.models.steer import steered
 
 
 def system_name(model: str, vector: SteeringVector | None, lam: float) -> str:
@@ -45,21 +44,11 @@ def _systems(
     for all of them); without a vector, the plain model alone."""
     labels = answer_ids(model.tokenizer, LETTERS)
     swept = [None, *lambdas] if vector is not None else [None]
-    key = {"model": model.identity, "prompts": texts, "labels": labels, "layers": layers, "lambdas": swept,
-           "vector": None if vector is None else vector.fingerprint()}
-
-    def run() -> dict[str, torch.Tensor]:
-        if vector is None:
-            out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc)
-            return {"probs": out.probs[None]} | ({"acts": out.acts[None]} if layers else {})
-        out = sweep_outputs(model, texts, labels, vector, swept, layers, batch_tokens=batch_tokens,
-                            desc=f"{desc} systems")
-        return {"probs": out.probs} | ({"acts": out.acts} if layers else {})
-
-    result = cached_tensors(cache, key, run)
-    acts = result.get("acts", [None] * len(swept))
+    out = steered(model, texts=texts, labels=labels, vector=vector, lambdas=swept, layers=layers,
+                  batch_tokens=batch_tokens, cache=cache, desc=desc if vector is None else f"{desc} systems")
+    acts = out.acts if layers else [None] * len(swept)
     return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
-            for lam, probs, reps in zip(swept, result["probs"], acts)]
+            for lam, probs, reps in zip(swept, out.probs, acts)]
 
 
 def run_systems(

@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.steering_vectors.concept import ConceptTokens
 from llmaudit.errors import AuditError
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.sweep import sweep, sweep_from_stored
+from llmaudit.models.steer import Shared, steered
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -43,17 +41,9 @@ def steered_scores(
         raise AuditError(f"causal check of {vector.name}: no held-out rows to steer (the validation rows used them "
                          "all): lower steering.val_rows or steering.check_rows")
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
-    key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "lambdas": list(lambdas),
-           "vector": vector.fingerprint()} | ({} if projection else {"edit": "additive"})
-
-    def run() -> dict[str, torch.Tensor]:
-        desc = f"causal check {vector.name}{'' if projection else ' (additive)'}"
-        if model.hf is None:
-            return {"probs": sweep(model, prompts, tokens.ids, vector, [None, *lambdas], projection, batch_tokens)}
-        return {"probs": sweep_from_stored(model, prompts, tokens.ids, vector, [None, *lambdas], None, cache,
-                                           projection=projection, batch_tokens=batch_tokens, desc=desc).probs}
-
-    probs = cached_tensors(cache, key, run)["probs"]
+    desc = f"causal check {vector.name}{'' if projection else ' (additive)'}"
+    probs = steered(model, texts=prompts, labels=tokens.ids, vector=vector, lambdas=[None, *lambdas],
+                    projection=projection, cache=cache, shared=Shared(), batch_tokens=batch_tokens, desc=desc).probs
     parts = [
         pd.DataFrame({"lam": lam, "row": range(len(prompts)), "raw": tokens.score(p).numpy(),
                       "normalised": tokens.score(p, normalised=True).numpy(), "mass": p.sum(-1).numpy()})

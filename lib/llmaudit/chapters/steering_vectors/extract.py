@@ -24,6 +24,7 @@ from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.data import read_json
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.steer import steered
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ def forward_concept(
 
     result = cached_tensors(cache, key, run)
     return result["probs"], result["acts"]
+    out = steered(model, texts=prompts, labels=tokens.ids, layers=layers, cache=cache, batch_tokens=batch_tokens,
+                  desc=desc)
+    return out.probs[0], out.acts[0]
 
 
 def template_centres(scores: torch.Tensor, template: pd.Series) -> dict[int, float]:

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.steer import steered
 from llmaudit.stats import Estimate, pearson
 
 SENTENCE = "The gender of {name} is"
@@ -39,11 +37,8 @@ def name_projections(
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]
 
-    def run() -> dict[str, torch.Tensor]:
-        acts = forward_shared_prefix(model, texts, (), [vector.layer], batch_tokens, desc="name projections").acts
-        return {"acts": acts[:, 0]}
-
-    acts = cached_tensors(cache, {"model": model.identity, "prompts": texts, "layers": [vector.layer]}, run)["acts"]
+    acts = steered(model, texts=texts, labels=(), layers=[vector.layer], cache=cache, batch_tokens=batch_tokens,
+                   desc="name projections").acts[0, :, 0]
     return vector.project(acts.float()).numpy()
 
 

@@ -1,0 +1,30 @@
+"""What the local engines (the shared-prefix forward, the split sweep and its derivative, sampling) need of a model:
+its transformers module, tokenizer, input device and ledger, as one small frozen handle, so that they depend on
+neither `AuditModel` nor each other through it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from llmaudit.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A local model's weights (`hf`, the transformers module), tokenizer, the device inputs go to, and the ledger
+    that counts its passes, with its number of decoder blocks and residual-stream width."""
+
+    hf: torch.nn.Module
+    tokenizer: Any
+    device: str
+    ledger: Ledger
+    n_layers: int
+    width: int
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
+        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
