@@ -157,7 +157,8 @@ def test_chapters_link_terms_and_number_equations(book: BuiltBook) -> None:
 
 def test_chapters_number_captions_and_exercises(book: BuiltBook) -> None:
     """Each chapter numbers its figures, tables and exercises per kind from 1, after its own number (chapter 2's
-    Table 2.1, Table 2.2, ...; lib/llmaudit/runner/bookcaptions.py), and cites them by {numref} as links; none is left raw."""
+    Table 2.1, Table 2.2, ...; lib/llmaudit/runner/bookcaptions.py), and cites them by {numref} as links; none is
+    left raw."""
     for chapter in book.chapters:
         page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
         numbers: dict[str, list[int]] = {}
