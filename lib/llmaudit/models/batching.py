@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models.memory import MIN_TOKENS, is_out_of_memory
+from llmaudit.models.memory import MIN_TOKENS, BatchTokens, is_out_of_memory
 
 
 @dataclass
@@ -25,7 +25,7 @@ class ForwardOutput:
 
 
 @contextmanager
-def memory_guard(batch_tokens: int) -> Iterator[None]:
+def memory_guard(batch_tokens: BatchTokens) -> Iterator[None]:
     """Turn running out of GPU or CPU memory mid-batch into a one-line error naming the setting to lower."""
     try:
         yield
@@ -59,7 +59,7 @@ def readout(
     return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
 
 
-def pad(encoded: list[list[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def pad(encoded: Sequence[Sequence[int]], pad_id: int, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad token lists into (ids, attention mask); left padding puts every row's last token at position -1."""
     width = max(len(e) for e in encoded)
     ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)

@@ -4,6 +4,7 @@ of the upper blocks along the edit's tangent k v, on whole prompts left-padded a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch.autograd import forward_ad
@@ -14,6 +15,9 @@ from llmaudit.models.handle import Handle
 from llmaudit.models.states import LowerStates
 from llmaudit.models.swept_prefix import SweptPrefix
 from llmaudit.models.vector import SteeringVector
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def derivatives(
@@ -43,7 +47,7 @@ def derivatives(
 
 
 def _upper_derivative(
-    hf: torch.nn.Module,
+    hf: PreTrainedModel,
     hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,
@@ -68,11 +72,11 @@ def _upper_derivative(
             with forward_ad.dual_level():
                 derivative = forward_ad.unpack_dual(metric(forward_ad.make_dual(start, tangent))).tangent
         else:
-            _, derivative = torch.func.jvp(metric, (start,), (tangent,))
+            _, derivative = torch.func.jvp(metric, (start,), (tangent,))  # type: ignore[misc]  # 2 without has_aux
     return derivative.cpu()
 
 
-def _offloaded(hf: torch.nn.Module) -> bool:
+def _offloaded(hf: PreTrainedModel) -> bool:
     """Whether accelerate loads some weights in each forward (`device_map` offloading to cpu or disk). It cannot
     inside torch.func.jvp (tensors made in a torch.func transform have no storage), so such a model takes the
     derivative with autograd's forward mode: the same derivative, equal to the last bits or nearly."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from llmaudit.ledger import Ledger
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Handle:
     """A local model's weights (`hf`, the transformers module), tokenizer, the device inputs go to, and the ledger
     that counts its passes, with its number of decoder blocks and residual-stream width."""
 
-    hf: torch.nn.Module
+    hf: PreTrainedModel
     tokenizer: Any
     device: str
     ledger: Ledger

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
+from transformers.cache_utils import CacheLayerMixin
 
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
@@ -29,8 +30,10 @@ from llmaudit.models.handle import Handle
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches, window_covers
+from llmaudit.models.required import required
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
     from transformers.cache_utils import Cache
 
 # Fewest tokens a sampler branch's prompts share beyond the common beginning: shorter ones cost a forward call for
@@ -47,7 +50,7 @@ def common_prefix(encoded: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def shareable(hf: torch.nn.Module, encoded: Sequence[Sequence[int]], extra: int = 0) -> int:
+def shareable(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], extra: int = 0) -> int:
     """How many beginning tokens every prompt shares, for engines that run them once and left-pad the prompts' own
     tokens after them (the sweep, sampling); none when the model's window does not cover the padded prompts (plus
     `extra` tokens generated after them)."""
@@ -63,6 +66,8 @@ def repeat_rows(caches: Sequence[Cache], rows: int, differing: Iterable[int] = (
     stacked = copy.copy(caches[0])
     stacked.layers = [copy.copy(layer) for layer in caches[0].layers]
     for block, layer in enumerate(stacked.layers):
+        if not isinstance(layer, CacheLayerMixin):  # a linear-attention or dummy block holds no keys and values
+            raise TypeError(f"cannot stack a cache block of type {type(layer).__name__}: keys and values only")
         if not layer.is_initialized:  # a block the beginning did not run
             continue
         for name in ("keys", "values"):
@@ -83,7 +88,7 @@ class Branch:
     length: int
 
 
-def branches(rest: Sequence[Sequence[int]], shortest: int = MIN_BRANCH) -> list[Branch]:
+def branches(rest: Sequence[list[int]], shortest: int = MIN_BRANCH) -> list[Branch]:
     """Runs of continuations, in token order, sharing at least `shortest` beginning tokens (each keeping one token of
     its own). A run grows while the next continuation's joining saves tokens overall: m members sharing l tokens save
     l (m - 1). Continuations in no run are left out."""
@@ -142,7 +147,7 @@ def forward_shared_prefix(
             for block in keep:
                 states[block][i] = s[block][k]
         if acts is not None:
-            acts[packed.members] = a
+            acts[packed.members] = required(a, "block outputs")
 
     with torch.inference_mode(), memory_guard(batch_tokens), accounted, upper_skipped:
         start = Past.beginning(model, encoded[0][:shared], keep)

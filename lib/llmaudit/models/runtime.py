@@ -199,7 +199,7 @@ class AuditModel:
                         h = intervention(h)
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
-                        saved[layer] = h[:, -1, :].save()
+                        saved[layer] = h[:, -1, :].save()  # type: ignore[attr-defined]  # nnsight's proxy
                 logits = unembedding.output[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 

@@ -30,6 +30,7 @@ from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
+from llmaudit.models.required import required
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
@@ -50,9 +51,10 @@ class Samples:
     def followed_by(self, other: Samples) -> Samples:
         """These samples, then `other`'s, as one call of both calls' lists would give them."""
         def joined(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
-            return None if a is None else torch.cat([a, b])
+            return None if a is None else torch.cat([a, required(b, "the second call's results")])
 
-        states = None if self.states is None else {b: s + other.states[b] for b, s in self.states.items()}
+        states = None if self.states is None else {
+            b: s + required(other.states, "the second call's states")[b] for b, s in self.states.items()}
         return Samples(self.tokens + other.tokens, joined(self.probs, other.probs), joined(self.acts, other.acts),
                        states)
 

@@ -15,6 +15,7 @@ import torch
 from llmaudit.cache import store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
 from llmaudit.models.states import store_kept, store_states, stored_states
 from llmaudit.models.sweep import SweepOutput, split_sweep
@@ -82,10 +83,10 @@ def steered(
                         layers if found is None else (), None if slope is not None else targets, cache, shared,
                         batch_tokens, lambda_batch, desc)
         if found is None:
-            found = {"probs": out.probs} | ({"acts": out.acts} if layers else {})
+            found = {"probs": out.probs} | ({"acts": required(out.acts, "block outputs")} if layers else {})
             store_tensors(cache, outputs_key, found)
         if targets is not None and slope is None:
-            slope = {"slope0": out.derivative}
+            slope = {"slope0": required(out.derivative, "the derivative")}
             store_tensors(cache, derivative_key, slope)
     return Steered(found["probs"], found.get("acts"), None if slope is None else slope["slope0"])
 
@@ -106,7 +107,7 @@ def _computed(
         outputs = [model.forward(texts, labels, layers, None if lam is None else vector.intervention(lam, projection),
                                  batch_tokens) for lam in lambdas]
         return SweepOutput(torch.stack([out.probs for out in outputs]),
-                           torch.stack([out.acts for out in outputs]) if layers else None)
+                           torch.stack([required(out.acts, "block outputs") for out in outputs]) if layers else None)
     if shared is None:
         return split_sweep(model.handle, texts, labels, vector, lambdas, targets, projection, batch_tokens,
                            lambda_batch, desc, layers)

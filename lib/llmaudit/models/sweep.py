@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -52,9 +53,13 @@ from llmaudit.models.layers import every_position, reading
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.packing import PackedBatch, packed_batches
 from llmaudit.models.prefix import shareable
+from llmaudit.models.required import required
 from llmaudit.models.states import LowerStates
 from llmaudit.models.swept_prefix import SweptPrefix, under_edit
 from llmaudit.models.vector import SteeringVector
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # `config.model_type`s whose split forward is verified to equal the plain steered forward.
 SUPPORTED = frozenset(name for name, layout in architectures.ARCHITECTURES.items() if layout.split)
@@ -143,15 +148,15 @@ def split_sweep(
                     swept = _upper_sweep(hf, hidden, mask, positions, packed, labels, vector, lambdas, projection,
                                          lambda_batch, prefix, layers, read)
             if derivative is not None:
-                derivatives(model, packed.unpack(hidden), batch, prefix, labels, targets, vector, projection,
-                             min(budget, whole), derivative)
+                derivatives(model, packed.unpack(hidden), batch, prefix, labels, required(targets, "targets"), vector,
+                            projection, min(budget, whole), derivative)
             # results are written only once the whole batch has run, so a batch that runs out of memory leaves none
             for i, states in zip(batch, packed.unpack(at_keep[keep]) if keep is not None else ()):
                 kept[i] = torch.cat([prefix.kept[0], states.to(prefix.kept.device)]).cpu()
             if lambdas:
                 probs[:, batch] = swept.probs
                 if acts is not None:
-                    acts[:, batch] = swept.acts
+                    acts[:, batch] = required(swept.acts, "the sweep's block outputs")
 
         whole = batch_budget(hf, model.device, batch_tokens, derivative=True)  # the derivative's whole prompts
         backing_off(len(rest), batch_budget(hf, model.device, batch_tokens, stacked=lambda_batch), plan, run)
@@ -170,7 +175,7 @@ def _check_states(start: LowerStates | None, keep: int | None, encoded: Sequence
         raise ValueError(f"blocks {[b for b in below if b < base]} to read lie below the given states' block")
 
 def _upper_sweep(
-    hf: torch.nn.Module,
+    hf: PreTrainedModel,
     hidden: torch.Tensor,
     mask: torch.Tensor,
     positions: torch.Tensor,

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers import PreTrainedModel
 from transformers.cache_utils import Cache
 
 from llmaudit.models import architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import repeat_rows
+from llmaudit.models.required import required
 from llmaudit.models.vector import SteeringVector
 
 
@@ -36,7 +38,7 @@ class SweptPrefix:
     kept: torch.Tensor  # (1, p, width): the output of the block whose states the sweep keeps (empty: none)
 
     @classmethod
-    def run(cls, hf: torch.nn.Module, tokens: list[int], device: str, lower: range, upper: range,
+    def run(cls, hf: PreTrainedModel, tokens: list[int], device: str, lower: range, upper: range,
             vector: SteeringVector, lambdas: Sequence[float | None], projection: bool,
             keep: int | None = None) -> SweptPrefix:
         """Compute the shared beginning `tokens` (none: an empty prefix)."""
@@ -80,11 +82,12 @@ class SweptPrefix:
         """The lower blocks' output of the whole prompts: the prefix's, then the continuations'."""
         if not self.cached:
             return hidden
-        return torch.cat([self.hidden.expand(len(hidden), -1, -1).to(hidden.device), hidden], dim=1)
+        prefix = required(self.hidden, "the prefix's hidden states")
+        return torch.cat([prefix.expand(len(hidden), -1, -1).to(hidden.device), hidden], dim=1)
 
     def lower(self, rows: int) -> Cache | None:
         """The prefix's lower cache for `rows` continuations (views of it)."""
-        return repeat_rows([self.lower_cache], rows) if self.cached else None
+        return repeat_rows([required(self.lower_cache, "the prefix's lower cache")], rows) if self.cached else None
 
     def upper(self, lambdas: Sequence[float | None], rows: int, blocks: range) -> Cache | None:
         """The prefix's caches at `lambdas`, stacked as the continuations are (lambda-major), `rows` each; they
