@@ -20,6 +20,7 @@ from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.sampling import SampleCall, call_batches
 from llmaudit.models.states import LowerStates, store_states
 from llmaudit.models.steer import Shared, steered
@@ -67,7 +68,8 @@ def token_probabilities(
 
     out = steered(model, texts=inputs, labels=space, layers=layers, cache=cache, batch_tokens=batch_tokens,
                   desc=f"framing {form}")
-    return _scored(prompts, positions, out.probs[0], out.acts[0, :, 0] if layers else None, vector)
+    acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
+    return _scored(prompts, positions, out.probs[0], acts, vector)
 
 
 def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int]]], probs: torch.Tensor,
@@ -76,7 +78,7 @@ def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int
     block."""
     extra = {"mass": probs.sum(-1).numpy()}
     if vector is not None:
-        extra["projection"] = vector.project(acts.float()).numpy()
+        extra["projection"] = vector.project(required(acts, "block outputs").float()).numpy()
     return _tidy(prompts, _families(probs, positions), **extra)
 
 
@@ -99,11 +101,12 @@ def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[
     vector, the last token's outputs at its block and the completion calls' states there (their call's one text)."""
     layers = [vector.layer] if vector is not None else []
     out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
-    found = {"tokens": torch.cat(out.tokens), "probs": out.probs}
-    if layers:
+    found = {"tokens": torch.cat(out.tokens), "probs": required(out.probs, "label probabilities")}
+    if vector is not None:  # its block was read and kept
         first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
-        states = [out.states[vector.layer][t] for t, free in zip(first, completion) if free]
-        found |= {"acts": out.acts[:, 0],
+        kept = required(out.states, "kept states")[vector.layer]
+        states = [kept[t] for t, free in zip(first, completion) if free]
+        found |= {"acts": required(out.acts, "block outputs")[:, 0],
                   "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
                   "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
     return found

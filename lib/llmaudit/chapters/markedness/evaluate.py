@@ -14,6 +14,7 @@ from llmaudit.chapters.markedness.prompts import Example, classification_prompt
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.steer import steered
 
 
@@ -46,7 +47,7 @@ def classify(
         }
     )
     if vector is not None:
-        frame["projection"] = vector.project(out.acts[0, :, 0].float()).numpy()
+        frame["projection"] = vector.project(required(out.acts, "block outputs")[0, :, 0].float()).numpy()
     return frame
 
 

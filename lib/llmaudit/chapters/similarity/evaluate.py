@@ -17,6 +17,7 @@ from llmaudit.chapters.similarity.saved import QUESTION
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.steer import steered
 
 
@@ -46,7 +47,7 @@ def _systems(
     swept = [None, *lambdas] if vector is not None else [None]
     out = steered(model, texts=texts, labels=labels, vector=vector, lambdas=swept, layers=layers,
                   batch_tokens=batch_tokens, cache=cache, desc=desc if vector is None else f"{desc} systems")
-    acts = out.acts if layers else [None] * len(swept)
+    acts = required(out.acts, "representations") if layers else [None] * len(swept)
     return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
             for lam, probs, reps in zip(swept, out.probs, acts)]
 
@@ -58,7 +59,8 @@ def run_systems(
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """BBQ answers of the plain model and of the model steered at each lambda, with the representations they read,
     keyed 'system|depth'."""
-    frames, reps = [], {}
+    frames: list[pd.DataFrame] = []
+    reps: dict[str, torch.Tensor] = {}
     for name, probs, acts in _systems(model, question_texts(model, questions), vector, lambdas,
                                       blocks_at(depths, model.n_layers), batch_tokens=batch_tokens, cache=cache,
                                       desc="BBQ"):
@@ -66,7 +68,8 @@ def run_systems(
         for i, letter in enumerate(LETTERS):
             frame[f"p_{letter}"] = (probs[:, i] / probs.sum(-1)).numpy()
         frames.append(frame)
-        reps |= {f"{name}|{depth:g}": acts[:, j].contiguous() for j, depth in enumerate(depths)}
+        reps |= {f"{name}|{depth:g}": required(acts, "representations")[:, j].contiguous()
+                 for j, depth in enumerate(depths)}
     return pd.concat(frames, ignore_index=True), reps
 
 

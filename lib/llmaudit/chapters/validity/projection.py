@@ -15,6 +15,7 @@ import pandas as pd
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.steer import steered
 from llmaudit.stats import Estimate, pearson
 
@@ -37,8 +38,9 @@ def name_projections(
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]
 
-    acts = steered(model, texts=texts, labels=(), layers=[vector.layer], cache=cache, batch_tokens=batch_tokens,
-                   desc="name projections").acts[0, :, 0]
+    out = steered(model, texts=texts, labels=(), layers=[vector.layer], cache=cache, batch_tokens=batch_tokens,
+                  desc="name projections")
+    acts = required(out.acts, "block outputs")[0, :, 0]
     return vector.project(acts.float()).numpy()
 
 
