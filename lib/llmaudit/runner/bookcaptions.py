@@ -54,9 +54,11 @@ class Numbered(SphinxDirective):
         self.set_source_info(node)
         self.add_name(node)
         self.state.nested_parse(self.content, self.content_offset, node)
-        if not (node.children and isinstance(node[0], nodes.paragraph)):
-            node.insert(0, nodes.paragraph())  # the number opens a paragraph of its own, as in the report
-        node[0].insert(0, number_lead())
+        first = node[0] if node.children else None
+        if not isinstance(first, nodes.paragraph):
+            first = nodes.paragraph()
+            node.insert(0, first)  # the number opens a paragraph of its own, as in the report
+        first.insert(0, number_lead())
         return [node]
 
 
@@ -92,7 +94,8 @@ def _formats(app: Sphinx, config: Config) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     """Register the directives, their nodes (numfig counts them as figures, tables and exercises) and their HTML."""
     for kind, node in NODES.items():
-        app.add_enumerable_node(node, kind, _title, html=(_visit, _depart))
+        # Sphinx types the title getter for any node; it calls it on nodes of the class registered with it only
+        app.add_enumerable_node(node, kind, _title, html=(_visit, _depart))  # type: ignore[arg-type]
     app.add_node(number_lead, html=(_visit_lead, None))
     for name in KINDS:
         app.add_directive(name, Numbered)
