@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import PreTrainedModel
 from transformers.cache_utils import Cache
 
 from llmaudit.models import architectures
@@ -18,6 +18,9 @@ from llmaudit.models.layers import every_position, reading
 from llmaudit.models.prefix import repeat_rows
 from llmaudit.models.required import required
 from llmaudit.models.vector import SteeringVector
+
+if TYPE_CHECKING:  # importing it at run time would load transformers' modelling code with every chapter
+    from transformers import PreTrainedModel
 
 
 def under_edit(h: torch.Tensor, vector: SteeringVector, lam: float | None, projection: bool) -> torch.Tensor:

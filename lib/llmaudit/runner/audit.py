@@ -32,6 +32,9 @@ from llmaudit.runner.chapter import finish_chapter
 from llmaudit.terminal import printable
 
 CELL_TIMEOUT_S = 3600
+# The chapters' progress bars are text on stderr by design; in a kernel without ipywidgets, tqdm.auto (which
+# transformers imports) would add a warning about notebook widgets to every chapter's stderr.
+QUIET_WIDGETS = "ignore:IProgress not found"
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
 
 
@@ -50,6 +53,7 @@ def execute_chapter(
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
     progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
     source_notebook = jupytext.read(chapter_source(chapter))
+    _quiet_widget_warning()
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{notebook(chapter)}.ipynb"
         jupytext.write(source_notebook, source)
@@ -72,6 +76,14 @@ def execute_chapter(
     _one_parameters_cell(output)
     finish_chapter(chapter, report_dir)
     return output
+
+
+def _quiet_widget_warning() -> None:
+    """Let the kernels papermill starts (they inherit this environment) ignore tqdm's missing-widget warning, keeping
+    any warning filters the user set."""
+    filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    if QUIET_WIDGETS not in filters:
+        os.environ["PYTHONWARNINGS"] = ",".join([*filters, QUIET_WIDGETS])
 
 
 def _one_parameters_cell(path: Path) -> None:
