@@ -24,7 +24,8 @@ from llmaudit.verdict.gates import GateParams
 MAX_DEPTH = 20  # nesting levels a params file may use (it needs 4)
 _SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
-__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "standin_params"]
+__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "read_profile",
+           "standin_params"]
 
 
 class RunSettings(Section):
@@ -228,12 +229,20 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def read_profile(profile: str | Path) -> dict[str, Any]:
+    """A shipped params file (name or path) as its YAML mapping, unvalidated, for a params file built from it."""
+    params = _read_yaml(params_path(profile))
+    if not isinstance(params, dict):
+        raise ConfigError(f"{params_path(profile)}: expected a mapping of settings at the top level")
+    return params
+
+
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
     (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
     weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
     30% / 70% quantiles, as the default model's are."""
-    params = _read_yaml(params_path(profile))
+    params = read_profile(profile)
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
     params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
