@@ -86,6 +86,34 @@ def test_a_tokenizer_without_chat_template_says_what_to_set(tmp_path, word_level
     assert not no_chapter and not (tmp_path / "r").exists()
 
 
+def test_a_thinking_template_says_to_turn_thinking_off(tmp_path, word_level, no_chapter, capsys) -> None:
+    """A hybrid thinking template (Qwen3's takes enable_thinking) would put a think block where the answer is read."""
+    from transformers import AutoTokenizer
+
+    folder = word_level(chat=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template += "{% if enable_thinking is defined and not enable_thinking %}<think> </think> {% endif %}"
+    tokenizer.save_pretrained(folder)
+    argv = ["audit", "--model", str(folder), "--reports", str(tmp_path / "r")]
+    capsys.readouterr()
+    one_line_exit_2(capsys, argv, "thinking block", "--set model.template_options.enable_thinking=false")
+    assert not no_chapter
+
+
+def test_template_options_reach_the_chat_template(tiny_model) -> None:
+    """`model.template_options` are the chat template's keyword arguments (Qwen3: enable_thinking: false)."""
+    tokenizer = tiny_model.tokenizer
+    plain = tiny_model.chat("the nurse said")
+    tokenizer.chat_template += "{% if enable_thinking is defined and not enable_thinking %}<think> </think> {% endif %}"
+    try:
+        assert tiny_model.chat("the nurse said") == plain
+        tiny_model.template_options = {"enable_thinking": False}
+        assert tiny_model.chat("the nurse said") == plain + "<think> </think> "
+    finally:
+        tiny_model.template_options = {}
+        tokenizer.chat_template = tokenizer.chat_template.split("{% if enable_thinking")[0]
+
+
 def test_answer_words_sharing_a_first_token_say_what_to_set(tmp_path, word_level, no_chapter, capsys) -> None:
     argv = ["audit", "--model", str(word_level(chat=True)), "--profile", "ci", "--reports", str(tmp_path / "r")]
     capsys.readouterr()  # the folder's writing

@@ -90,6 +90,11 @@ def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None
     if params.model.chat_template and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"--model {model}: its tokenizer has no chat template: audit it as a base model (prompts as "
                           "plain text) with --set model.chat_template=false")
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if params.model.chat_template and "enable_thinking" in template \
+            and "enable_thinking" not in params.model.template_options:
+        raise ConfigError(f"--model {model}: its chat template can open a thinking block before the answer, which the "
+                          "next-token readings would score: add --set model.template_options.enable_thinking=false")
     if not any("tasks" in (chapter(key).section, *chapter(key).reads) for key in chapters):
         return
     clashes = []
