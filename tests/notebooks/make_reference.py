@@ -37,18 +37,19 @@ def strip(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def main(chapters: list[str]) -> None:
+def main(chapters: list[str], into: Path = HERE, report: Path = REPORT) -> None:
+    """Execute the named chapters (all when none) into `into`, their report folder being `report`."""
     if not chapters:  # a whole regeneration starts from an empty report folder, as an audit of a new model does
-        shutil.rmtree(REPO / REPORT, ignore_errors=True)
+        shutil.rmtree(REPO / report, ignore_errors=True)
     for chapter, stem in ((key, notebook(key)) for key in KEYS):
         if chapters and chapter not in chapters:
             continue
-        output = HERE / f"{stem}.ipynb"
-        execute_chapter(chapter, "ci", REPORT, output, use_cache=False)
+        output = into / f"{stem}.ipynb"
+        execute_chapter(chapter, "ci", report, output, use_cache=False)
         strip(output)
         print(output)
-    shutil.copy(REPO / REPORT / "results.csv", RESULTS)  # every chapter's latest rows: the verdict page's input
-    print(RESULTS)
+    shutil.copy(REPO / report / "results.csv", into / RESULTS.name)  # every chapter's latest rows
+    print(into / RESULTS.name)
 
 
 if __name__ == "__main__":
