@@ -124,7 +124,8 @@ def scope(document: dict[str, Any]) -> str:
     if missing:
         chapters += f"; not run: {', '.join(missing)}"
     sizes = _sizes(document)
-    params = f"params {config.get('file', '?')}, ε: {shown(config['epsilon']) if 'epsilon' in config else '?'}"
+    epsilon = config.get("epsilon")
+    params = f"params {config.get('file', '?')}, ε: {'?' if epsilon is None else shown(epsilon)}"
     return f"{head}{when}. Scope: {chapters}; {sizes + '; ' if sizes else ''}{params}."
 
 
