@@ -18,16 +18,12 @@ from llmaudit.spec import Epsilon
 EPSILONS: tuple[Epsilon, ...] = epsilons()
 
 
-def bounded(epsilon: Epsilon, value: float) -> float:
-    """`value` if it is a margin in (0, `epsilon.top`), else ValueError saying why the top is one."""
+def _range(cls: type[Section], value: float, info: ValidationInfo) -> float:
+    """A margin within (0, its top), else ValueError saying why the top is one."""
+    epsilon = next(e for e in EPSILONS if e.key == info.field_name)
     if not 0 < value < epsilon.top:
         raise ValueError(f"must be a number > 0 and < {epsilon.top:g} (got {value:g}): {epsilon.beyond}")
     return value
-
-
-def _range(cls: type[Section], value: float, info: ValidationInfo) -> float:
-    """A margin within (0, its top)."""
-    return bounded(next(e for e in EPSILONS if e.key == info.field_name), value)
 
 
 if TYPE_CHECKING:  # the fields are known at run time only: the type checker reads any margin as a float
@@ -39,7 +35,6 @@ else:
         __validators__={"_range": field_validator(*(e.key for e in EPSILONS))(_range)},
         **{e.key: (float, e.default) for e in EPSILONS},
     )
-
 
 
 def shown(epsilon: float | Mapping[str, float]) -> str:
