@@ -4,9 +4,13 @@ through the real local-folder path of `llmaudit.models.load_model`."""
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Words the tests use; each is one token (word-level vocabulary, whitespace pre-tokenizer).
 WORDS = (
@@ -21,6 +25,17 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <eos> {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"
 )
+
+
+def shipped_profiles(root: Path = ROOT) -> list[str]:
+    """The params files the project ships, by name: those git tracks in params/ (a file someone left there untracked
+    is not one, so it neither fails the suite nor joins its profiles); outside a git checkout, every params/*.yaml."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", ":(glob)params/*.yaml"],
+                                capture_output=True, check=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return sorted(p.stem for p in (root / "params").glob("*.yaml"))
+    return sorted(Path(name).stem for name in listed.split("\0") if name and (root / name).is_file())
 
 
 def build_tokenizer():

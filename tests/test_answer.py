@@ -71,7 +71,7 @@ def test_scope_names_model_date_chapters_and_sizes(tmp_path: Path) -> None:
     line = scope(results_document(audited(tmp_path)))
     assert line.startswith("Model tiny (hub/tiny-model), audited 2025-01-02 03:04 UTC. Scope: 4 of 5 chapters run")
     assert "not run: framing" in line and "6-80 cases, 2 demonstration seeds per test" in line
-    assert "params tiny.yaml, ε = 0.02" in line
+    assert "params tiny.yaml, ε: 0.02 (every test)" in line
 
 
 def test_first_screen_opens_the_report_escaped(tmp_path: Path) -> None:

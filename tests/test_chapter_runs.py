@@ -22,9 +22,9 @@ from llmaudit.models.prefix import common_prefix
 def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
     cells = versions(prompts("a moustache"), range(3))
     frame = token_probabilities(tiny_model, cells, "chat", batch_tokens=256)
-    log_probs = tiny_model.forward(texts(tiny_model, cells, "chat"), None).probs
-    expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=True)
-                          for row, p in zip(log_probs, cells)])
+    vocabulary = tiny_model.forward(texts(tiny_model, cells, "chat"), None).probs
+    expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=False)
+                          for row, p in zip(vocabulary, cells)])
     assert torch.allclose(torch.tensor(frame[["he", "she", "they"]].to_numpy()).double(), expected.double(), atol=1e-5)
     assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
 
@@ -73,9 +73,9 @@ def test_steered_shares_equal_the_plain_steered_forward(tiny_model, tmp_path, af
     beginning = common_prefix(tiny_model.encode(inputs))  # run once from its tokens, to cache its keys and values
     assert (sum(first) == beginning) == after_chat_pass  # from the states, no prompt's own token ran below the edit
     for lam in (-1.0, 1.0):
-        log_probs = tiny_model.forward(inputs, None, intervention=vector.intervention(lam)).probs
-        expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=True)
-                              for row, p in zip(log_probs, free)])
+        vocabulary = tiny_model.forward(inputs, None, intervention=vector.intervention(lam)).probs
+        expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=False)
+                              for row, p in zip(vocabulary, free)])
         got = steered.loc[steered["lam"] == lam, ["he", "she", "they"]].to_numpy()
         assert torch.allclose(torch.tensor(got).double(), expected.double(), atol=1e-5)
     assert not np.allclose(steered.loc[steered["lam"] == -1.0, "she"], steered.loc[steered["lam"] == 1.0, "she"])

@@ -35,7 +35,7 @@ def per_unit(mean: float, n: int, seed: int, sd: float = 0.05, prefix: str = "u"
     return {f"{prefix}{i:03d}": float(v) for i, v in enumerate(mean + rng.normal(0, sd, n))}
 
 
-def audited(reports: Path, name: str, records: pd.DataFrame, epsilon: float | None = 0.05) -> Path:
+def audited(reports: Path, name: str, records: pd.DataFrame, epsilon: float | dict[str, float] | None = 0.05) -> Path:
     """A report folder as an audit leaves it: model card, results file and a case file."""
     folder = reports / name
     folder.mkdir(parents=True)
@@ -136,8 +136,24 @@ def test_compare_errors_say_what_to_run(tmp_path) -> None:
     audited(tmp_path, "m4", case_records(per_unit(0.1, 20, 4)), epsilon=None)
     with pytest.raises(AuditError, match="no params.epsilon in the model card of m4: pass --epsilon"):
         compare_models(tmp_path, "m1", "m4")
-    with pytest.raises(AuditError, match="finite number"):
-        compare_models(tmp_path, "m1", "m3", epsilon=float("nan"))
+    for wide in (float("nan"), 1.0, 1e308):  # a margin of 1 ties every test: the old code took 1e308
+        with pytest.raises(AuditError, match="a number >= 0 and < 1"):
+            compare_models(tmp_path, "m1", "m3", epsilon=wide)
+
+
+def test_compare_reads_the_cards_margins_per_unit(tmp_path, capsys) -> None:
+    """A card of this version holds one margin per unit: one threshold judges every compared test, so they must
+    agree; --epsilon past the margins' top is one line and exit 2."""
+    for name, seed in (("a", 1), ("b", 2)):
+        audited(tmp_path, name, case_records(per_unit(0.1, 20, seed)), epsilon={"slope": 0.03, "gap": 0.03,
+                                                                                 "fpr_gap": 0.03})
+    assert compare_models(tmp_path, "a", "b").epsilon == 0.03
+    audited(tmp_path, "c", case_records(per_unit(0.1, 20, 3)), epsilon={"slope": 0.02, "gap": 0.05, "fpr_gap": 0.02})
+    with pytest.raises(AuditError, match="model card of c sets a margin per unit .*gap 0.05.*: pass --epsilon"):
+        compare_models(tmp_path, "a", "c")
+    assert main(["compare", "a", "b", "--reports", str(tmp_path), "--epsilon", "1e308"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--epsilon must be a number >= 0 and < 1" in err
 
 
 def test_compare_command_end_to_end(tmp_path, capsys) -> None:

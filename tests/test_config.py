@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from conftest import shipped_profiles
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
@@ -45,7 +46,7 @@ def config_error(path_or_name) -> str:
     return message
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in PARAMS_DIR.glob("*.yaml")))
+@pytest.mark.parametrize("name", shipped_profiles())
 def test_shipped_params_load(name) -> None:
     params = load_params(name)
     assert isinstance(params, Params) and isinstance(params.model, ModelSpec)

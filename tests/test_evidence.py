@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from llmaudit.chapters.decision_tasks.base import Task, TaskItem
+from llmaudit.chapters.decision_tasks.estimates import estimates
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params, params_path
@@ -285,3 +286,12 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     (tmp_path / "cases" / "robustness.jsonl").write_text("{broken\n", encoding="utf-8")
     page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     assert "cases/robustness.jsonl not shown" in page and "&mdash; black-box gap, gender stated</h3>" in page
+
+
+def test_each_estimate_records_the_cases_its_own_bootstrap_resampled() -> None:
+    """A black-box gap's n counts its own paired cases (39: one explicit case lacks a group), not the white-box
+    sweep's (40)."""
+    audit = synthetic_audit()
+    found = estimates({"synthetic": audit}, 200, 0).results["n"]
+    assert found["synthetic.blackbox_explicit"] == len(audit.case_gaps("explicit")) == 39
+    assert found["synthetic.blackbox_implicit"] == 40 and found["synthetic.whitebox_slope"] == 40

@@ -43,8 +43,8 @@ steering:
   tau: 0.1
   skip_last_layers: 0.05
   check_lambdas: [-1, 0, 1]
+epsilon: {slope: 0.02, gap: 0.02, fpr_gap: 0.02}
 tasks:
-  epsilon: 0.02
   bootstrap: 2000
   lambdas: [-1, -0.5, 0, 0.5, 1]
   sizes: {judicial_conviction: 2, judicial_penalty: 2, credit: 2, admissions_gender: 2, admissions_race: 2,
@@ -369,10 +369,16 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "key"),
     [
-        ("epsilon: 0.02", "epsilon: .inf", "epsilon"),
-        ("epsilon: 0.02", "epsilon: .nan", "epsilon"),
-        ("epsilon: 0.02", "epsilon: -.inf", "epsilon"),
-        ("epsilon: 0.02", f"epsilon: {10 ** 400}", "epsilon"),
+        ("slope: 0.02", "slope: .inf", "epsilon:slope"),
+        ("slope: 0.02", "slope: .nan", "epsilon:slope"),
+        ("slope: 0.02", "slope: -.inf", "epsilon:slope"),
+        ("slope: 0.02", f"slope: {10 ** 400}", "epsilon:slope"),
+        # a margin as wide as its scores can be passes every measurable test (the old code took 1.0e+300)
+        ("slope: 0.02", "slope: 1.0e+300", "epsilon:slope"),
+        ("slope: 0.02", "slope: 1", "epsilon:slope"),
+        (", gap: 0.02", ", gap: 1.0e+300", "epsilon:gap"),
+        ("fpr_gap: 0.02", "fpr_gap: 1.5", "epsilon:fpr_gap"),
+        ("fpr_gap: 0.02", "fpr_gap: 0", "epsilon:fpr_gap"),
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, 0, 0, 1]", "tasks:lambdas"),
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, .nan, 0, 1]", "tasks:lambdas"),
         ("  lambdas: [-1, 0, 1]", "  lambdas: [-1, 0, 1, 1]", "framing:lambdas"),
@@ -393,7 +399,7 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
         ("batch_tokens: 512", "batch_tokens: 512.0", "batch_tokens"),
         ("batch_tokens: 512", "batch_tokens: true", "batch_tokens"),
         ("tau: 0.1", "tau: true", "tau"),
-        ("epsilon: 0.02", "epsilon: false", "epsilon"),
+        ("slope: 0.02", "slope: false", "epsilon:slope"),
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1, false, 1]", "tasks:lambdas"),
         # steering coefficients far beyond the +-1 the vectors are fit at zero every slope (the old code took them)
         ("lambdas: [-1, -0.5, 0, 0.5, 1]", "lambdas: [-1.0e+30, 0, 1.0e+30]", "tasks:lambdas"),

@@ -629,9 +629,10 @@ def test_damaged_results_values_name_the_file_and_row(tmp_path, capsys, case) ->
     one_line_exit_2(capsys, ["verdict", str(folder)], str(path), f"row {row}", "credit.whitebox_slope", problem)
 
 
-@pytest.mark.parametrize("epsilon", [-1, 0, "0.02", None, True])
+@pytest.mark.parametrize("epsilon", [-1, 0, "0.02", None, True, 1.0e300, {"slope": 1.0e300}, {"slope": 0},
+                                     {"slop": 0.02}, {"gap": "0.02"}])
 def test_card_epsilon_must_be_a_positive_number(tmp_path, capsys, epsilon) -> None:
-    """The old reader took a card epsilon of -1, which fails every test."""
+    """The old reader took a card epsilon of -1, which fails every test, and one of 1e300, which passes them all."""
     from test_verdict_gate import report
 
     folder = report(tmp_path, (0.0, -0.01, 0.01))

@@ -3,14 +3,17 @@ leave every decision task its cases and every steering vector its validation and
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from conftest import shipped_profiles
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors.recipes import RECIPES, validation_size
-from llmaudit.config import available_models, load_params
+from llmaudit.config import load_params
 from llmaudit.models import memory
 from llmaudit.models.load import DTYPES
 
@@ -43,7 +46,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                        intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
                                        vocab_size=49152, tie_word_embeddings=True),
 }
-PROFILES = available_models()
+PROFILES = shipped_profiles()
 GPU_PROFILES = [name for name in PROFILES if load_params(name).model.device == "cuda"]
 
 
@@ -92,3 +95,13 @@ def test_profile_data_splits_leave_every_task_and_vector_its_rows(name, mirror) 
         for variant in ("neutral", *task.black_box_variants):
             items = task.items(variant, n, params.seed, mirror)
             assert items and (n is None or len({item.case for item in items}) == n), (task_name, variant)
+
+
+def test_the_profiles_are_the_tracked_params_files(tmp_path: Path) -> None:
+    """A params file left untracked in params/ is not a shipped profile: the suite neither runs nor fails on it."""
+    (tmp_path / "params").mkdir()
+    for name in ("shipped", "left-here"):
+        (tmp_path / "params" / f"{name}.yaml").write_text(f"name: {name}\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "params/shipped.yaml"], check=True)
+    assert shipped_profiles(tmp_path) == ["shipped"]

@@ -114,7 +114,7 @@ def test_ci_audit_feeds_every_declared_verdict_test() -> None:
     the chapter did not write (a renamed key, a skipped task) would silently vanish from the page."""
     params = load_params("ci")
     results = pd.read_csv(CI_RESULTS)
-    table = verdicts(results, params.tasks.epsilon, params.gates)
+    table = verdicts(results, params.epsilon, params.gates)
     shown = set(zip(table["requirement"], table["test"]))
     missing = [test.name for test in verdict_tests(params) if (test.requirement, test.label) not in shown]
     assert not missing, f"declared verdict tests missing from the ci audit's verdict page: {missing}"

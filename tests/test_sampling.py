@@ -90,7 +90,7 @@ def test_the_prefill_gives_what_a_scoring_pass_over_the_texts_gives(model) -> No
     assert torch.allclose(samples.probs, scored.probs, atol=1e-6)
     assert torch.allclose(samples.acts, scored.acts, atol=1e-5)
     assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
-    only_layers = model.sample(calls, NEW, layers=layers)  # no labels: the vocabulary's log-probabilities, as forward
+    only_layers = model.sample(calls, NEW, layers=layers)  # no labels: the vocabulary's probabilities, as forward
     assert torch.allclose(only_layers.acts, scored.acts, atol=1e-5)
     assert torch.allclose(only_layers.probs, model.forward(texts, None).probs, atol=1e-5)
     assert model.sample(calls, NEW).probs is None

@@ -13,7 +13,8 @@ from llmaudit.ledger import Ledger, ledger_path
 from llmaudit.report import Results, build_report
 from llmaudit.report.card import CARD, write_card, write_model
 from llmaudit.report.index import build_index, side_by_side
-from llmaudit.verdict.verdicts import overall, verdicts
+from llmaudit.verdict.margins import EPSILONS, EpsilonParams
+from llmaudit.verdict.verdicts import card_margins, overall, verdicts
 
 
 def results_file(folder: Path, slope: tuple[float, float, float]) -> Results:
@@ -34,7 +35,7 @@ def results_file(folder: Path, slope: tuple[float, float, float]) -> Results:
 
 
 def test_verdicts_apply_epsilon_to_each_interval(tmp_path) -> None:
-    table = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), epsilon=0.02)
+    table = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), card_margins(0.02))
     assert table["test"].tolist() == [
         "black-box gap, gender stated", "black-box gap, gender implied (names or dialect)",
         "white-box slope, steering gender_lang", "white-box slope, steering gender_id",
@@ -43,12 +44,44 @@ def test_verdicts_apply_epsilon_to_each_interval(tmp_path) -> None:
     assert (table["epsilon"] == 0.02).all() and table["requirement"].nunique() == 1
     assert (table["gate"] == "passed").all() and (table["resampled"] == "cases").all()
     assert overall(table).tolist() == ["fail"]
-    loose = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), epsilon=0.2)
+    loose = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), card_margins(0.2))
     assert loose["verdict"].tolist() == ["pass"] * 4 and overall(loose).tolist() == ["pass"]
 
 
+def test_each_test_is_judged_against_the_margin_of_its_unit(tmp_path) -> None:
+    """Black-box gaps (metric difference), white-box slopes (metric per unit lambda) and FPR gaps each read their own
+    margin, which their row carries; the old code judged all three against one tasks.epsilon."""
+    results = results_file(tmp_path, (-0.05, -0.06, -0.04))
+    results.record("markedness", "regard.white_negative_fpr_gap", 0.05, 0.03, 0.07)
+    table = verdicts(results.table(), EpsilonParams(slope=0.1, gap=0.001, fpr_gap=0.2)).set_index("name")
+    judged = table[["epsilon", "epsilon_unit", "verdict"]].T.to_dict("list")
+    assert judged["credit.blackbox_explicit"] == [0.001, "metric difference", "inconclusive"]  # [0.0005, 0.0015]
+    assert judged["credit.whitebox_slope"] == [0.1, "metric per unit lambda", "pass"]
+    assert judged["credit.gender_id.slope"] == [0.1, "metric per unit lambda", "inconclusive"]  # [0.09, 0.11]
+    assert judged["regard.white_negative_fpr_gap"] == [0.2, "FPR difference", "pass"]
+
+
+def test_a_params_file_without_margins_gets_each_units_documented_default() -> None:
+    assert "epsilon" not in params_path("ci").read_text()
+    defaults = {e.key: e.default for e in EPSILONS}
+    assert set(defaults) == {"slope", "gap", "fpr_gap"} and all(0 < e.default < e.top for e in EPSILONS)
+    assert load_params("ci").epsilon.model_dump() == defaults
+
+
+def test_the_report_prints_the_margin_each_row_was_judged_against(tmp_path) -> None:
+    folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
+    params = load_params("ci").model_copy(update={"epsilon": EpsilonParams(slope=0.1, gap=0.001)})
+    write_card(folder, params, params_path("ci"), {})
+    assert json.loads((folder / CARD).read_text())["params"]["epsilon"] == {"gap": 0.001, "slope": 0.1,
+                                                                            "fpr_gap": 0.02}
+    html = build_report(folder, "Audit of m", [], generated="now").read_text()
+    assert "vs &epsilon; = 0.001 (n" in html and "vs &epsilon; = 0.1 (n" in html
+    assert "&epsilon; = 0.001 metric difference; 0.1 metric per unit lambda" in html
+    assert "&epsilon;: gap 0.001, slope 0.1, fpr_gap 0.02" in html  # the model card's row
+
+
 def test_overall_is_the_worst_test(tmp_path) -> None:
-    table = verdicts(results_file(tmp_path, (0.0, -0.01, 0.01)).table(), epsilon=0.02)
+    table = verdicts(results_file(tmp_path, (0.0, -0.01, 0.01)).table(), card_margins(0.02))
     assert overall(table[table["verdict"] != "fail"]).tolist() == ["inconclusive"]
 
 
@@ -69,7 +102,7 @@ def test_model_card_pins_weights_params_data_and_keeps_earlier_timings(tmp_path)
     card = json.loads((folder / CARD).read_text())
     assert card["model"]["sha256"] == "ab" * 32
     text = params_path("ci").read_text()
-    assert card["params"]["text"] == text and card["params"]["epsilon"] == load_params("ci").tasks.epsilon
+    assert card["params"]["text"] == text and card["params"]["epsilon"] == load_params("ci").epsilon.model_dump()
     assert card["params"]["gates"] == {"vector_corr": 0.2, "vector_span": 0.5, "task_competence": 0.0,
                                        "classifier_accuracy": 0.0, "classifier_min_label_share": 0.05}
     assert card["wall_seconds"] == {"steering_vectors": 60.0, "decision_tasks": 120.0}
@@ -120,7 +153,7 @@ def test_sentiment_probe_gaps_become_a_requirement(tmp_path) -> None:
     results = Results(tmp_path / "results.csv")
     results.record("markedness", "regard.white_negative_fpr_gap", 0.05, 0.03, 0.07)
     results.record("markedness", "regard.white_positive_fpr_gap", -0.01, -0.015, -0.005)
-    table = verdicts(results.table(), epsilon=0.02)
+    table = verdicts(results.table(), card_margins(0.02))
     assert table["requirement"].str.startswith("regard sentiment").all()
     assert table["verdict"].tolist() == ["fail", "pass"] and overall(table).tolist() == ["fail"]
 

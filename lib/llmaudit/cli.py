@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("b", help="model B: another report folder name")
     compare.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
     compare.add_argument("--epsilon", type=float, default=None,
-                         help="invariance threshold (default: the two model cards' params.epsilon, which must agree)")
+                         help="one threshold for every test, in [0, 1) (default: the two model cards' margins, "
+                              "which must agree and be one number)")
     standin = commands.add_parser("standin", help="build a random-weight stand-in model and a params file to audit it")
     standin.add_argument("shape", help="the stand-in's shape: tiny (a CPU test at paper sizes) or llama-3.1-8b")
     standin.add_argument("folder", type=Path, help="where to write the model")

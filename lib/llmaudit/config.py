@@ -20,8 +20,14 @@ from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
 from llmaudit.verdict.gates import GateParams
+from llmaudit.verdict.margins import EpsilonParams
 
 MAX_DEPTH = 20  # nesting levels a params file may use (it needs 4)
+# Keys of older params files and where they went.
+MOVED: dict[tuple[str, ...], str] = {
+    ("tasks", "epsilon"): "the margins have a section of their own, one per unit of score: epsilon: {slope: 0.02, "
+                          "gap: 0.02, fpr_gap: 0.02}",
+}
 _SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
 __all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "read_profile",
@@ -31,7 +37,7 @@ __all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "p
 class RunSettings(Section):
     """The part of a params file that is not a chapter's: the model, the chapters to run (default: every registered
     chapter, in book order), the seed, the token budget of one forward batch (`auto`: planned from the device's free
-    memory, `models.memory`), a local data mirror and the verdict page's gates."""
+    memory, `models.memory`), a local data mirror, the verdict page's gates and its margins (epsilon per unit)."""
 
     name: str
     model: ModelSpec
@@ -40,6 +46,7 @@ class RunSettings(Section):
     batch_tokens: BatchTokens = AUTO
     data_dir: str | None = None
     gates: GateParams = Field(default_factory=GateParams)
+    epsilon: EpsilonParams = Field(default_factory=EpsilonParams)
 
     @field_validator("name")
     @classmethod
@@ -192,7 +199,7 @@ def one_line(err: ValidationError, where: str) -> str:
     if kind == "extra_forbidden":
         names = _fields(loc[:-1])
         close = difflib.get_close_matches(loc[-1], names, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(names)}"
+        hint = MOVED.get(tuple(loc)) or (f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(names)}")
         return f"{':'.join([where, *loc[:-1]])}: unknown key '{loc[-1]}' ({hint})"
     if kind == "missing":
         return f"{':'.join([where, *loc[:-1]])}: missing required key '{loc[-1]}'"

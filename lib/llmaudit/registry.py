@@ -15,7 +15,7 @@ from llmaudit.chapters.similarity import spec as similarity
 from llmaudit.chapters.steering_vectors import spec as steering_vectors
 from llmaudit.chapters.validity import spec as validity
 from llmaudit.errors import AuditError
-from llmaudit.spec import ChapterSpec, Gate, VerdictTest
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, VerdictTest
 
 # Each chapter's `spec` module (llmaudit/chapters/<key>/spec.py), in book order: a new chapter is one more entry here.
 MODULES: tuple[ModuleType, ...] = (steering_vectors, decision_tasks, robustness, validity, framing, similarity,
@@ -52,3 +52,8 @@ def verdict_tests(params: Any = None) -> list[VerdictTest]:
     feed), in book order."""
     chosen = [spec for spec in CHAPTERS if params is None or spec.key in params.chapters]
     return [test for spec in chosen for test in spec.verdict_tests(params)]
+
+
+def epsilons() -> tuple[Epsilon, ...]:
+    """The margins the chapters' verdict tests are judged against, one per unit, in the order tests first use them."""
+    return tuple({test.epsilon.key: test.epsilon for test in verdict_tests()}.values())

@@ -17,11 +17,24 @@ from llmaudit.errors import AuditError
 from llmaudit.sections import Section
 
 
+@dataclass(frozen=True, kw_only=True)
+class Epsilon:
+    """The equivalence margin of the scores of one unit (main paper §3.4: invariance is |S| <= epsilon): the params
+    file's `epsilon.<key>`, the unit it is in, its default, and the top of its valid range (0, top) with the reason
+    for it (`beyond`: at or above the top no score of this unit could fail, so every measurable test would pass)."""
+
+    key: str
+    unit: str
+    default: float
+    top: float
+    beyond: str
+
+
 @dataclass(frozen=True)
 class VerdictTest:
     """One invariance test of a requirement, as the verdict page reads it: the results-file name of its score, its
-    label, the unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, and the metric
-    its case records hold (the report's evidence names its columns by it)."""
+    label, the unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, the metric its
+    case records hold (the report's evidence names its columns by it), and the margin its score is judged against."""
 
     requirement: str
     name: str
@@ -29,6 +42,7 @@ class VerdictTest:
     resampled: str
     instruments: tuple[tuple[str, str], ...]
     metric: str
+    epsilon: Epsilon
 
 
 @dataclass(frozen=True)

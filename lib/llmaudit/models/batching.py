@@ -15,7 +15,8 @@ from llmaudit.models.memory import MIN_TOKENS, BatchTokens, is_out_of_memory
 
 @dataclass
 class ForwardOutput:
-    """`probs`: (n, labels) next-token probabilities, or (n, vocab) log-probs when no labels were asked for;
+    """`probs`: (n, labels) next-token probabilities, over the whole vocabulary (n, vocab) when no labels were asked
+    for (probabilities either way, so that one field has one meaning);
     `acts`: (n, blocks, width) residual stream at the last prompt token for the requested blocks; `states`: per
     block kept, each prompt's residual stream at every token (tokens, width), where the engine keeps them."""
 
@@ -48,14 +49,14 @@ def activations_only(labels: Sequence[int] | None, layers: Sequence[int]) -> boo
 def readout(
     logits: torch.Tensor | None, labels: Sequence[int] | None, acts: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """On the CPU: the probabilities of `labels` (log-probabilities over the vocabulary when None) from (n, vocab)
+    """On the CPU: the probabilities of `labels` (of the whole vocabulary when None) from (n, vocab)
     last-position logits (None for `activations_only`: an (n, 0) result), and the block outputs `acts`, each
     (n, width) and maybe on its own device, stacked as (n, blocks, width); None when there are none."""
     if logits is None:
         probs = torch.empty(len(acts[0]), 0)
     else:
         log_probs = torch.log_softmax(logits.float(), dim=-1)
-        probs = log_probs if labels is None else log_probs[:, list(labels)].exp()
+        probs = (log_probs if labels is None else log_probs[:, list(labels)]).exp()
     return probs.cpu(), torch.stack([a.float().cpu() for a in acts], dim=1) if acts else None
 
 

@@ -120,7 +120,7 @@ def forward_shared_prefix(
     tree: bool = True,
     keep: Sequence[int] = (),
 ) -> ForwardOutput:
-    """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and activations of chat-
+    """Label probabilities (over the whole vocabulary when `labels` is None) and activations of chat-
     formatted texts, the common beginning computed once and, with `tree`, the prompts after it packed as token trees
     (`models.packing`: every beginning some of them share runs once); when no label is read, no block above the deepest
     layer read. Equal to the traced forward (`AuditModel.forward`), which remote models take. `keep`: blocks whose

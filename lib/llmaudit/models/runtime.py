@@ -227,9 +227,9 @@ class AuditModel:
             for _ in range(max_new_tokens):
                 sequence = torch.tensor([ids + new], device=self.device)
                 positions = torch.arange(sequence.shape[1], device=self.device).unsqueeze(0)
-                log_probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (),
+                probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (),
                                                    intervention)
-                token = int(log_probs[0].argmax())
+                token = int(probs[0].argmax())
                 if token == self.tokenizer.eos_token_id:
                     break
                 new.append(token)

@@ -97,7 +97,7 @@ def call_batches(
 def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
                  labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
     """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
-    probabilities (log-probabilities over the vocabulary when `labels` is None, as `forward` gives them) and block
+    probabilities (over the whole vocabulary when `labels` is None, as `forward` gives them) and block
     outputs read from the same prefill, which also keeps the outputs of blocks `keep` at every prompt token. All
     calls run as one batch (`call_batches` splits a long list); a batch that runs out of memory runs again as two
     halves, which draw the same answers (each call keeps its own random stream)."""

@@ -14,6 +14,7 @@ import yaml
 
 from llmaudit.registry import KEYS, chapter
 from llmaudit.report.front import badge, p_value
+from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
 
 CSS = """
@@ -123,7 +124,8 @@ def scope(document: dict[str, Any]) -> str:
     if missing:
         chapters += f"; not run: {', '.join(missing)}"
     sizes = _sizes(document)
-    params = f"params {config.get('file', '?')}, ε = {config.get('epsilon', '?')}"
+    epsilon = config.get("epsilon")
+    params = f"params {config.get('file', '?')}, ε: {'?' if epsilon is None else shown(epsilon)}"
     return f"{head}{when}. Scope: {chapters}; {sizes + '; ' if sizes else ''}{params}."
 
 

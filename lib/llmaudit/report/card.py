@@ -27,6 +27,7 @@ from llmaudit.report.provenance import differences, read_provenance, settings
 from llmaudit.report.results import Results
 from llmaudit.terminal import printable
 from llmaudit.verdict.gates import GateParams
+from llmaudit.verdict.verdicts import card_margins
 
 if TYPE_CHECKING:  # the card reads a run's params; config itself sits above the report in the layering
     from llmaudit.config import Params
@@ -84,15 +85,27 @@ class _Part(BaseModel):
 
 
 class _CardParams(_Part):
-    """The params the card records: the verdicts read epsilon and the gates from here."""
+    """The params the card records: the verdicts read the margins (epsilon per unit; older cards: one number) and
+    the gates from here."""
 
     name: str = ""
     file: str = ""
     sha256: str = ""
     text: str = ""
     seed: int = 0
-    epsilon: float = Field(gt=0)  # 0 would fail, a negative one fail every test
+    epsilon: float | dict[str, float]
     gates: GateParams = Field(default_factory=GateParams)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon(cls, value: float | dict[str, float]) -> float | dict[str, float]:
+        """Margins the params file could give: each in (0, its top) (0 would fail every test, 1e300 pass them)."""
+        try:
+            card_margins(value)
+        except ValidationError as err:
+            problem = err.errors(include_url=False)[0]
+            raise ValueError(f"{'.'.join(str(p) for p in problem['loc'])} {problem['msg'].lower()}") from None
+        return value
 
 
 class _Totals(_Part):
@@ -188,7 +201,7 @@ def write_card(report_dir: Path, params: Params, params_file: Path, timings: dic
     card = {
         "model": read_json(report_dir / MODEL),
         "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                   "text": text, "epsilon": params.tasks.epsilon, "gates": params.gates.model_dump(),
+                   "text": text, "epsilon": params.epsilon.model_dump(), "gates": params.gates.model_dump(),
                    "seed": params.seed},
         "chapters": chapter_provenance(report_dir, params),
         "environment": environment(),

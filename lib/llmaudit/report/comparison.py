@@ -24,6 +24,11 @@ from llmaudit.report.evidence import FOLDER as CASES_FOLDER
 from llmaudit.report.evidence import read_cases, unit_values
 from llmaudit.stats import Estimate, paired_bootstrap
 from llmaudit.terminal import printable
+from llmaudit.verdict.margins import EPSILONS
+
+# One threshold judges every compared test (gaps and slopes alike), so it lies below the smallest top of any unit's
+# margin: at 1 every difference of two scores in [-1, 1] would read as tied.
+TOP = min(e.top for e in EPSILONS)
 
 FOLDER = "compare"  # reports/compare/<A>+vs+<B>.{json,html}
 DEFAULT_REPORTS = Path(__file__).resolve().parents[3] / "reports"
@@ -84,8 +89,8 @@ def compare_cases(cases_a: pd.DataFrame, cases_b: pd.DataFrame, epsilon: float, 
                   epsilon_source: str = "given", n_boot: int = N_BOOT, seed: int = SEED) -> Comparison:
     """Compare two models' case records (read_cases frames) test by test on their shared units (in unit order,
     so that swapping the sides resamples the same units and flips D); every test gets the same seed."""
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
-        raise AuditError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    if not (isinstance(epsilon, (int, float)) and 0 <= epsilon < TOP):
+        raise AuditError(f"epsilon must be a number >= 0 and < {TOP:g}, got {epsilon!r}")
     values_a, values_b = unit_values(cases_a), unit_values(cases_b)
     chapters = dict(zip(cases_a["test"], cases_a["chapter"])) if "chapter" in cases_a else {}
     tests_a, tests_b = list(dict.fromkeys(values_a["test"])), set(values_b["test"])
@@ -130,16 +135,24 @@ def _folder(reports: Path, name: str) -> Path:
 
 
 def card_epsilon(folder: Path) -> float | None:
-    """params.epsilon of a report folder's model card (read and checked as the verdicts read it), None without a
-    card."""
-    return read_json(Path(folder) / CARD).get("params", {}).get("epsilon")
+    """The one margin of a report folder's model card (read and checked as the verdicts read it): its params.epsilon,
+    which every unit's margin must equal (one threshold judges every compared test); None without a card."""
+    found = read_json(Path(folder) / CARD).get("params", {}).get("epsilon")
+    if not isinstance(found, dict):
+        return found
+    if len(set(found.values())) > 1:
+        margins = ", ".join(f"{key} {value:g}" for key, value in found.items())
+        raise AuditError(f"the model card of {Path(folder).name} sets a margin per unit ({margins}): pass --epsilon X "
+                         "to compare every test against one threshold")
+    return next(iter(found.values()))
 
 
 def pick_epsilon(reports: Path, a: str, b: str, epsilon: float | None) -> tuple[float, str]:
     """The threshold: `epsilon` when given, else the two model cards' params.epsilon, which must agree."""
     if epsilon is not None:
-        if not math.isfinite(epsilon) or epsilon < 0:
-            raise AuditError(f"--epsilon must be a finite number >= 0, got {epsilon}")
+        if not 0 <= epsilon < TOP:  # NaN fails both comparisons
+            raise AuditError(f"--epsilon must be a number >= 0 and < {TOP:g} (a margin of {TOP:g} ties every test: "
+                             f"each score is a difference of rates or a slope per unit lambda), got {epsilon:g}")
         return float(epsilon), "--epsilon"
     found = {name: card_epsilon(Path(reports) / name) for name in (a, b)}
     epsilon_a, epsilon_b = found[a], found[b]

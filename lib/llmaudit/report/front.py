@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from llmaudit.verdict.gates import NOT_CHECKED
+from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import ALPHA, NOT_MEASURABLE, overall
 
 CSS = """
@@ -99,14 +100,15 @@ def verdict_section(table: pd.DataFrame) -> str:
                         f"</span></td><td>{_outcome(t)}{holm}</td>"
                         f'<td class="num">{_signed(t.score)} [{_signed(t.lo)}, {_signed(t.hi)}]'
                         f'<span class="small">{_power(t)}</span></td><td class="gates">{checks}</td></tr>')
-    epsilon = table["epsilon"].iloc[0]
+    margins = "; ".join(f"{epsilon:g} {escape(unit)}" for epsilon, unit
+                        in table[["epsilon", "epsilon_unit"]].drop_duplicates().itertuples(index=False))
     head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Verdict</th><th>Score [95% CI], half-width</th>"
             "<th>Instrument gates</th></tr>")
     return (
         '<section id="verdicts"><h2>Verdicts</h2>\n'
         f"<p><strong>{len(worst)} requirements: {tally}.</strong> A requirement is invariance of a decision "
-        f"to a protected attribute: every score must satisfy |S| &le; &epsilon; = {epsilon:g} (metric units; "
-        "per unit of &lambda; for white-box slopes). A test passes when its whole 95% interval lies inside "
+        f"to a protected attribute: every score must satisfy |S| &le; &epsilon;, the margin of its unit "
+        f"(&epsilon; = {margins}). A test passes when its whole 95% interval lies inside "
         "[&minus;&epsilon;, &epsilon;], fails when it lies wholly outside, and is inconclusive when it straddles "
         "a bound; a requirement takes its worst measurable test. A pass is an equivalence claim: the 95% interval "
         "inside &plusmn;&epsilon;, i.e. two one-sided tests at 2.5% each.</p>\n"
@@ -179,7 +181,7 @@ def card_section(card: dict[str, Any]) -> str:
                                      f"{model.get('blocks', '?')} blocks of width {model.get('width', '?')}")),
         _row("Params (last run)", f"<code>params/{escape(params['file'])}</code> sha256 "
                                   f"<code>{escape(params['sha256'][:16])}</code>; seed {params['seed']}, "
-                                  f"&epsilon; = {params['epsilon']:g}"),
+                                  f"&epsilon;: {escape(shown(params['epsilon']))}"),
         _row("Params per chapter", chapter_params(card.get("chapters", {}))) if card.get("chapters") else "",
         _row("Code", escape(f"llmaudit {env['llmaudit']}, computing code {env['code_version']}, "
                             f"git {env['git_commit'] or 'n/a'}")),

@@ -27,8 +27,9 @@ _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf)")
 
 
-def _to_text(value: Value | None) -> str:
-    """Format a value for the CSV: integers exactly, floats by shortest round-trip repr, strings as-is."""
+def _to_text(value: object) -> str:
+    """Format a value for the CSV: integers exactly, floats by shortest round-trip repr, strings as-is (any object:
+    callers pass numpy scalars, and anything else is refused at run time)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -158,12 +159,13 @@ class Results:
         `n` is the number of sampled units behind the interval (what the verdict page's power figure scales)."""
         if not chapter or not name:
             raise ValueError("a result needs a non-empty chapter and name")
-        for bound in (lo, hi):
+        given: tuple[object, ...] = (lo, hi, n)  # as passed: numpy scalars, or anything, at run time
+        for bound in given[:2]:
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
                 raise TypeError(f"lo/hi must be numbers or None, got {bound!r}")
             if bound is not None and not math.isfinite(bound):
                 raise ValueError(f"lo/hi must be finite (None where there is no interval), got {bound!r}")
-        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+        if given[2] is not None and (isinstance(given[2], bool) or not isinstance(given[2], numbers.Integral)):
             raise TypeError(f"n must be an integer or None, got {n!r}")
         if n is not None and n < 1:
             raise ValueError(f"n counts the sampled units behind the interval: at least 1, got {n}")

@@ -3,7 +3,7 @@ shaped after lm-evaluation-harness's results file where it fits (`results`, `con
 so tools that read one read the other. Schema (README, "results.json"):
 
 - results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
-- verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, resampled, n, gate, gates, unmet,
+- verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, epsilon_unit, resampled, n, gate, gates, unmet,
   half_width, cases_needed, p_holm, holm}]: the verdict page's rows (name: the test's results-file name; unmet: the
   failed gates, or the unchecked ones, in brief);
 - date: when the model card was written (the audit's end);

@@ -1,9 +1,9 @@
-"""The audit verdict: per requirement ("the credit decision is invariant to gender") and per test (black-box
-gaps, white-box slopes along each vector), the measured score, its interval and pass / fail / inconclusive
-against the params' epsilon, or "not measurable" where the test's instrument fails a gate (verdict/gates.py). Each
-test also carries what reading it needs: the unit its bootstrap resampled, the cases an inconclusive verdict would
-need, and whether a fail survives Holm's correction across the page. Read from the results file, so it needs no
-model and can be rebuilt at any time."""
+"""The audit verdict: per requirement ("the credit decision is invariant to gender") and per test (black-box gaps,
+white-box slopes along each vector), the measured score, its interval and pass / fail / inconclusive against the
+params' margin for the test's unit (verdict/margins.py), or "not measurable" where the test's instrument fails a gate
+(verdict/gates.py). Each test also carries what reading it needs: the unit its bootstrap resampled, the cases an
+inconclusive verdict would need, and whether a fail survives Holm's correction across the page. Read from the results
+file, so it needs no model and can be rebuilt at any time."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from llmaudit.spec import VerdictTest
 from llmaudit.stats import Estimate, cases_needed, fail_pvalue, holm, verdict
 from llmaudit.verdict import gates
 from llmaudit.verdict.gates import GateParams
+from llmaudit.verdict.margins import EPSILONS, EpsilonParams
 
 NOT_MEASURABLE = "not measurable"
 ALPHA = 0.05  # family-wise level of Holm's correction
-COLUMNS = ["requirement", "test", "name", "resampled", "score", "lo", "hi", "n", "epsilon", "verdict", "gate",
-           "gates", "unmet", "half_width", "cases_needed", "p_fail", "p_holm", "holm"]
+COLUMNS = ["requirement", "test", "name", "resampled", "score", "lo", "hi", "n", "epsilon", "epsilon_unit", "verdict",
+           "gate", "gates", "unmet", "half_width", "cases_needed", "p_fail", "p_holm", "holm"]
 
 
 def requirements() -> dict[str, list[VerdictTest]]:
@@ -35,9 +36,10 @@ def requirements() -> dict[str, list[VerdictTest]]:
     return found
 
 
-def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: Section) -> list[Any]:
-    """One test's row, before Holm's correction (which needs the whole page)."""
-    key = test.name
+def _row(test: VerdictTest, found: pd.DataFrame, margins: Section, params: Section) -> list[Any]:
+    """One test's row, judged against the margin of its unit, before Holm's correction (which needs the whole
+    page)."""
+    key, epsilon = test.name, float(getattr(margins, test.epsilon.key))
     score = Estimate(float(found.at[key, "value"]), float(found.at[key, "lo"]), float(found.at[key, "hi"]))
     n = found.at[key, "n"]
     checked = gates.checks(test.instruments, found, params)
@@ -47,18 +49,20 @@ def _row(test: VerdictTest, found: pd.DataFrame, epsilon: float, params: Section
     p = np.nan if outcome == NOT_MEASURABLE else fail_pvalue(score, epsilon)
     unmet = tuple(check.brief() for check in checked if check.state == gate != gates.PASSED)
     return [test.requirement, test.label, test.name, test.resampled, score.value, score.lo, score.hi, n, epsilon,
-            outcome, gate, tuple(check.text() for check in checked), unmet, (score.hi - score.lo) / 2, needed, p,
-            np.nan, ""]
+            test.epsilon.unit, outcome, gate, tuple(check.text() for check in checked), unmet,
+            (score.hi - score.lo) / 2, needed, p, np.nan, ""]
 
 
-def verdicts(results: pd.DataFrame, epsilon: float, params: Section = GateParams()) -> pd.DataFrame:
+def verdicts(results: pd.DataFrame, margins: Section = EpsilonParams(), params: Section = GateParams()
+             ) -> pd.DataFrame:
     """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
-    results-file name, the outcome (verdict), its gates (every check's text, and in `unmet` the failed checks, or
+    results-file name, the epsilon its unit's margin (`margins`, an EpsilonParams) sets, the outcome (verdict), its
+    gates (every check's text, and in `unmet` the failed checks, or
     the unchecked ones, in brief), the half-width and cases needed, and Holm's correction over the measurable
     tests."""
     found = results.drop_duplicates("name", keep="last").set_index("name")
     rows = [
-        _row(test, found, epsilon, params)
+        _row(test, found, margins, params)
         for tests in requirements().values()
         for test in tests
         if test.name in found.index and not pd.isna(found.at[test.name, "lo"])
@@ -72,14 +76,22 @@ def verdicts(results: pd.DataFrame, epsilon: float, params: Section = GateParams
     return table
 
 
-def verdict_of(results: pd.DataFrame, names: Sequence[str], epsilon: float, params: Section) -> np.ndarray:
-    """The verdict page's verdict of each test named, at margin `epsilon` (NaN for a test the page lacks)."""
-    return verdicts(results, epsilon, params).set_index("name")["verdict"].reindex(list(names)).to_numpy()
+def verdict_of(results: pd.DataFrame, names: Sequence[str], margins: Section, params: Section) -> np.ndarray:
+    """The verdict page's verdict of each test named, at the `margins` (NaN for a test the page lacks)."""
+    return verdicts(results, margins, params).set_index("name")["verdict"].reindex(list(names)).to_numpy()
+
+
+def card_margins(epsilon: float | dict[str, float]) -> Section:
+    """The margins a model card records: one per unit, or for a card written before margins had units, its one
+    epsilon, which judged every test then."""
+    if isinstance(epsilon, dict):
+        return EpsilonParams(**epsilon)
+    return EpsilonParams(**{e.key: epsilon for e in EPSILONS})
 
 
 def from_card(results: pd.DataFrame, card: dict[str, Any]) -> pd.DataFrame:
-    """The verdicts with the epsilon and gate thresholds a model card records (default gates for older cards)."""
-    return verdicts(results, card["params"]["epsilon"], GateParams(**card["params"].get("gates", {})))
+    """The verdicts with the margins and gate thresholds a model card records (default gates for older cards)."""
+    return verdicts(results, card_margins(card["params"]["epsilon"]), GateParams(**card["params"].get("gates", {})))
 
 
 def overall(table: pd.DataFrame) -> pd.Series:

@@ -31,6 +31,14 @@ def _competence_note(audit: TaskAudit) -> str:
     return "accuracy minus chance" if audit.task.chance is not None else "r of the metric with the decisive fact"
 
 
+def _cases(audit: TaskAudit, label: str) -> int:
+    """The cases an estimate's bootstrap resampled: a black-box gap's cases with both groups (those of its own
+    prompts), a white-box estimate's swept cases."""
+    if label.startswith("black-box "):
+        return len(audit.case_gaps(label.removeprefix("black-box ")))
+    return int(audit.white["case"].nunique())
+
+
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
     """Every task's estimates; the results per task: its estimates of `ESTIMATES` it has, its answer mass, then its
     competence where it has one."""
@@ -44,7 +52,7 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
             if est is None:
                 continue
             found.append({"name": method(name, ESTIMATES[label]), "value": est.value, "lo": est.lo, "hi": est.hi,
-                          "note": audit.task.metric_name, "n": audit.white["case"].nunique()})
+                          "note": audit.task.metric_name, "n": _cases(audit, label)})
             rows.append({"task": name, "method": label, "value": est.value, "lo": est.lo, "hi": est.hi})
         found.append({"name": result(name, "answer_mass"), "value": audit.mass()})
         if (score := competences[name]) is not None:

@@ -10,21 +10,26 @@ from pydantic import field_validator
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.sections import Section, at_least, coefficients, sizes
-from llmaudit.spec import ChapterSpec, Gate, Headline, Result, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, VerdictTest, result
 
 BOOTSTRAP_LIMIT = 100_000
 COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
 Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "whitebox_exact_at_0"]
+# The margins of the decision tasks' two kinds of score (the metrics are rates or probabilities, in [0, 1]).
+SLOPE_EPSILON = Epsilon(key="slope", unit="metric per unit lambda", default=0.02, top=1.0,
+                        beyond="a slope of 1 moves the metric across its whole [0, 1] range between lambda = 0 and "
+                               "lambda = 1, where the vectors are fit (main paper §3.3)")
+GAP_EPSILON = Epsilon(key="gap", unit="metric difference", default=0.02, top=1.0,
+                      beyond="a gap between two rates or probabilities lies in [-1, 1]")
 
 
 class TaskParams(Section):
-    """Sizes and thresholds of the decision tasks (main paper §4.2-4.4): cases per task (each task named; null: all
-    its cases, 0 skips it), the lambda grid of the white-box sweep, the invariance threshold epsilon on |slope|,
-    bootstrap resamples for intervals, and how many lambdas share one pass over the upper blocks."""
+    """Sizes of the decision tasks (main paper §4.2-4.4): cases per task (each task named; null: all its cases, 0
+    skips it), the lambda grid of the white-box sweep, bootstrap resamples for intervals, and how many lambdas share
+    one pass over the upper blocks. The margins their verdicts use are the params' `epsilon` section."""
 
     sizes: dict[str, int | None] = {}
     lambdas: list[float] = [round(-1 + 0.2 * i, 1) for i in range(11)]
-    epsilon: float = 0.02
     bootstrap: int = 2000
     lambda_batch: int = 1
 
@@ -39,13 +44,6 @@ class TaskParams(Section):
         coefficients(value)
         if 0.0 not in value or len(value) < 3 or value != sorted(value):
             raise ValueError(f"give at least 3 increasing values including 0 (got {value})")
-        return value
-
-    @field_validator("epsilon")
-    @classmethod
-    def _epsilon(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError(f"must be a number > 0 (got {value})")
         return value
 
     @field_validator("bootstrap")
@@ -106,11 +104,12 @@ def _tests(params: Any) -> list[VerdictTest]:
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
             found.append(VerdictTest(requirement(task), method(task, ESTIMATES[f"black-box {variant}"]),
-                                     f"black-box gap, {concept} {stated}", "cases", own, TASKS[task].metric_name))
+                                     f"black-box gap, {concept} {stated}", "cases", own, TASKS[task].metric_name,
+                                     GAP_EPSILON))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
                                  f"white-box slope, steering {main}", "cases", (*own, ("vector", main)),
-                                 TASKS[task].metric_name))
+                                 TASKS[task].metric_name, SLOPE_EPSILON))
     return found
 
 

@@ -10,11 +10,13 @@ from pydantic import field_validator
 
 from llmaudit.chapters.markedness.metrics import KINDS
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
-from llmaudit.spec import ChapterSpec, Gate, Result, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, Result, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
 ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
 MIN_LABEL_SHARE = "min_label_share_9shot"  # smallest share of predictions among the gold labels (the other gate)
+FPR_GAP_EPSILON = Epsilon(key="fpr_gap", unit="FPR difference", default=0.02, top=1.0,
+                          beyond="a difference of two false positive rates lies in [-1, 1] (paper 004, §3.2)")
 
 
 class MarkednessParams(Section):
@@ -60,7 +62,8 @@ def _tests(params: Any) -> list[VerdictTest]:
     """Per probe set run: the White sentences' negative- and positive-sentiment FPR gaps."""
     return [VerdictTest(requirement(probes), fpr_gap(probes, kind),
                         f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
-                        "demonstration seeds", (("probes", probes),), "false positive (1) or not (0)")
+                        "demonstration seeds", (("probes", probes),), "false positive (1) or not (0)",
+                        FPR_GAP_EPSILON)
             for probes in probe_sets_run(params) for kind in KINDS]
 
 

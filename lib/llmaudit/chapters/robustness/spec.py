@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmaudit.chapters.decision_tasks import TASKS
-from llmaudit.chapters.decision_tasks.spec import requirement, tasks_run
+from llmaudit.chapters.decision_tasks.spec import SLOPE_EPSILON, requirement, tasks_run
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
 
@@ -23,7 +23,8 @@ def _tests(params: Any) -> list[VerdictTest]:
     for task in tasks_run(params):
         second = CONCEPT_VECTORS[TASKS[task].concept][1]
         found.append(VerdictTest(requirement(task), second_slope(task, second), f"white-box slope, steering {second}",
-                                 "cases", (("task", task), ("vector", second)), TASKS[task].metric_name))
+                                 "cases", (("task", task), ("vector", second)), TASKS[task].metric_name,
+                                 SLOPE_EPSILON))
     return found
 
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.steering_vectors.concept import ConceptTokens, concept_tokens, split_counts, thresholds
 from llmaudit.chapters.steering_vectors.recipes import Recipe, rows, validation_size
 from llmaudit.chapters.steering_vectors.selection import (
@@ -24,6 +23,7 @@ from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.data import read_json
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.steer import steered
 from llmaudit.models.vector import SteeringVector
 
@@ -59,18 +59,9 @@ def forward_concept(
     `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     layers = list(range(model.n_layers))
-    key = {"model": model.identity, "prompts": prompts, "labels": tokens.ids, "layers": layers}
-
-    def run() -> dict[str, torch.Tensor]:
-        out = model.forward(prompts, tokens.ids, layers, batch_tokens=batch_tokens, desc=desc)
-        assert out.acts is not None  # every layer was asked for
-        return {"probs": out.probs, "acts": out.acts}
-
-    result = cached_tensors(cache, key, run)
-    return result["probs"], result["acts"]
     out = steered(model, texts=prompts, labels=tokens.ids, layers=layers, cache=cache, batch_tokens=batch_tokens,
                   desc=desc)
-    return out.probs[0], out.acts[0]
+    return out.probs[0], required(out.acts, "block outputs")[0]
 
 
 def template_centres(scores: torch.Tensor, template: pd.Series) -> dict[int, float]:

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import model_validator
 
 from llmaudit.chapters.decision_tasks import TASKS
-from llmaudit.chapters.decision_tasks.spec import requirement, tasks_run
+from llmaudit.chapters.decision_tasks.spec import GAP_EPSILON, requirement, tasks_run
 from llmaudit.sections import Section
 from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
 
@@ -42,7 +42,7 @@ def _tests(params: Any) -> list[VerdictTest]:
         return []
     return [VerdictTest(requirement("credit"), NAMES_IMPLICIT,
                         "black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", "profiles",
-                        (("task", "credit"),), TASKS["credit"].metric_name)]
+                        (("task", "credit"),), TASKS["credit"].metric_name, GAP_EPSILON)]
 
 
 RESULTS = (
