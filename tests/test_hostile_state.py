@@ -373,7 +373,8 @@ def test_relative_reports_from_another_directory_stay_in_one_folder(tmp_path, ra
     (chapter, params_file, report_dir, output), = ran
     folder = (elsewhere / "out" / "ci").resolve()
     assert (REPO / report_dir).resolve() == folder  # chapters run with cwd=REPO
-    assert Path(params_file).is_absolute() and Path(params_file) == (elsewhere / "mine.yaml").resolve()
+    assert Path(params_file).is_absolute() and Path(params_file) == folder / "params" / "mine.yaml"  # its text, read
+    assert Path(params_file).read_text() == (elsewhere / "mine.yaml").read_text()  # from the user's directory
     assert output.parent.resolve() == folder and (folder / "report.html").exists()
 
 
