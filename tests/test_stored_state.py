@@ -139,16 +139,16 @@ def test_a_swapped_vector_stops_the_audit_with_one_line(tmp_path, monkeypatch, c
 # --- 3: the card keeps the params text the chapters ran ------------------------------------------------------------
 
 
-def editing_chapters(monkeypatch, params: Path, edited: str) -> list[int]:
-    """papermill replaced by chapters that record one row each; the first rewrites `params` as `edited` while it
-    runs. Returns the seed each chapter ran with."""
+def editing_chapters(monkeypatch, params: Path, edited: str | None) -> list[int]:
+    """papermill replaced by chapters that record one row each; the first rewrites `params` as `edited` (None:
+    removes it) while it runs. Returns the seed each chapter ran with."""
     seeds = []
 
     def execute_notebook(source, output, parameters, **kwargs):
         name = Path(source).stem.split("_", 1)[1]
         chapter = open_chapter(name, parameters["params_file"], parameters["report_dir"], False)
         if not seeds:
-            params.write_text(edited)
+            params.write_text(edited) if edited is not None else params.unlink()
         seeds.append(chapter.params.seed)
         chapter.record("gender_lang.block" if name == "steering_vectors" else "credit.blackbox_explicit", 1.0)
         nbformat.write(nbformat.v4.new_notebook(), output)
@@ -160,8 +160,9 @@ def editing_chapters(monkeypatch, params: Path, edited: str) -> list[int]:
 
 @pytest.mark.parametrize("edit", [lambda text: text.replace("seed: 0", "seed: 7").replace("bootstrap: 200",
                                                                                            "bootstrap: 100000"),
-                                  lambda text: text[: len(text) // 2]],  # half-written: exit 4 before
-                         ids=["edited", "half-written"])
+                                  lambda text: text[: len(text) // 2],  # half-written: exit 4 before
+                                  lambda text: None],
+                         ids=["edited", "half-written", "removed"])
 def test_a_params_file_edited_during_the_audit_is_one_note_and_the_card_keeps_the_text_that_ran(
         tmp_path, monkeypatch, capsys, edit) -> None:
     original = (PARAMS_DIR / "ci.yaml").read_text()

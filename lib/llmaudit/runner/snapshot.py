@@ -23,11 +23,12 @@ def edited_note(run: ParamsFile) -> str | None:
     """One note where the params file no longer holds the text the run read at its start (edited, removed or
     unreadable now); None where it does. The file is hashed, never parsed: a half-written file is only different."""
     try:
-        now = hashlib.sha256(run.path.read_bytes()).hexdigest()[:12]
+        now = hashlib.sha256(run.path.read_bytes()).hexdigest()
     except OSError as err:
         now = f"unreadable ({err.strerror or err})"
-    if now == run.sha256[:12]:
+    if now == run.sha256:
         return None
+    shown = now[:12] if len(now) == len(run.sha256) else now
     return (f"note: params file {printable(str(run.path))} changed during this audit (sha256 {run.sha256[:12]} at "
-            f"its start, {printable(now)} now): every chapter ran the text read at the start, which the model card "
+            f"its start, {printable(shown)} now): every chapter ran the text read at the start, which the model card "
             "and report keep; audit again to run the edited file")
