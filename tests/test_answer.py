@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmaudit.config import load_params, params_path
+from llmaudit.config import read_params_file
 from llmaudit.report import Results, build_report
 from llmaudit.report.answer import Answer, answer_section, answers, scope
 from llmaudit.report.card import write_card
@@ -37,6 +37,7 @@ def audited(folder: Path) -> Path:
     results.record("markedness", "regard.accuracy_over_chance_9shot", 0.2)
     results.record("markedness", "regard.min_label_share_9shot", 0.0)
     card = {"params": {"name": "tiny", "file": "tiny.yaml", "epsilon": 0.02,
+                       "chapters": ["steering_vectors", "decision_tasks", "robustness", "markedness", "framing"],
                        "text": "chapters: [steering_vectors, decision_tasks, robustness, markedness, framing]"},
             "model": {"source": "hub/tiny-model"}, "generated": "2025-01-02 03:04 UTC"}
     (folder / "model_card.json").write_text(json.dumps(card))
@@ -74,9 +75,19 @@ def test_scope_names_model_date_chapters_and_sizes(tmp_path: Path) -> None:
     assert "params tiny.yaml, ε: 0.02 (every test)" in line
 
 
+def test_scope_reads_the_parsed_chapters_never_the_text(tmp_path: Path) -> None:
+    """The card's text is the file as written, which a run may have seen half-written: the first screen reads the
+    chapters the run parsed (an edit mid-run once ended the audit with exit 4 where the text was parsed again)."""
+    folder = audited(tmp_path)
+    card = json.loads((folder / "model_card.json").read_text())
+    card["params"]["text"] = "chapters: [steering_vectors\n  tasks: {"  # half-written YAML
+    (folder / "model_card.json").write_text(json.dumps(card))
+    assert "Scope: 4 of 5 chapters run" in scope(results_document(folder))
+
+
 def test_first_screen_opens_the_report_escaped(tmp_path: Path) -> None:
     folder = audited(tmp_path)
-    write_card(folder, load_params("ci"), params_path("ci"), {})  # the whole card the report's card section reads
+    write_card(folder, read_params_file("ci"), {})  # the whole card the report's card section reads
     html = build_report(folder, "Audit", []).read_text()
     assert html.index('id="answer"') < html.index('class="toc"') < html.index('id="verdicts"')
     assert html.index("</header>") < html.index('id="answer"')

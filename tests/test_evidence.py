@@ -16,7 +16,7 @@ from llmaudit.chapters.decision_tasks.base import Task, TaskItem
 from llmaudit.chapters.decision_tasks.estimates import estimates
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.config import load_params, params_path
+from llmaudit.config import read_params_file
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report import Results, build_report, evidence
 from llmaudit.report.card import write_card
@@ -255,7 +255,7 @@ def test_runner_keeps_the_exact_prompts(tiny_model, tmp_path) -> None:
 
 
 def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
-    write_card(tmp_path, load_params("ci"), params_path("ci"), {})
+    write_card(tmp_path, read_params_file("ci"), {})
     results = Results(tmp_path / "results.csv")
     results.record("decision_tasks", "credit.blackbox_explicit", 0.0833, 0.05, 0.12, n=6)  # fail
     results.record("decision_tasks", "credit.whitebox_slope", 0.02, 0.0, 0.04, n=6)  # inconclusive

@@ -23,7 +23,7 @@ from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from llmaudit.config import _shown, load_params, params_path
+from llmaudit.config import _shown, load_params, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
 from llmaudit.registry import KEYS
@@ -222,7 +222,7 @@ def test_index_escapes_a_hostile_report_folder_name(tmp_path) -> None:
     results.record("decision_tasks", "credit.blackbox_explicit", 0.001, 0.0005, 0.0015)
     write_model(folder, {"source": "embedded:x.gguf", "sha256": "ab" * 32, "dtype": "torch.float32",
                          "device": "cpu", "blocks": 4, "width": 32})
-    write_card(folder, load_params("ci"), params_path("ci"), {})
+    write_card(folder, read_params_file("ci"), {})
     html = build_index(tmp_path).read_text(encoding="utf-8")
     book = myst((tmp_path / "index.md").read_text(encoding="utf-8"))
     assert active(html) == [] and active(book) == [] and "img" not in [t for t, _ in Tags(book).tags]

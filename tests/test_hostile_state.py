@@ -11,6 +11,7 @@ import re
 import subprocess
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pandas as pd
@@ -28,7 +29,7 @@ from llmaudit.errors import AuditError
 from llmaudit.models import load
 from llmaudit.report import Results, card
 from llmaudit.runner import audit
-from llmaudit.runner.chapter import open_chapter
+from llmaudit.runner.chapter import Chapter, open_chapter
 from llmaudit.terminal import _unsafe
 from test_similarity_systems import answers
 
@@ -148,6 +149,7 @@ def recording_chapters(monkeypatch, fail: bool = False) -> None:
 
     monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
     monkeypatch.setattr(card, "_git_commit", lambda: None)
+    known_model(monkeypatch)
 
 
 def test_a_chapter_rerun_with_edited_params_is_recorded_per_chapter(tmp_path, monkeypatch, capsys) -> None:
@@ -225,11 +227,21 @@ def test_damaged_cache_entry_is_recomputed_with_a_warning(tmp_path, damage) -> N
     assert len(calls) == 2  # the rewritten entry is good again
 
 
-def saved_vector(folder: Path) -> Path:
-    """A small steering vector saved under `folder`."""
+MODEL = SimpleNamespace(identity={"weights": "f00d"}, n_layers=4, width=8)  # the audited model, as vectors see it
+
+
+def known_model(monkeypatch) -> None:
+    """Chapters see `MODEL` as their model instead of loading the ci model."""
+    monkeypatch.setattr(Chapter, "model", MODEL)
+
+
+def saved_vector(folder: Path, name: str = "gender_lang", concept: str = "gender", **meta) -> Path:
+    """A small steering vector of the ci audit's `MODEL` saved under `folder` (`meta` replaces its recorded
+    model)."""
     gen = torch.Generator().manual_seed(1)
     direction, mean = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
-    vector = SteeringVector("gender_lang", "gender", 2, direction, mean, 0.5)
+    recorded = {"model": "ci", "weights": MODEL.identity["weights"]} | meta
+    vector = SteeringVector(name, concept, 2, direction, mean, 0.5, meta=recorded)
     return vector.save(folder)
 
 
@@ -361,7 +373,8 @@ def test_relative_reports_from_another_directory_stay_in_one_folder(tmp_path, ra
     (chapter, params_file, report_dir, output), = ran
     folder = (elsewhere / "out" / "ci").resolve()
     assert (REPO / report_dir).resolve() == folder  # chapters run with cwd=REPO
-    assert Path(params_file).is_absolute() and Path(params_file) == (elsewhere / "mine.yaml").resolve()
+    assert Path(params_file).is_absolute() and Path(params_file) == folder / "params" / "mine.yaml"  # its text, read
+    assert Path(params_file).read_text() == (elsewhere / "mine.yaml").read_text()  # from the user's directory
     assert output.parent.resolve() == folder and (folder / "report.html").exists()
 
 
@@ -465,7 +478,7 @@ FAKE_CHAPTER = textwrap.dedent(
     ```
 
     ```python
-    from llmaudit.runner.chapter import open_chapter
+    from llmaudit.runner.chapter import Chapter, open_chapter
 
     chapter = open_chapter("decision_tasks", params_file, report_dir, use_cache)
     chapter.vector("gender_lang")

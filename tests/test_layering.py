@@ -19,7 +19,7 @@ CHAPTERS = tuple(f"chapters.{key}" for key in KEYS)
 # Bottom to top. Parts on one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
-    ("atomic", "reading", "terminal"),  # file writes and reads, terminal text, which the ledger and cache use
+    ("atomic", "reading", "terminal", "sealed"),  # file writes and reads, terminal text, stored tensors: ledger, cache
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries"),
     ("spec",),
     ("data",),
@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("captions",),  # how numbered captions read, for the report and the book's Sphinx extension
     ("report",),
-    ("runner.chapter",),
+    ("runner.chapter", "runner.snapshot"),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
     ("runner.adhoc",),
     ("cli",),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llmaudit.config import load_params, params_path
+from llmaudit.config import load_params, params_path, read_params_file
 from llmaudit.ledger import Ledger, ledger_path
 from llmaudit.report import Results, build_report
 from llmaudit.report.card import CARD, write_card, write_model
@@ -91,14 +91,13 @@ def audited_folder(reports: Path, name: str, slope: tuple[float, float, float]) 
     results_file(folder, slope)
     write_model(folder, {"source": "embedded:x.gguf", "sha256": "ab" * 32, "dtype": "torch.float32",
                          "device": "cpu", "blocks": 4, "width": 32})
-    params = load_params("ci")
-    write_card(folder, params, params_path("ci"), {"steering_vectors": 60.0})
+    write_card(folder, read_params_file("ci"), {"steering_vectors": 60.0})
     return folder
 
 
 def test_model_card_pins_weights_params_data_and_keeps_earlier_timings(tmp_path) -> None:
     folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
-    write_card(folder, load_params("ci"), params_path("ci"), {"decision_tasks": 120.0})
+    write_card(folder, read_params_file("ci"), {"decision_tasks": 120.0})
     card = json.loads((folder / CARD).read_text())
     assert card["model"]["sha256"] == "ab" * 32
     text = params_path("ci").read_text()
@@ -125,7 +124,7 @@ def test_card_reports_each_chapters_compute_against_its_minimum(tmp_path) -> Non
         ledger = Ledger(30, actual, minimum, ledger_path(folder, chapter))
         ledger.save()
     (folder / "ledger" / "validity.json").write_text("{damaged")  # cost information only: left out, never fatal
-    write_card(folder, load_params("ci"), params_path("ci"), {})
+    write_card(folder, read_params_file("ci"), {})
     card = json.loads((folder / CARD).read_text())
     assert card["compute"] == {"decision_tasks": {"blocks": 30, "actual": 3_000_000, "minimum": 2_000_000},
                                "framing": {"blocks": 30, "actual": 500_000, "minimum": 500_000}}

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
+
+from llmaudit.sealed import Unsealed, seal, unseal
 
 
 def cache_root() -> Path:
@@ -24,6 +24,8 @@ def cache_root() -> Path:
 
 
 FIGURES = "plots.py"  # a chapter's figures, drawn from its cached results: left out of its code hash
+ENTRIES = ("cache.py", "sealed.py")  # the code that writes and reads an entry: in every code hash, so that entries of
+# an older format lie in another folder and are never read
 
 
 @functools.cache
@@ -31,9 +33,9 @@ def code_version(packages: tuple[str, ...]) -> str:
     """Hash of the sources (.py and .json) of the named llmaudit packages (dotted from llmaudit down, e.g.
     'chapters.decision_tasks'): the chapters declare which packages decide their forward passes
     (`llmaudit.registry.computing_packages`); reporting, figures and statistics, which run on the cached tensors, are
-    left out."""
+    left out. The entry format's code (`ENTRIES`) is hashed too."""
     root = Path(__file__).parent
-    h = hashlib.sha256()
+    h = hashlib.sha256(b"".join(root.joinpath(name).read_bytes() for name in ENTRIES))
     for name in sorted(packages):
         folder = root.joinpath(*name.split("."))
         for path in sorted(folder.rglob("*.py")) + sorted(folder.rglob("*.json")):
@@ -47,31 +49,18 @@ def digest(key: Any) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def tensors_sha256(tensors: dict[str, torch.Tensor], header: str = "") -> str:
-    """sha256 over a header text and every tensor's name, dtype, shape and bytes, in name order: the checksum saved
-    with cache entries and steering vectors, so that a damaged or altered file is never used."""
-    h = hashlib.sha256(header.encode())
-    for name in sorted(tensors):
-        tensor = tensors[name].detach().cpu().contiguous()
-        h.update(f"\0{name}\0{tensor.dtype}\0{list(tensor.shape)}\0".encode())
-        data = tensor.reshape(-1).view(torch.uint8).numpy()
-        h.update(data)  # type: ignore[arg-type]  # numpy declares ndarray's buffer protocol only for Python >= 3.12
-    return h.hexdigest()
-
-
-def _verified(path: Path) -> dict[str, torch.Tensor] | None:
-    """A cache entry's tensors, or None, with a warning naming the file, where it is unreadable or fails its
-    checksum (a truncated write, a damaged disk, an edit): the caller computes it again."""
+def _verified(path: Path, key: Any) -> dict[str, torch.Tensor] | None:
+    """A cache entry's tensors, or None, with a warning naming the file, where it is unreadable, fails its checksum
+    (a truncated write, a damaged disk, an edit) or holds the result of another key than the one its name stands for
+    (an entry moved or copied onto another's name): the caller computes it again."""
     try:
-        with safe_open(str(path), framework="pt") as handle:
-            stored = (handle.metadata() or {}).get("sha256")
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-    except (OSError, SafetensorError) as err:
-        problem = f"is unreadable ({' '.join(str(err).split())})"
+        tensors, header = unseal(path)
+    except Unsealed as err:
+        problem = str(err)
     else:
-        if stored == tensors_sha256(tensors):
+        if header.get("key") == digest(key):
             return tensors
-        problem = "fails its checksum"
+        problem = f"holds the result of another key ({str(header.get('key'))[:24]!r}, not {digest(key)!r})"
     warnings.warn(f"cache entry {path} {problem}: computing it again", stacklevel=3)
     return None
 
@@ -93,18 +82,19 @@ def cached_tensors(
 
 
 def stored_tensors(folder: Path | None, key: Any) -> dict[str, torch.Tensor] | None:
-    """The tensors stored under `key` (`store_tensors`), or None where there are none or they fail their checksum."""
+    """The tensors stored under `key` (`store_tensors`), or None where there are none, they fail their checksum or
+    they are another key's."""
     path = Path(folder) / f"{digest(key)}.safetensors" if folder is not None else None
-    return _verified(path) if path is not None and path.exists() else None
+    return _verified(path, key) if path is not None and path.exists() else None
 
 
 def store_tensors(folder: Path | None, key: Any, tensors: dict[str, torch.Tensor]) -> None:
-    """Store `tensors` under `folder` by the digest of `key`, with their checksum, written whole (temp + rename)."""
+    """Store `tensors` under `folder` by the digest of `key`, with that digest and their checksum
+    (`llmaudit.sealed`), written whole (temp + rename)."""
     if folder is None:
         return
     path = Path(folder) / f"{digest(key)}.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    checksum = {"sha256": tensors_sha256(tensors)}
-    save_file({name: t.contiguous() for name, t in tensors.items()}, partial, metadata=checksum)
+    partial.write_bytes(seal(tensors, {"key": digest(key)}))
     partial.rename(path)

@@ -5,7 +5,9 @@ and, for an unknown name, the closest known one."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import reprlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +32,8 @@ MOVED: dict[tuple[str, ...], str] = {
 }
 _SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
-__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "read_profile",
-           "standin_params"]
+__all__ = ["REPO", "PARAMS_DIR", "Params", "ParamsFile", "available_models", "load_params", "params_path",
+           "read_params_file", "read_profile", "standin_params"]
 
 
 class RunSettings(Section):
@@ -160,10 +162,10 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(path: Path) -> Any:
-    """A params file's YAML document, read by the strict loader; a NUL byte, bad UTF-8 or bad YAML is a one-line
-    ConfigError with the line where there is one."""
-    data = path.read_bytes()
+def _read_yaml(path: Path, data: bytes | None = None) -> Any:
+    """A params file's YAML document (its bytes `data`, read from `path` where not given), read by the strict loader;
+    a NUL byte, bad UTF-8 or bad YAML is a one-line ConfigError with the line where there is one."""
+    data = path.read_bytes() if data is None else data
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
@@ -179,16 +181,34 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
 
 
-def load_params(name_or_path: str | Path) -> Params:
-    """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
+@dataclass(frozen=True)
+class ParamsFile:
+    """A params file as read once: its path, its text, the sha256 of its bytes and the params they give. An audit
+    runs every chapter on this text and its model card records it, whatever happens to the file meanwhile."""
+
+    path: Path
+    text: str
+    sha256: str
+    params: Params
+
+
+def read_params_file(name_or_path: str | Path) -> ParamsFile:
+    """Read a params file once and validate it; every problem is a one-line ConfigError naming the key."""
     path = params_path(name_or_path)
-    raw = _read_yaml(path)
+    data = path.read_bytes()
+    raw = _read_yaml(path, data)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, path.name)) from None
+    return ParamsFile(path, data.decode("utf-8"), hashlib.sha256(data).hexdigest(), params)
+
+
+def load_params(name_or_path: str | Path) -> Params:
+    """Read and validate a params file (`read_params_file`)."""
+    return read_params_file(name_or_path).params
 
 
 def one_line(err: ValidationError, where: str) -> str:

@@ -4,19 +4,17 @@ over both, checked on every load."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save
 
 from llmaudit.atomic import write_atomic
-from llmaudit.cache import digest, tensors_sha256
+from llmaudit.cache import digest
 from llmaudit.errors import AuditError
 from llmaudit.models.intervention import Intervention
+from llmaudit.sealed import Unsealed, seal, unseal
 
 
 @dataclass
@@ -47,29 +45,39 @@ class SteeringVector:
         """Cosine between two unit directions (meaningful only for vectors of the same model)."""
         return float(self.direction @ other.direction)
 
+    def mismatches(self, *, name: str, concept: str, model: str, weights: str, blocks: int, width: int,
+                   block: int | None) -> list[str]:
+        """Where this vector is not the one a chapter asked for: its recorded name, concept, model (params name and
+        weights identity), block (one of the model's `blocks`, and the `block` the steering chapter recorded for it
+        where there is one) or width differ from those given; empty where it is that vector."""
+        asked = {"name": name, "concept": concept, "model": model, "weights": weights}
+        found = {"name": self.name, "concept": self.concept, "model": self.meta.get("model"),
+                 "weights": self.meta.get("weights")}
+        problems = [f"{key} {found[key]!r}, not {value!r}" for key, value in asked.items() if found[key] != value]
+        if not (isinstance(self.layer, int) and 0 <= self.layer < blocks) or block not in (None, self.layer):
+            problems.append(f"block {self.layer!r}, not {'one of 0-' + str(blocks - 1) if block is None else block}")
+        if tuple(self.direction.shape) != (width,) or tuple(self.mean.shape) != (width,):
+            problems.append(f"width {tuple(self.direction.shape)}, not ({width},)")
+        return problems
+
     def save(self, folder: Path) -> Path:
-        """Write `<folder>/<name>.safetensors` atomically, with the checksum of its tensors and header."""
+        """Write `<folder>/<name>.safetensors` atomically, with the checksum of its tensors and header
+        (`llmaudit.sealed`: the same vector, the same bytes)."""
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.name}.safetensors"
-        header = json.dumps({"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta})
-        tensors = {"direction": self.direction.contiguous(), "mean": self.mean.contiguous()}
-        metadata = {"llmaudit": header, "sha256": tensors_sha256(tensors, header)}
-        return write_atomic(path, save(tensors, metadata=metadata))
+        header = {"name": self.name, "concept": self.concept, "layer": self.layer, "k": self.k, **self.meta}
+        tensors = {"direction": self.direction, "mean": self.mean}
+        return write_atomic(folder / f"{self.name}.safetensors", seal(tensors, header))
 
     @classmethod
     def load(cls, path: Path) -> SteeringVector:
         """Read a vector written by `save`; an unreadable file, or one that fails its checksum (damaged or edited),
         is a one-line AuditError naming it, since every white-box number downstream would rest on it."""
         try:
-            with safe_open(str(path), framework="pt") as handle:
-                stored = handle.metadata() or {}
-                tensors = {name: handle.get_tensor(name) for name in ("direction", "mean")}
-        except (OSError, SafetensorError) as err:
-            raise _damaged(path, f"is unreadable ({' '.join(str(err).split())})") from None
-        text = stored.get("llmaudit", "")
-        if stored.get("sha256") != tensors_sha256(tensors, text):
-            raise _damaged(path, "fails its checksum")
-        header = json.loads(text)
+            tensors, header = unseal(path)
+        except Unsealed as err:
+            raise _damaged(path, str(err)) from None
+        if not {"name", "concept", "layer", "k"} <= header.keys() or not {"direction", "mean"} <= tensors.keys():
+            raise _damaged(path, "lacks a vector's fields")
         fixed = {key: header.pop(key) for key in ("name", "concept", "layer", "k")}
         return cls(**fixed, direction=tensors["direction"], mean=tensors["mean"], meta=header)
 

@@ -10,7 +10,6 @@ from html import escape
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from llmaudit.registry import KEYS, chapter
 from llmaudit.report.front import badge, p_value
@@ -114,7 +113,7 @@ def scope(document: dict[str, Any]) -> str:
     """One or two lines: model, date, chapters run (of those the params list) and sizes, epsilon and params file."""
     config = document.get("config", {})
     model = config.get("model", {})
-    listed = (yaml.safe_load(config.get("text") or "") or {}).get("chapters") or list(KEYS)
+    listed = config.get("listed") or list(KEYS)  # the params' chapters as parsed at the run's start
     ran = [key for key in listed if key in document.get("results", {})]
     missing = [key for key in listed if key not in ran]
     titles = ", ".join(chapter(key).title.lower() if key in KEYS else key for key in ran)

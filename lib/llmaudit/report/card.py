@@ -30,7 +30,7 @@ from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.verdicts import card_margins
 
 if TYPE_CHECKING:  # the card reads a run's params; config itself sits above the report in the layering
-    from llmaudit.config import Params
+    from llmaudit.config import Params, ParamsFile
 
 CARD = "model_card.json"
 MODEL = "model.json"
@@ -92,6 +92,7 @@ class _CardParams(_Part):
     file: str = ""
     sha256: str = ""
     text: str = ""
+    chapters: list[str] = []  # the chapters the params list (cards of older versions: none recorded)
     seed: int = 0
     epsilon: float | dict[str, float]
     gates: GateParams = Field(default_factory=GateParams)
@@ -191,18 +192,19 @@ def chapter_provenance(report_dir: Path, params: Params) -> dict[str, dict[str, 
     return found
 
 
-def write_card(report_dir: Path, params: Params, params_file: Path, timings: dict[str, float]) -> Path:
-    """Write model_card.json; chapter wall times of earlier runs are kept for chapters not run this time, the
-    compute ledger of each chapter is its last computing run's (`llmaudit.ledger`), and each chapter's params are
-    the ones its rows came from (`chapter_provenance`)."""
+def write_card(report_dir: Path, run: ParamsFile, timings: dict[str, float]) -> Path:
+    """Write model_card.json; its params are the text the run read at its start (`run`), never the file as it is
+    now; chapter wall times of earlier runs are kept for chapters not run this time, the compute ledger of each
+    chapter is its last computing run's (`llmaudit.ledger`), and each chapter's params are the ones its rows came
+    from (`chapter_provenance`)."""
     report_dir = Path(report_dir)
     previous = read_json(report_dir / CARD)
-    text = params_file.read_text(encoding="utf-8")
+    params = run.params
     card = {
         "model": read_json(report_dir / MODEL),
-        "params": {"name": params.name, "file": params_file.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                   "text": text, "epsilon": params.epsilon.model_dump(), "gates": params.gates.model_dump(),
-                   "seed": params.seed},
+        "params": {"name": params.name, "file": run.path.name, "sha256": run.sha256, "text": run.text,
+                   "chapters": params.chapters, "epsilon": params.epsilon.model_dump(),
+                   "gates": params.gates.model_dump(), "seed": params.seed},
         "chapters": chapter_provenance(report_dir, params),
         "environment": environment(),
         "data": {

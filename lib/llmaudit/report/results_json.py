@@ -7,9 +7,10 @@ so tools that read one read the other. Schema (README, "results.json"):
   half_width, cases_needed, p_holm, holm}]: the verdict page's rows (name: the test's results-file name; unmet: the
   failed gates, or the unchecked ones, in brief);
 - date: when the model card was written (the audit's end);
-- config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text, seed,
-  epsilon and gate thresholds, and `chapters`: per chapter the settings its rows came from and where they differ
-  from that params file (`report.card.chapter_provenance`);
+- config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text (as the
+  run read them at its start), seed, epsilon and gate thresholds, `listed`: the chapters the params list, and
+  `chapters`: per chapter the settings its rows came from and where they differ from that params file
+  (`report.card.chapter_provenance`);
 - versions: llmaudit, the computing code's hash, the git commit, Python and library versions;
 - data: the data manifest's sha256 and each data file's sha256;
 - n-samples: {chapter: {name: n}} for the rows with an interval over n sampled units.
@@ -60,7 +61,7 @@ def results_document(report_dir: Path) -> dict[str, Any]:
         "verdicts": [{k: _plain(v) for k, v in r.items() if k != "p_fail"} for r in verdicts.to_dict("records")],
         "config": {"model": card.get("model", {}),
                    **{k: params.get(k) for k in ("name", "file", "sha256", "text", "seed", "epsilon", "gates")},
-                   "chapters": card.get("chapters", {})},
+                   "listed": params.get("chapters", []), "chapters": card.get("chapters", {})},
         "versions": card.get("environment", {}),
         "data": card.get("data", {}),
         "n-samples": samples,

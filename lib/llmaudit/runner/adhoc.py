@@ -5,6 +5,7 @@ lm-evaluation-harness names its output after `--model_args pretrained=...`)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.decision_tasks.spec import tasks_run
-from llmaudit.config import Params, one_line, params_path, read_profile
+from llmaudit.config import Params, ParamsFile, one_line, params_path, read_profile
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import REPO
 from llmaudit.registry import chapter
@@ -146,5 +147,6 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
     params_file = Path(reports).resolve() / params.name / PARAMS_FILE
     header = (f"# Written by `llmaudit audit --model`: the profile {params_path(PROFILES[profile]).name} for the "
               "model below; rerun it with `llmaudit audit <this file>`.\n")
-    return audit(params, params_file, reports=reports, chapters=chapters,
-                 text=header + yaml.safe_dump(raw, sort_keys=False))
+    text = header + yaml.safe_dump(raw, sort_keys=False)
+    run = ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
+    return audit(run, reports=reports, chapters=chapters, write=True)

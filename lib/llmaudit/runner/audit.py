@@ -20,7 +20,7 @@ from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.atomic import write_atomic
 from llmaudit.chapters.similarity.saved import FOLDER
-from llmaudit.config import Params, load_params, params_path
+from llmaudit.config import Params, ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
@@ -30,6 +30,7 @@ from llmaudit.report.card import CARD, read_json, write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 from llmaudit.runner.chapter import finish_chapter
+from llmaudit.runner.snapshot import edited_note, snapshot
 from llmaudit.terminal import printable
 
 CELL_TIMEOUT_S = 3600
@@ -102,15 +103,15 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
     """Run the listed (default: all the params') chapters for `model` (a params name or file) in `reports`/<name>,
     which the run holds, write its model card, rebuild its HTML report and the cross-model index; returns the report
     path. A relative `reports` or params path is taken from the current directory, for the chapters as well."""
-    params, params_file = _params(model)
-    return audit(params, params_file, reports=reports, chapters=chapters)
+    return audit(_params(model), reports=reports, chapters=chapters)
 
 
-def audit(params: Params, params_file: Path, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
-          text: str | None = None) -> Path:
-    """`run_audit` for validated params read from `params_file`; with `text`, the run first writes it to
-    `params_file` once it holds the report folder (an audit of `--model` runs from the params it writes there, and a
-    second run on the folder must not replace them under the first)."""
+def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
+          write: bool = False) -> Path:
+    """`run_audit` for params as read once (`run`); with `write`, the run first writes their text to their path once
+    it holds the report folder (an audit of `--model` runs from the params it writes there, and a second run on the
+    folder must not replace them under the first)."""
+    params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:
         chapter_source(chapter)
@@ -119,17 +120,21 @@ def audit(params: Params, params_file: Path, *, reports: Path = REPO / "reports"
     if "similarity" in chosen:
         _compared_ready(params, reports)
     with _held(report_dir):
-        if text is not None:
-            write_atomic(params_file, text)
+        if write:
+            write_atomic(run.path, run.text)
+        ran = snapshot(run, report_dir)
         timings = {}
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            execute_chapter(chapter, _seen(params_file), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
+            execute_chapter(chapter, _seen(ran), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
-        write_card(report_dir, params, params_file, timings)
-        _say_mixed(report_dir, params_file)
+        write_card(report_dir, run, timings)
+        _say_mixed(report_dir, run.path)
+        edited = edited_note(run)
+        if edited:
+            print(edited, file=sys.stderr, flush=True)
         write_results_json(report_dir)
         executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
@@ -160,15 +165,14 @@ def _say_mixed(report_dir: Path, params_file: Path) -> None:
                   "under another name", file=sys.stderr, flush=True)
 
 
-def _params(model: str) -> tuple[Params, Path]:
-    """The validated params of a model name or params path, and their file's absolute path; a file that cannot be
-    read as text (a folder, a binary file) is a one-line ConfigError."""
+def _params(model: str) -> ParamsFile:
+    """The params of a model name or params path as read once, with their file's absolute path; a file that cannot
+    be read as text (a folder, a binary file) is a one-line ConfigError."""
     path = params_path(model).resolve()
     try:
-        return load_params(path), path
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else " ".join(str(err).split())
-        raise ConfigError(f"cannot read params file {path} ({reason}): give a YAML file") from None
+        return read_params_file(path)
+    except OSError as err:
+        raise ConfigError(f"cannot read params file {path} ({err.strerror or err}): give a YAML file") from None
 
 
 def _seen(path: Path) -> str:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from llmaudit.cache import code_version
 from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
@@ -27,8 +28,10 @@ from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
 from llmaudit.report.provenance import VECTORS, commit_provenance, note_vector, sections, settings, stage_provenance
+from llmaudit.spec import result
 
 RESULTS = "results.csv"
+STEERING = "steering_vectors"  # the chapter that saves the vectors the others read
 
 
 @dataclass
@@ -112,11 +115,21 @@ class Chapter:
         write_cases(self.report_dir, self.name, records, staged=True)
 
     def vector(self, name: str) -> SteeringVector:
-        """A vector saved by the steering-vectors chapter of this audit; its sha256 joins the chapter's provenance."""
+        """A vector saved by the steering-vectors chapter of this audit; its sha256 joins the chapter's provenance. A
+        file that holds another vector than the one asked for (another name or concept, another model's, a block
+        other than the steering chapter chose) is a one-line AuditError naming it."""
         path = self.vectors_dir / f"{name}.safetensors"
         if not path.exists():
             raise AuditError(f"no saved vector '{name}' in {self.vectors_dir}: run the steering_vectors chapter first")
         vector = SteeringVector.load(path)
+        recorded = self.results.table(STEERING).set_index("name")["value"].get(result(name, "block"))
+        problems = vector.mismatches(
+            name=name, concept=RECIPES[name].concept if name in RECIPES else vector.concept, model=self.params.name,
+            weights=self.model.identity["weights"], blocks=self.model.n_layers, width=self.model.width,
+            block=None if recorded is None else int(recorded))
+        if problems:
+            raise AuditError(f"saved vector {path} is not the vector '{name}' of {self.params.name} ("
+                             f"{'; '.join(problems)}): rerun the steering_vectors chapter to save it again")
         note_vector(self.report_dir, self.name, name)
         return vector
 
