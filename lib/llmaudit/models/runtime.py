@@ -4,6 +4,7 @@ steering intervention. Interventions run through nnsight, so the same code trace
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 
@@ -19,6 +20,7 @@ from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention, edit_key
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
+from llmaudit.models.plain import hooked_forward
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.remote import failures_as_one_line
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
@@ -60,14 +62,18 @@ class AuditModel:
         self.system_prompt = system_prompt
         self.chat_template = chat_template
         config = lm.config
-        architectures.layout(lm)  # an architecture whose layout is unknown is refused here, not mid-chapter
+        architectures.layout(lm)  # a model whose parts cannot be found is refused here, not mid-chapter
+        self.engine = architectures.engine(lm)
         self.n_layers: int = config.num_hidden_layers
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.ledger = Ledger(self.n_layers)
         if hf is not None:
-            use_grouped(hf)
+            if self.engine.fast:  # chunked masked attention is a fast engine; any other family keeps its own
+                use_grouped(hf)
+            else:
+                print(f"llmaudit: {name}: {self.engine.reason} (slower, exact)", file=sys.stderr)
             # every block counts the token positions it runs on, whichever engine runs it
             for block in architectures.blocks(hf):
                 block.register_forward_hook(lambda module, args, output: self.ledger.ran(_positions(output)))
@@ -125,10 +131,13 @@ class AuditModel:
     ) -> ForwardOutput:
         """Label probabilities and activations of `texts` (already chat-formatted) in input order. A local model's
         unsteered prompts go through the shared-prefix engine (their common beginning runs once), which also keeps
-        the outputs of blocks `keep` at every token (`ForwardOutput.states`); steered or remote ones, and all with
-        `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole (the tests'
-        reference), keeping no states. Only the last position's logits are computed."""
+        the outputs of blocks `keep` at every token (`ForwardOutput.states`), where the fast engines are verified for
+        its family, else through the plain hooked forward (`models.plain`, no states); steered or remote ones, and
+        all with `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole, keeping
+        no states. Only the last position's logits are computed."""
         if self.hf is not None and intervention is None and not traced:
+            if not self.engine.fast:
+                return hooked_forward(self.handle, texts, labels, layers, None, batch_tokens, desc)
             return forward_shared_prefix(self.handle, texts, labels, layers, batch_tokens, desc, keep=keep)
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
