@@ -189,7 +189,7 @@ class AuditModel:
         intervention: Intervention | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One traced forward pass of a padded batch; returns label probabilities and saved activations."""
-        blocks, unembedding = architectures.blocks(self.lm), architectures.unembedding(self.lm)
+        blocks = architectures.blocks(self.lm)
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
         saved: dict[int, torch.Tensor] = {}
         failures = failures_as_one_line(self.provenance.get("source", self.name)) if self.remote else nullcontext()
@@ -209,7 +209,8 @@ class AuditModel:
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
                         saved[layer] = h[:, -1, :].save()  # type: ignore[attr-defined]  # nnsight's proxy
-                logits = unembedding.output[:, -1, :].save()
+                # the model's own logits: some heads scale or soft-cap the unembedding's output (Gemma 2, Cohere)
+                logits = self.lm.output.logits[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 
     def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
