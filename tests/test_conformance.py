@@ -2,8 +2,8 @@
 on the fly (no download). For every family, the plain hooked forward (`models.plain`) equals the model's own forward
 run one prompt at a time with the edit hooked in, probabilities, block outputs and the exact derivative (against
 reverse-mode autograd); for every family in `architectures.FAST`, every fast engine (shared prefix and token trees,
-split sweep, exact derivative, kept lower states, chunked masked attention) equals the plain hooked forward, to 1e-5 in
-float32, at several lambdas and both edit forms. A family joins the fast table with one line there and this suite."""
+split sweep, exact derivative, kept lower states, batched sampler, chunked masked attention) equals the plain hooked
+forward, to 1e-5 in float32, at several lambdas and both edit forms. A family joins the fast table with one line there and this suite."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.plain import hooked_forward, hooked_sweep
+from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.sampling import SampleCall
 from llmaudit.models.steer import Shared, steered
 from llmaudit.models.sweep import split_sweep
 
@@ -173,9 +175,29 @@ def test_fast_engines_equal_the_plain_engine(models, model_type, projection) -> 
     torch.testing.assert_close(fast.probs, plain.probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(fast.acts, plain.acts, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
-    prefix = forward_shared_prefix(model.handle, texts, labels, layers, batch_tokens=60)
+    prefix = forward_shared_prefix(model.handle, texts, labels, layers, batch_tokens=60, keep=[LAYER])
+    unsteered = hooked_forward(model.handle, texts, labels, keep=[LAYER])
     torch.testing.assert_close(prefix.probs, plain.probs[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(prefix.acts, plain.acts[0], atol=1e-5, rtol=1e-5)
+    for kept, want in zip(prefix.states[LAYER], unsteered.states[LAYER]):
+        torch.testing.assert_close(kept, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", [*FAST, "gemma2"])
+def test_batched_sampler_draws_what_the_plain_sampler_draws(models, model_type) -> None:
+    """The batched sampler (fast families) and one `generate` call per prompt: the same answers, label probabilities,
+    block outputs and kept states; a family outside the fast table samples through the latter."""
+    model, texts, labels, _ = models(model_type)
+    calls = [SampleCall((texts[1],), 3, seed=11), SampleCall((texts[2], texts[3]), 2, seed=12)]
+    plain = plain_samples(model.handle, calls, 5, labels, [LAYER], keep=[LAYER])
+    got = model.sample(calls, 5, labels, [LAYER], keep=[LAYER])
+    assert [t.shape for t in got.tokens] == [(3, 5), (4, 5)]
+    for a, b in zip(got.tokens, plain.tokens):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(got.probs, plain.probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.acts, plain.acts, atol=1e-5, rtol=1e-5)
+    for kept, want in zip(got.states[LAYER], plain.states[LAYER]):
+        torch.testing.assert_close(kept, want, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("model_type", FAST)
@@ -201,4 +223,5 @@ def test_a_family_outside_the_fast_table_runs_every_pass_plain(models, model_typ
     assert out.probs.shape == (len(LAMBDAS), len(texts), len(labels)) and out.derivative is not None
     assert model.forward(texts, labels, desc="scores").probs.shape == (len(texts), len(labels))
     assert {"plain: sweep", "plain: scores"} <= set(model.ledger.calls)
+    assert model.ledger.totals()["engine"] == model.engine.reason
     assert hooked_forward(model.handle, texts, labels).probs.shape == (len(texts), len(labels))

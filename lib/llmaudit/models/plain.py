@@ -24,7 +24,7 @@ from llmaudit.models import architectures
 from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, readout, token_batches
 from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention, edit_key
-from llmaudit.models.layers import at_rows, hidden, reading, with_hidden
+from llmaudit.models.layers import at_rows, every_position, hidden, reading, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.sweep import SweepOutput
 from llmaudit.models.vector import SteeringVector
@@ -71,12 +71,14 @@ def _last_logits(model: Handle, ids: torch.Tensor, mask: torch.Tensor, last: tor
 
 def hooked_forward(model: Handle, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int] = (),
                    edit: Intervention | None = None, batch_tokens: BatchTokens = 4096,
-                   desc: str | None = None) -> ForwardOutput:
+                   desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
     """Label probabilities (log-probabilities over the vocabulary when `labels` is None) and the last token's outputs
-    of `layers` (the steering block's after its edit) of chat-formatted `texts`, under `edit` (None: unsteered)."""
+    of `layers` (the steering block's after its edit) of chat-formatted `texts`, under `edit` (None: unsteered); and
+    the outputs of blocks `keep` at every token (`ForwardOutput.states`)."""
     encoded = model.encode(texts)
     probs: list[torch.Tensor | None] = [None] * len(texts)
     acts: list[torch.Tensor | None] = [None] * len(texts)
+    states: dict[int, list[torch.Tensor | None]] = {block: [None] * len(texts) for block in keep}
     blocks = architectures.blocks(model.hf)
     steered = None if edit is None else (edit.layer, [edit_key(edit)])
 
@@ -87,19 +89,23 @@ def hooked_forward(model: Handle, texts: Sequence[str], labels: Sequence[int] | 
     def run(batch: tuple, budget: int) -> None:
         members, ids, mask, last = batch
         with steering(blocks[edit.layer if edit is not None else 0], edit), \
-                reading(blocks, layers, lambda h: at_rows(h, last)) as read:
+                reading(blocks, layers, lambda h: at_rows(h, last)) as read, \
+                reading(blocks, keep, every_position) as seen:
             logits = _last_logits(model, ids, mask, last)
         p, a = readout(None if activations_only(labels, layers) else logits, labels, [read[b] for b in layers])
         for row, i in enumerate(members):
             probs[i] = p[row]
             acts[i] = None if a is None else a[row]
+            for block in keep:
+                states[block][i] = seen[block][row, : len(encoded[i])].cpu()
 
     budget = batch_budget(model.hf, model.device, batch_tokens)
     with torch.inference_mode(), memory_guard(batch_tokens), \
             model.ledger.account(encoded, steered=steered, label=call_label(ENGINE, desc)):
         backing_off(len(encoded), budget, plan, run)
     return ForwardOutput(probs=torch.stack(probs),  # type: ignore[arg-type]
-                         acts=torch.stack(acts) if layers else None)  # type: ignore[arg-type]
+                         acts=torch.stack(acts) if layers else None,  # type: ignore[arg-type]
+                         states=states or None)  # type: ignore[arg-type]
 
 
 def hooked_sweep(model: Handle, texts: Sequence[str], labels: Sequence[int], vector: SteeringVector,

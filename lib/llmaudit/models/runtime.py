@@ -21,6 +21,7 @@ from llmaudit.models.intervention import Intervention, edit_key
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.plain import hooked_forward
+from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.remote import failures_as_one_line
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
@@ -68,7 +69,7 @@ class AuditModel:
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.ledger = Ledger(self.n_layers)
+        self.ledger = Ledger(self.n_layers, engine=None if remote else self.engine.reason)
         if hf is not None:
             if self.engine.fast:  # chunked masked attention is a fast engine; any other family keeps its own
                 use_grouped(hf)
@@ -132,12 +133,12 @@ class AuditModel:
         """Label probabilities and activations of `texts` (already chat-formatted) in input order. A local model's
         unsteered prompts go through the shared-prefix engine (their common beginning runs once), which also keeps
         the outputs of blocks `keep` at every token (`ForwardOutput.states`), where the fast engines are verified for
-        its family, else through the plain hooked forward (`models.plain`, no states); steered or remote ones, and
+        its family, else through the plain hooked forward (`models.plain`); steered or remote ones, and
         all with `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole, keeping
         no states. Only the last position's logits are computed."""
         if self.hf is not None and intervention is None and not traced:
             if not self.engine.fast:
-                return hooked_forward(self.handle, texts, labels, layers, None, batch_tokens, desc)
+                return hooked_forward(self.handle, texts, labels, layers, None, batch_tokens, desc, keep)
             return forward_shared_prefix(self.handle, texts, labels, layers, batch_tokens, desc, keep=keep)
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
@@ -222,6 +223,8 @@ class AuditModel:
         of blocks `keep` at every prompt token, for a sweep of the same texts to start from."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
+        if not self.engine.fast:  # one generate call per prompt
+            return plain_samples(self.handle, calls, max_new_tokens, labels, layers, keep)
         return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:

@@ -100,9 +100,10 @@ def _computed(
 ) -> SweepOutput:
     """The pass itself, by the engine that fits it (see `steered`)."""
     if vector is None:
+        kept = shared is not None and model.engine.fast  # the plain engine's sweeps start from the tokens
         out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc,
-                            keep=shared.keep if shared is not None else ())
-        if shared is not None and out.states is not None:  # the plain engine keeps none
+                            keep=shared.keep if shared is not None and kept else ())
+        if shared is not None and kept:
             store_kept(cache, model.identity, texts, out.states, texts if shared.of is None else shared.of)
         return SweepOutput(out.probs[None], None if out.acts is None else out.acts[None])
     if model.hf is None:  # the traced forward, one lambda at a time
