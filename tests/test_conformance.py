@@ -3,7 +3,8 @@ on the fly (no download). For every family, the plain hooked forward (`models.pl
 run one prompt at a time with the edit hooked in, probabilities, block outputs and the exact derivative (against
 reverse-mode autograd); for every family in `architectures.FAST`, every fast engine (shared prefix and token trees,
 split sweep, exact derivative, kept lower states, batched sampler, chunked masked attention) equals the plain hooked
-forward, to 1e-5 in float32, at several lambdas and both edit forms. A family joins the fast table with one line there and this suite."""
+forward, to 1e-5 in float32, at several lambdas and both edit forms. A family joins the fast table with one line
+there and this suite."""
 
 from __future__ import annotations
 
