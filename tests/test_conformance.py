@@ -13,7 +13,7 @@ import torch
 
 from conftest import build_tokenizer
 from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.models import AuditModel, architectures
+from llmaudit.models import AuditModel, architectures, attention
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.plain import hooked_forward, hooked_sweep
 from llmaudit.models.plain_sampling import plain_samples
@@ -163,9 +163,11 @@ def test_plain_derivative_is_autograd_of_the_models_own_forward(models, model_ty
 
 @pytest.mark.parametrize("projection", [True, False])
 @pytest.mark.parametrize("model_type", FAST)
-def test_fast_engines_equal_the_plain_engine(models, model_type, projection) -> None:
-    """The split sweep (shared beginning, token trees where the window allows, stacked lambdas, chunked masked
-    attention) with its derivative and block outputs, and the shared-prefix forward, against the plain engine."""
+def test_fast_engines_equal_the_plain_engine(models, model_type, projection, monkeypatch) -> None:
+    """The split sweep (shared beginning, token trees where the window allows, stacked lambdas, masked attention in
+    chunks of a few queries) with its derivative and block outputs, and the shared-prefix forward with kept states,
+    against the plain engine."""
+    monkeypatch.setattr(attention, "SCORE_BYTES", 1 << 14)  # a few queries per chunk at these sizes
     model, texts, labels, vector = models(model_type)
     targets = [i % len(labels) for i in range(len(texts))]
     layers, lambdas = [0, LAYER, 3], [None, *LAMBDAS]
