@@ -13,8 +13,9 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
-exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention
-(the traced forward) is the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with
+exactly the model's forward with the edit at the steering layer; the plain hooked forward (`models.plain`) and
+`AuditModel.forward` with the same intervention (the traced forward) are the references it is tested against
+(tests/test_conformance.py, tests/test_sweep_architectures.py). Each part runs with
 the blocks of the other part swapped for pass-throughs (by `models.blocks.running`, the one place the model is
 edited, undone on any exception), not cut out of the layer list, because some models pick a block's attention mask
 and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral and Gemma 3 index
