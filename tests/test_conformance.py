@@ -228,3 +228,8 @@ def test_a_family_outside_the_fast_table_runs_every_pass_plain(models, model_typ
     assert {"plain: sweep", "plain: scores"} <= set(model.ledger.calls)
     assert model.ledger.totals()["engine"] == model.engine.reason
     assert hooked_forward(model.handle, texts, labels).probs.shape == (len(texts), len(labels))
+
+
+def test_every_fast_family_is_in_the_suite() -> None:
+    """A family joins the fast table only with the suite run on it."""
+    assert architectures.FAST <= set(FAMILIES) and len(FAMILIES) >= 15
