@@ -55,7 +55,6 @@ PROMPTS = [
     "the nurse started a new job and she said that it was bad",
     "the nurse started a new job . he said it was good",
     "write one sentence about a doctor who started a new job . the doctor said it was good and bad",
-    "describe the engineer who wrote about the teacher",
 ]
 
 
@@ -127,15 +126,27 @@ def test_parts_are_found_through_the_accessors(models, model_type) -> None:
     assert "norm" in type(architectures.find(hf, layout.final_norm)).__name__.lower()
 
 
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_traced_forward_reads_the_blocks_and_logits_the_model_computes(models, model_type) -> None:
+    """The traced forward (nnsight), which reaches the blocks through the layout found, and the model's own head
+    (soft-capped or scaled logits included) give what the model's own forward gives."""
+    model, texts, labels, _ = models(model_type)
+    with torch.no_grad():
+        logits, acts = one_by_one(model, texts[1], None, [0, LAYER])
+    got = model.forward(texts[1:2], labels, layers=[0, LAYER], traced=True)
+    torch.testing.assert_close(got.probs[0], torch.softmax(logits, -1)[labels], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got.acts[0], torch.stack(acts), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("projection", [True, False])
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_plain_engine_is_the_models_own_forward(models, model_type, projection) -> None:
     """Batched, right-padded, hooked: each prompt as the model computes it alone, steered at every position."""
     model, texts, labels, vector = models(model_type)
-    layers = [0, LAYER, 3]
-    swept = hooked_sweep(model.handle, texts, labels, vector, [None, *LAMBDAS], None, projection, batch_tokens=60,
+    layers, lambdas = [0, LAYER, 3], [None, -1.0, 1.0]
+    swept = hooked_sweep(model.handle, texts, labels, vector, lambdas, None, projection, batch_tokens=60,
                          layers=layers)
-    for k, lam in enumerate([None, *LAMBDAS]):
+    for k, lam in enumerate(lambdas):
         edit = None if lam is None else vector.intervention(lam, projection)
         with torch.no_grad():
             alone = [one_by_one(model, text, edit, layers) for text in texts]
