@@ -38,6 +38,7 @@ class Ledger:
     path: Path | None = None  # where `account` writes the totals after each accounted call
     calls: dict[str, list[int]] = field(default_factory=dict)  # call label -> [actual, minimum]
     seconds: dict[str, float] = field(default_factory=dict)  # call label -> wall seconds inside its calls
+    engine: str | None = None  # which engines run the model and why (`architectures.Engine.reason`)
     _label: str | None = field(default=None, repr=False)  # the label of the call now running (None: none runs)
     _since: float = field(default=0.0, repr=False)  # when the running call's clock last started
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prefix -> unsteered blocks counted
@@ -99,10 +100,12 @@ class Ledger:
             yield
 
     def totals(self) -> dict:
-        """The counts as saved: blocks per token, token-blocks run and the minimum, and both per call label."""
+        """The counts as saved: blocks per token, token-blocks run and the minimum, both per call label, and which
+        engines ran the model and why."""
         calls = {label: {"actual": actual, "minimum": minimum, "seconds": round(self.seconds.get(label, 0.0), 3)}
                  for label, (actual, minimum) in self.calls.items()}
-        return {"blocks": self.blocks, "actual": self.actual, "minimum": self.minimum, "calls": calls}
+        return {"blocks": self.blocks, "actual": self.actual, "minimum": self.minimum, "calls": calls} | \
+            ({"engine": self.engine} if self.engine is not None else {})
 
     def save(self) -> None:
         """Write the totals to `path` (atomically), when there is one."""

@@ -1,57 +1,115 @@
-"""Where each model family keeps the parts the audit reaches into (decoder blocks, final norm, embedding, rotary
-embedding, unembedding), by `config.model_type`, so that no other module spells out `.model.layers`. The paths hold
-for the transformers module and for its nnsight wrapper alike; an unknown family is a one-line ConfigError."""
+"""Where a causal LM keeps the parts the audit reaches into (decoder blocks, final norm, embedding, rotary
+embedding, unembedding), and which engines run it. The parts are found through transformers' own accessors
+(`get_decoder()`, `get_input_embeddings()`, `get_output_embeddings()`) and the decoder's children, as attribute
+paths that hold for the transformers module and for its nnsight wrapper alike; `EXCEPTIONS` names a family's parts
+where that search would not find them. Any causal LM transformers loads has a layout; the fast engines run only the
+families in `FAST`, the plain hooked forward (`models.plain`) every other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from llmaudit.errors import ConfigError
 
+# `config.model_type`s whose fast engines (shared prefix and token trees, split sweep, exact derivative, batched
+# sampler, chunked masked attention, kept lower states) tests/test_conformance.py verifies equal to the plain hooked
+# forward. A family joins with one line here and a passing suite.
+FAST = frozenset({
+    "llama",
+    "mistral",
+    "ministral",
+    "qwen2",
+    "qwen3",
+    "gemma3_text",
+})
+
 
 @dataclass(frozen=True)
 class Layout:
     """Attribute paths from the causal-LM module. `decoder` is the base model, whose forward runs the embedding,
-    the blocks and the final norm; `rotary` is None where positions are learned embeddings. `split`: the split
-    sweep (models.sweep) was checked against the plain steered forward for this family."""
+    the blocks and the final norm; `rotary` is None where positions are learned embeddings."""
 
     decoder: str
     blocks: str
     final_norm: str
     embedding: str
     rotary: str | None
-    unembedding: str = "lm_head"
-    split: bool = False
+    unembedding: str
 
 
-_LLAMA_LIKE = Layout("model", "model.layers", "model.norm", "model.embed_tokens", "model.rotary_emb")
+@dataclass(frozen=True)
+class Engine:
+    """Which engines run a model (`fast`: the verified fast ones, else the plain hooked forward) and why, in words
+    for the progress line and the ledger."""
 
-ARCHITECTURES: dict[str, Layout] = {
-    "llama": replace(_LLAMA_LIKE, split=True),
-    "mistral": replace(_LLAMA_LIKE, split=True),
-    "ministral": replace(_LLAMA_LIKE, split=True),
-    "qwen2": replace(_LLAMA_LIKE, split=True),
-    "gemma3_text": replace(_LLAMA_LIKE, split=True),
-    "qwen3": _LLAMA_LIKE,
-    "gemma2": _LLAMA_LIKE,
-    "phi3": _LLAMA_LIKE,
-    "olmo2": _LLAMA_LIKE,
-    "gpt2": Layout("transformer", "transformer.h", "transformer.ln_f", "transformer.wte", None),
-}
+    fast: bool
+    reason: str
+
+    @property
+    def name(self) -> str:
+        """The engine family's name in ledger labels."""
+        return "fast" if self.fast else "plain"
+
+
+# Parts a family keeps where the accessors and the decoder's children do not show them: model_type -> part -> path.
+EXCEPTIONS: dict[str, dict[str, str]] = {}
+
+_FOUND: dict[type, Layout] = {}  # layouts found, by module class (one class, one structure)
+
+
+def module_of(model: Any) -> Any:
+    """The transformers module of a causal LM or of its nnsight wrapper (an envoy, which keeps it as `_module`)."""
+    return model if isinstance(model, torch.nn.Module) else model._module
 
 
 def layout(model: Any) -> Layout:
-    """The layout of a transformers causal LM or its nnsight wrapper, by its `config.model_type`."""
+    """The layout of a transformers causal LM or its nnsight wrapper; ConfigError (one line) for a model whose
+    blocks or final norm cannot be found."""
+    hf = module_of(model)
+    if type(hf) not in _FOUND:
+        _FOUND[type(hf)] = _search(hf)
+    return _FOUND[type(hf)]
+
+
+def engine(model: Any) -> Engine:
+    """The engines that run `model`: the fast ones for a family in `FAST`, else the plain hooked forward."""
     model_type = model.config.model_type
-    if model_type not in ARCHITECTURES:
+    if model_type in FAST:
+        return Engine(True, f"'{model_type}' is verified for the fast engines")
+    return Engine(False, f"'{model_type}' is not in the fast engines' verified table: plain hooked forward")
+
+
+def _search(hf: Any) -> Layout:
+    """The parts of `hf` through its accessors and its decoder's children, `EXCEPTIONS` first."""
+    model_type = hf.config.model_type
+    given = EXCEPTIONS.get(model_type, {})
+    paths = {id(module): name for name, module in hf.named_modules()}
+    decoder = hf.get_decoder()
+    children = list(decoder.named_children())
+    n_blocks = hf.config.num_hidden_layers
+    at = [i for i, (_, child) in enumerate(children)
+          if isinstance(child, torch.nn.ModuleList) and len(child) == n_blocks]
+    norms = [name for name, child in children[at[0] + 1 :] if "norm" in type(child).__name__.lower()] if at else []
+    rotary = [name for name, child in children if "rotary" in type(child).__name__.lower()]
+    base = paths[id(decoder)]
+    found: dict[str, Any] = {
+        "blocks": f"{base}.{children[at[0]][0]}" if at else None,
+        "final_norm": f"{base}.{norms[0]}" if norms else None,
+        "rotary": f"{base}.{rotary[0]}" if rotary else None,
+        "embedding": paths.get(id(hf.get_input_embeddings())),
+        "unembedding": paths.get(id(hf.get_output_embeddings())),
+    } | given
+    missing = [part for part in ("blocks", "final_norm", "embedding", "unembedding") if not found[part]]
+    if missing:
         raise ConfigError(
-            f"model architecture '{model_type}' is not one the audit knows the layout of"
-            f" (known: {', '.join(sorted(ARCHITECTURES))}): add it to models/architectures.py"
+            f"cannot find the {' and '.join(missing)} of model architecture '{model_type}' through transformers'"
+            " accessors: add them to EXCEPTIONS in models/architectures.py"
         )
-    return ARCHITECTURES[model_type]
+    return Layout(base, found["blocks"], found["final_norm"], found["embedding"], found["rotary"],
+                  found["unembedding"])
 
 
 def find(model: Any, path: str) -> Any:

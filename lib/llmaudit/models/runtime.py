@@ -4,6 +4,7 @@ steering intervention. Interventions run through nnsight, so the same code trace
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 
@@ -19,6 +20,8 @@ from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention, edit_key
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
+from llmaudit.models.plain import hooked_forward
+from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.remote import failures_as_one_line
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
@@ -62,14 +65,18 @@ class AuditModel:
         self.chat_template = chat_template
         self.template_options = dict(template_options or {})
         config = lm.config
-        architectures.layout(lm)  # an architecture whose layout is unknown is refused here, not mid-chapter
+        architectures.layout(lm)  # a model whose parts cannot be found is refused here, not mid-chapter
+        self.engine = architectures.engine(lm)
         self.n_layers: int = config.num_hidden_layers
         self.width: int = config.hidden_size
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.ledger = Ledger(self.n_layers)
+        self.ledger = Ledger(self.n_layers, engine=None if remote else self.engine.reason)
         if hf is not None:
-            use_grouped(hf)
+            if self.engine.fast:  # chunked masked attention is a fast engine; any other family keeps its own
+                use_grouped(hf)
+            else:
+                print(f"llmaudit: {name}: {self.engine.reason} (slower, exact)", file=sys.stderr)
             # every block counts the token positions it runs on, whichever engine runs it
             for block in architectures.blocks(hf):
                 block.register_forward_hook(lambda module, args, output: self.ledger.ran(_positions(output)))
@@ -128,10 +135,13 @@ class AuditModel:
     ) -> ForwardOutput:
         """Label probabilities and activations of `texts` (already chat-formatted) in input order. A local model's
         unsteered prompts go through the shared-prefix engine (their common beginning runs once), which also keeps
-        the outputs of blocks `keep` at every token (`ForwardOutput.states`); steered or remote ones, and all with
-        `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole (the tests'
-        reference), keeping no states. Only the last position's logits are computed."""
+        the outputs of blocks `keep` at every token (`ForwardOutput.states`), where the fast engines are verified for
+        its family, else through the plain hooked forward (`models.plain`); steered or remote ones, and
+        all with `traced`, through nnsight's trace in length-sorted, left-padded batches, each prompt whole, keeping
+        no states. Only the last position's logits are computed."""
         if self.hf is not None and intervention is None and not traced:
+            if not self.engine.fast:
+                return hooked_forward(self.handle, texts, labels, layers, None, batch_tokens, desc, keep)
             return forward_shared_prefix(self.handle, texts, labels, layers, batch_tokens, desc, keep=keep)
         probs: list[torch.Tensor | None] = [None] * len(texts)
         acts: list[torch.Tensor | None] = [None] * len(texts)
@@ -183,7 +193,7 @@ class AuditModel:
         intervention: Intervention | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One traced forward pass of a padded batch; returns label probabilities and saved activations."""
-        blocks, unembedding = architectures.blocks(self.lm), architectures.unembedding(self.lm)
+        blocks = architectures.blocks(self.lm)
         touched = sorted(set(layers) | ({intervention.layer} if intervention else set()))
         saved: dict[int, torch.Tensor] = {}
         failures = failures_as_one_line(self.provenance.get("source", self.name)) if self.remote else nullcontext()
@@ -203,7 +213,8 @@ class AuditModel:
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
                         saved[layer] = h[:, -1, :].save()  # type: ignore[attr-defined]  # nnsight's proxy
-                logits = unembedding.output[:, -1, :].save()
+                # the model's own logits: some heads scale or soft-cap the unembedding's output (Gemma 2, Cohere)
+                logits = self.lm.output.logits[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 
     def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
@@ -215,6 +226,8 @@ class AuditModel:
         of blocks `keep` at every prompt token, for a sweep of the same texts to start from."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
+        if not self.engine.fast:  # one generate call per prompt
+            return plain_samples(self.handle, calls, max_new_tokens, labels, layers, keep)
         return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:

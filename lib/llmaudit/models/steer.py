@@ -1,8 +1,9 @@
 """The one entry point of every scored forward pass, steered or not: `steered` builds the pass's tensor-cache key,
-returns the cached result or picks the engine (the traced forward for a remote model, the shared-prefix forward for
-an unsteered local one, the split sweep with its exact derivative for a steered local one, started from stored lower
-states where the caller names the blocks its related passes share), stores what it computed, and the engines record
-their passes in the model's ledger."""
+returns the cached result or picks the engine (the traced forward for a remote model; for a local one whose family
+the fast engines are verified for, the shared-prefix forward unsteered and the split sweep with its exact derivative
+steered, started from stored lower states where the caller names the blocks its related passes share; for any other
+local one the plain hooked forward, `models.plain`), stores what it computed, and the engines record their passes in
+the model's ledger."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from llmaudit.cache import store_tensors, stored_tensors
 from llmaudit.errors import AuditError
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.plain import hooked_sweep
 from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
 from llmaudit.models.states import store_kept, store_states, stored_states
@@ -98,9 +100,10 @@ def _computed(
 ) -> SweepOutput:
     """The pass itself, by the engine that fits it (see `steered`)."""
     if vector is None:
+        kept = shared is not None and model.engine.fast  # the plain engine's sweeps start from the tokens
         out = model.forward(texts, labels, layers, batch_tokens=batch_tokens, desc=desc,
-                            keep=shared.keep if shared is not None else ())
-        if shared is not None:
+                            keep=shared.keep if shared is not None and kept else ())
+        if shared is not None and kept:
             store_kept(cache, model.identity, texts, out.states, texts if shared.of is None else shared.of)
         return SweepOutput(out.probs[None], None if out.acts is None else out.acts[None])
     if model.hf is None:  # the traced forward, one lambda at a time
@@ -108,6 +111,9 @@ def _computed(
                                  batch_tokens) for lam in lambdas]
         return SweepOutput(torch.stack([out.probs for out in outputs]),
                            torch.stack([required(out.acts, "block outputs") for out in outputs]) if layers else None)
+    if not model.engine.fast:
+        return hooked_sweep(model.handle, texts, labels, vector, lambdas, targets, projection, batch_tokens, desc,
+                            layers)
     if shared is None:
         return split_sweep(model.handle, texts, labels, vector, lambdas, targets, projection, batch_tokens,
                            lambda_batch, desc, layers)

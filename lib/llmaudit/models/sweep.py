@@ -13,8 +13,9 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
-exactly the model's forward with the edit at the steering layer; `AuditModel.forward` with the same intervention
-(the traced forward) is the reference it is tested against (tests/test_sweep_architectures.py). Each part runs with
+exactly the model's forward with the edit at the steering layer; the plain hooked forward (`models.plain`) and
+`AuditModel.forward` with the same intervention (the traced forward) are the references it is tested against
+(tests/test_conformance.py, tests/test_sweep_architectures.py). Each part runs with
 the blocks of the other part swapped for pass-throughs (by `models.blocks.running`, the one place the model is
 edited, undone on any exception), not cut out of the layer list, because some models pick a block's attention mask
 and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral and Gemma 3 index
@@ -26,9 +27,10 @@ are the shared beginning's: the lower one from the lower run, and per lambda one
 upper run on the edited beginning, so that every block of the cache holds the beginning (a model reads the cache's
 length from its first block). The derivative runs whole prompts, left-padded after the beginning, so a model whose
 sliding window is shorter than the prompts shares no beginning (the padding would count inside its window) and packs
-no token trees (their mask stands in for the model's own window masks). The architectures in
-`SUPPORTED` are the ones whose forward was read and tested for this; any other is refused, and the plain steered
-forward is its fallback. Models traced remotely cannot be split and use that path. A model spread over devices
+no token trees (their mask stands in for the model's own window masks). The families in
+`architectures.FAST` are the ones whose forward was read and tested for this (tests/test_conformance.py); every other
+runs the plain hooked forward (`models.plain`), which `models.steer.steered` picks. Models traced remotely cannot
+be split and use the traced forward. A model spread over devices
 (`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
 where the steering block left it.
 """
@@ -41,7 +43,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from llmaudit.errors import AuditError
 from llmaudit.ledger import call_label
 from llmaudit.models import architectures
 from llmaudit.models.batching import memory_guard
@@ -61,8 +62,6 @@ from llmaudit.models.vector import SteeringVector
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-# `config.model_type`s whose split forward is verified to equal the plain steered forward.
-SUPPORTED = frozenset(name for name, layout in architectures.ARCHITECTURES.items() if layout.split)
 
 
 @dataclass
@@ -100,12 +99,8 @@ def split_sweep(
     the texts' lower states there (`models.states`). `keep`: a block at or below the steering block whose states to
     return, for later sweeps of the same texts. Callers go through `models.steer.steered`."""
     hf = model.hf
-    model_type = hf.config.model_type
-    if model_type not in SUPPORTED:
-        raise AuditError(
-            f"the split sweep is not verified for architecture '{model_type}': run the plain steered forward"
-            " (AuditModel.forward with intervention=...) instead"
-        )
+    if not architectures.engine(hf).fast:  # models.steer.steered runs such a family through models.plain
+        raise ValueError(f"the split sweep runs only the families in architectures.FAST, not '{hf.config.model_type}'")
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     acts = torch.empty(len(lambdas), len(texts), len(layers), model.width) if layers else None
     derivative = torch.empty(len(texts)) if targets is not None else None
