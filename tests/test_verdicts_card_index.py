@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -70,8 +71,9 @@ def test_a_params_file_without_margins_gets_each_units_documented_default() -> N
 
 def test_the_report_prints_the_margin_each_row_was_judged_against(tmp_path) -> None:
     folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
-    params = load_params("ci").model_copy(update={"epsilon": EpsilonParams(slope=0.1, gap=0.001)})
-    write_card(folder, params, params_path("ci"), {})
+    run = read_params_file("ci")
+    params = run.params.model_copy(update={"epsilon": EpsilonParams(slope=0.1, gap=0.001)})
+    write_card(folder, dataclasses.replace(run, params=params), {})
     assert json.loads((folder / CARD).read_text())["params"]["epsilon"] == {"gap": 0.001, "slope": 0.1,
                                                                             "fpr_gap": 0.02}
     html = build_report(folder, "Audit of m", [], generated="now").read_text()
