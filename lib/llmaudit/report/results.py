@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from llmaudit.atomic import write_atomic
+from llmaudit.atomic import open_lock, write_atomic
 from llmaudit.errors import DataError
 from llmaudit.reading import read_text
 
@@ -114,8 +114,7 @@ def _write(path: Path, rows: dict[tuple[str, str], dict[str, str]]) -> None:
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on the results file's sibling .lock file, so that the read-modify-write cycles of
     concurrent writers (processes, chapters) run one at a time and none loses another's rows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.with_name(f".{path.name}.lock").open("a") as handle:
+    with open_lock(path.with_name(f".{path.name}.lock")) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 

@@ -16,8 +16,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 import papermill
+from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
+from llmaudit.atomic import open_lock
 from llmaudit.chapters.similarity.saved import FOLDER
 from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
@@ -36,6 +38,9 @@ CELL_TIMEOUT_S = 3600
 # transformers imports) would add a warning about notebook widgets to every chapter's stderr.
 QUIET_WIDGETS = "ignore:IProgress not found"
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
+# The kernel shares this process's stderr: its own log (a warning on every start, a traceback when an interrupted run
+# closes its sockets) is not the chapter's output, which reaches stderr through papermill; a crash's message still does.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 def chapter_source(chapter: str) -> Path:
@@ -67,7 +72,14 @@ def execute_chapter(
                 execution_timeout=CELL_TIMEOUT_S,
                 progress_bar=False,
                 stderr_file=sys.stderr if progress else None,  # the chapter's own progress bars, with time left
+                extra_arguments=KERNEL_QUIET,
             )
+        except DeadKernelError:  # killed from outside: what kills a kernel mid-chapter is running out of memory
+            raise AuditError(
+                f"chapter {chapter}'s kernel died, most likely out of memory (the machine's, or a limit such as "
+                "ulimit -v): lower batch_tokens in the params file (or tasks.lambda_batch, which multiplies it in "
+                f"sweeps), or free memory (partial notebook: {output})"
+            ) from None
         except PapermillExecutionError as err:
             raise AuditError(
                 f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
@@ -173,8 +185,7 @@ def _held(report_dir: Path) -> Iterator[None]:
     killed run is taken over. A folder that cannot be created or written to is a one-line AuditError."""
     lock = report_dir / LOCK
     try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        handle = lock.open("a+", encoding="utf-8")
+        handle = open_lock(lock)
     except OSError as err:
         raise AuditError(
             f"cannot write the report folder {report_dir} ({err.strerror or err}): choose a writable --reports folder"
