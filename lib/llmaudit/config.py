@@ -172,15 +172,33 @@ def _read_yaml(path: Path) -> Any:
 
 
 def load_params(name_or_path: str | Path) -> Params:
-    """Read and validate a params file; every problem is a one-line ConfigError naming the key."""
+    """Read and validate a params file; every problem is a one-line ConfigError naming the key. A relative
+    `model.path` or `data_dir` is taken from the params file's folder (`_located`)."""
     path = params_path(name_or_path)
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, path.name)) from None
+    return _located(params, path)
+
+
+def _located(params: Params, path: Path) -> Params:
+    """`params` with a relative `model.path` and `data_dir` taken from the folder of the params file `path` (its
+    name as given, a link not followed), as a relative params path is taken from the current directory; a data_dir
+    that is no folder is a ConfigError (the audit would download the data instead of reading the mirror named)."""
+    folder = path.absolute().parent
+    model, data = params.model, params.data_dir
+    if model.path is not None:
+        model = model.model_copy(update={"path": str(folder / Path(model.path).expanduser())})
+    if data is not None:
+        data = str(folder / Path(data).expanduser())
+        if not Path(data).is_dir():
+            raise ConfigError(f"{path.name}:data_dir: {data} is not a folder: give the data mirror's folder (a "
+                              "relative path starts at the params file's folder), or leave data_dir out to download")
+    return params.model_copy(update={"model": model, "data_dir": data})
 
 
 def one_line(err: ValidationError, where: str) -> str:

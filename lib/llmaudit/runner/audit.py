@@ -112,11 +112,17 @@ def _one_parameters_cell(path: Path) -> None:
 def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
     """Run the listed (default: all the params') chapters for `model` in `reports`/<name>, which the run holds, write
     its model card, rebuild its HTML report and the cross-model index; returns the report path. A relative `reports`
-    or params path is taken from the current directory, for the chapters as well."""
+    or params path is taken from the current directory, for the chapters as well. A chapter the params file does
+    not list is refused: the report shows the listed chapters, and would show its rows and verdicts but not its
+    section."""
     params, params_file = _params(model)
     chosen = chapters or params.chapters
     for chapter in chosen:
         chapter_source(chapter)
+    unlisted = [chapter for chapter in chosen if chapter not in params.chapters]
+    if unlisted:
+        raise ConfigError(f"--chapter {unlisted[0]}: {params_file.name} does not list it under chapters (it lists "
+                          f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
     if "similarity" in chosen:
@@ -140,8 +146,12 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
 
 
 def _compared_ready(params: Params, reports: Path) -> None:
-    """Stop before any chapter runs when a model that `similarity.compare_with` names has no similarity results yet,
-    rather than after the chapters before it."""
+    """Stop before any chapter runs when `similarity.compare_with` names the audited model itself (it would be
+    compared with its own answers) or a model with no similarity results yet, rather than after the chapters before
+    it."""
+    if params.name in params.similarity.compare_with:
+        raise ConfigError(f"similarity.compare_with names {params.name}, the model this params file audits: list other "
+                          "audited models")
     missing = [name for name in params.similarity.compare_with
                if not (reports / name / FOLDER / "answers.csv").is_file()]
     if missing:
@@ -163,8 +173,9 @@ def _say_mixed(report_dir: Path, params_file: Path) -> None:
 
 def _params(model: str) -> tuple[Params, Path]:
     """The validated params of a model name or params path, and their file's absolute path; a file that cannot be
-    read as text (a folder, a binary file) is a one-line ConfigError."""
-    path = params_path(model).resolve()
+    read as text (a folder, a binary file) is a one-line ConfigError. A link is kept as named (its name says it is
+    YAML, and its folder is where relative paths in it start), not followed."""
+    path = params_path(model).absolute()
     try:
         return load_params(path), path
     except (OSError, UnicodeDecodeError) as err:
