@@ -166,3 +166,11 @@ def test_a_fifo_at_the_audit_lock_is_refused_without_blocking(tmp_path) -> None:
     os.mkfifo(tmp_path / audit.LOCK)
     with deadline(10), pytest.raises(DataError, match=r"\.audit\.lock is not a regular file"), audit._held(tmp_path):
         pass
+
+
+def test_a_fifo_at_the_executed_notebook_is_refused_without_blocking(tmp_path) -> None:
+    from llmaudit.runner import audit
+
+    os.mkfifo(tmp_path / "02_decision_tasks.ipynb")
+    with deadline(30), pytest.raises(DataError, match=r"02_decision_tasks\.ipynb is not a regular file"):
+        audit.execute_chapter("decision_tasks", "params/ci.yaml", tmp_path, tmp_path / "02_decision_tasks.ipynb")

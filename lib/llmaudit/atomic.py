@@ -20,10 +20,7 @@ def write_atomic(path: Path, data: str | bytes) -> Path:
     """Replace `path` by `data` (text as UTF-8, newlines as given; bytes as they are) atomically, creating its folder;
     returns `path`."""
     path = Path(path)
-    try:
-        _refuse(path, os.stat(path).st_mode)
-    except FileNotFoundError:
-        pass
+    writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
@@ -50,6 +47,16 @@ def open_lock(path: Path) -> TextIO:
         os.close(fd)
         raise
     return os.fdopen(fd, "a+", encoding="utf-8")
+
+
+def writable(path: Path) -> Path:
+    """`path`, where it is missing or a regular file (what a writer may replace); else a DataError, without
+    opening it."""
+    try:
+        _refuse(path, os.stat(path).st_mode)
+    except FileNotFoundError:
+        pass
+    return path
 
 
 def _refuse(path: Path, mode: int) -> None:

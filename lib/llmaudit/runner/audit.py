@@ -19,7 +19,7 @@ import papermill
 from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit.atomic import open_lock
+from llmaudit.atomic import open_lock, writable
 from llmaudit.chapters.similarity.saved import FOLDER
 from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
@@ -58,6 +58,7 @@ def execute_chapter(
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
     progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
     source_notebook = jupytext.read(chapter_source(chapter))
+    writable(output)  # papermill writes the executed notebook there after every cell: a FIFO would block it
     _quiet_widget_warning()
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{notebook(chapter)}.ipynb"
