@@ -174,3 +174,16 @@ def test_a_fifo_at_the_executed_notebook_is_refused_without_blocking(tmp_path) -
     os.mkfifo(tmp_path / "02_decision_tasks.ipynb")
     with deadline(30), pytest.raises(DataError, match=r"02_decision_tasks\.ipynb is not a regular file"):
         audit.execute_chapter("decision_tasks", "params/ci.yaml", tmp_path, tmp_path / "02_decision_tasks.ipynb")
+
+
+def test_a_deep_question_order_of_saved_representations_is_one_line(tmp_path) -> None:
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from llmaudit.chapters.similarity import saved
+
+    path = tmp_path / "m" / "similarity" / "representations.safetensors"
+    path.parent.mkdir(parents=True)
+    save_file({"model|0.5": np.zeros((1, 2), dtype=np.float32)}, str(path), metadata={"order": DEEP})
+    with pytest.raises(DataError, match=r"representations.safetensors is nested deeper than 64 levels: rerun"):
+        saved._read_representations(path)
