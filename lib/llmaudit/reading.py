@@ -14,7 +14,7 @@ from typing import Any
 from llmaudit.errors import DataError
 
 LIMIT = 2 * 2**30  # bytes: far above any report file the audit writes, below what would exhaust memory
-DEPTH = 64  # JSON nesting levels a report file may use: the model card, the deepest, uses 7
+DEPTH = 64  # JSON nesting levels a report file may use: the model card, the deepest, uses 6
 LINE = 16 * 2**20  # characters of one line of a JSON-lines file: a case record with its prompts and answers
 
 
