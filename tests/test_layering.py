@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("runner.chapter",),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
+    ("runner.adhoc",),
     ("cli",),
     ("__main__",),
 )

@@ -3,20 +3,59 @@ leave every decision task its cases and every steering vector its validation and
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import torch
 
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors.recipes import RECIPES, validation_size
 from llmaudit.config import available_models, load_params
 from llmaudit.models import memory
+from llmaudit.models.load import DTYPES
 
 GIB = 1 << 30
-# The largest model a shipped GPU profile audits: Llama 3.1 8B in bfloat16 (Ministral 8B and Qwen2.5 7B are no larger
-# per token: their widths, MLPs and key/value heads are at most these).
-LARGEST = memory.Shape(blocks=36, width=4096, mlp=14336, queries=4096, keys=1024, item=2)
-WEIGHTS = 8.03e9 * 2
+# Each GPU profile's model as a config-only stand-in (its transformers config class with the published config.json's
+# sizes, built on the meta device: no weights, no download), from which its shape and weight bytes are read.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "llama-3.1-8b-instruct": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                                  num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    "finance-llama3-8b": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                              num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    "medicine-llama3-8b": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                               num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    "ministral-8b-instruct": dict(model_type="mistral", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
+                                  num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=131072),
+    "saul-7b-instruct": dict(model_type="mistral", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                             num_attention_heads=32, num_key_value_heads=8, vocab_size=32000),
+    "qwen2.5-7b-instruct": dict(model_type="qwen2", num_hidden_layers=28, hidden_size=3584, intermediate_size=18944,
+                                num_attention_heads=28, num_key_value_heads=4, vocab_size=152064),
+    "qwen3-8b": dict(model_type="qwen3", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),
+    "gemma-2-9b-it": dict(model_type="gemma2", num_hidden_layers=42, hidden_size=3584, intermediate_size=14336,
+                          num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=256000),
+    "phi-4-mini-instruct": dict(model_type="phi3", num_hidden_layers=32, hidden_size=3072, intermediate_size=8192,
+                                num_attention_heads=24, num_key_value_heads=8, vocab_size=200064,
+                                tie_word_embeddings=True, partial_rotary_factor=0.75),
+    "olmo-2-7b-instruct": dict(model_type="olmo2", num_hidden_layers=32, hidden_size=4096, intermediate_size=11008,
+                               num_attention_heads=32, num_key_value_heads=32, vocab_size=100352),
+    "smollm2-135m-instruct-full": dict(model_type="llama", num_hidden_layers=30, hidden_size=576,
+                                       intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
+                                       vocab_size=49152, tie_word_embeddings=True),
+}
 PROFILES = available_models()
 GPU_PROFILES = [name for name in PROFILES if load_params(name).model.device == "cuda"]
+
+
+def standin(name: str) -> tuple[memory.Shape, int]:
+    """The shape and weight bytes of a GPU profile's model, in the profile's dtype, from its config-only stand-in."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = dict(CONFIGS[name])
+    config = AutoConfig.for_model(sizes.pop("model_type"), **sizes)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[load_params(name).model.dtype])
+    return memory.Shape.of(model), sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -30,11 +69,13 @@ def test_gpu_profile_plans_batches_that_fit_one_80_gb_card(name) -> None:
     than the usable share of what an 80 GB card has beside the weights."""
     params = load_params(name)
     assert params.batch_tokens == memory.AUTO, "a GPU profile plans its batches from the card's memory"
-    free = 80 * GIB - WEIGHTS
+    assert name in CONFIGS, f"give {name}'s model a config-only stand-in in CONFIGS"
+    shape, weights = standin(name)
+    free = 80 * GIB - weights
     for stacked, derivative in ((1, False), (params.tasks.lambda_batch, False), (1, True)):
-        tokens = memory.planned_tokens(LARGEST, free, stacked, derivative)
+        tokens = memory.planned_tokens(shape, free, stacked, derivative)
         assert tokens >= 1024, (stacked, derivative, tokens)  # room for whole prompts
-        held = tokens * LARGEST.token_bytes(stacked, derivative) + 2 * memory.SCORE_BYTES
+        held = tokens * shape.token_bytes(stacked, derivative) + 2 * memory.SCORE_BYTES
         assert held < memory.USABLE * free, (stacked, derivative, tokens)
 
 

@@ -1,4 +1,5 @@
-"""Command line: `llmaudit audit MODEL` runs one model's audit; `llmaudit verdict REPORT_DIR` prints its verdicts
+"""Command line: `llmaudit audit MODEL` runs one model's audit from its params file (`llmaudit audit --model
+HUB_ID_OR_FOLDER`: at a shipped profile's sizes, without one); `llmaudit verdict REPORT_DIR` prints its verdicts
 and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
 `llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit standin SHAPE
 FOLDER` builds a random-weight stand-in model and a params file that audits it at a profile's sizes; `llmaudit
@@ -24,7 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmaudit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     audit = commands.add_parser("audit", help="run every chapter of a model's params file and build its report")
-    audit.add_argument("model", help="a name in params/ (e.g. smollm2-135m-instruct) or a path to a params YAML")
+    audit.add_argument("params", nargs="?", metavar="MODEL",
+                       help="a name in params/ (e.g. smollm2-135m-instruct) or a path to a params YAML")
+    audit.add_argument("--model", default=None, metavar="HUB_ID_OR_FOLDER",
+                       help="audit this model without a params file: a hub id (Qwen/Qwen3-8B) or a local model folder")
+    audit.add_argument("--profile", default=None, help="with --model: the sizes and settings, paper, default or ci "
+                       "(default: default)")
+    audit.add_argument("--device", default=None, help="with --model: cpu or cuda (default: the profile's)")
+    audit.add_argument("--set", action="append", default=None, metavar="KEY=VALUE", dest="settings",
+                       help="with --model: one params setting, e.g. model.chat_template=false (repeatable)")
     audit.add_argument("--reports", type=Path, default=None, help="output root (default: reports/)")
     audit.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
     verdict = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
@@ -47,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "audit":
-            from llmaudit.runner.audit import run_audit
-
-            kwargs = {"reports": args.reports} if args.reports else {}
-            print(printable(run_audit(args.model, chapters=args.chapter, **kwargs)))
+            print(printable(_audit(args)))
         elif args.command == "verdict":
             from llmaudit.report import gate
 
@@ -106,6 +112,24 @@ def main(argv: list[str] | None = None) -> int:
               "report it with the command line)", file=sys.stderr)
         return INTERNAL
     return 0
+
+
+def _audit(args: argparse.Namespace) -> Path:
+    """The `audit` command: a params name or file as given, or `--model` at a shipped profile's sizes."""
+    kwargs = {"reports": args.reports} if args.reports else {}
+    if (args.params is None) == (args.model is None):
+        raise AuditError("give a params name or file (llmaudit audit NAME) or a model (llmaudit audit --model "
+                         "HUB_ID_OR_FOLDER), one of the two")
+    if args.model is None:
+        if args.profile or args.device or args.settings:
+            raise AuditError("--profile, --device and --set go with --model: a params file sets them itself")
+        from llmaudit.runner.audit import run_audit
+
+        return run_audit(args.params, chapters=args.chapter, **kwargs)
+    from llmaudit.runner.adhoc import audit_model
+
+    return audit_model(args.model, profile=args.profile or "default", device=args.device,
+                       settings=args.settings or (), chapters=args.chapter, **kwargs)
 
 
 if __name__ == "__main__":

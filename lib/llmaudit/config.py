@@ -24,7 +24,8 @@ from llmaudit.verdict.gates import GateParams
 MAX_DEPTH = 20  # nesting levels a params file may use (it needs 4)
 _SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
-__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "standin_params"]
+__all__ = ["REPO", "PARAMS_DIR", "Params", "available_models", "load_params", "params_path", "read_profile",
+           "standin_params"]
 
 
 class RunSettings(Section):
@@ -173,7 +174,7 @@ def _read_yaml(path: Path) -> Any:
 
 def load_params(name_or_path: str | Path) -> Params:
     """Read and validate a params file; every problem is a one-line ConfigError naming the key. A relative
-    `model.path` or `data_dir` is taken from the params file's folder (`_located`)."""
+    `model.path` or `data_dir` is taken from the params file's folder (`located`)."""
     path = params_path(name_or_path)
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
@@ -182,22 +183,21 @@ def load_params(name_or_path: str | Path) -> Params:
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, path.name)) from None
-    return _located(params, path)
+    return located(params, path.absolute().parent, path.name)  # a link's own folder: the link is not followed
 
 
-def _located(params: Params, path: Path) -> Params:
-    """`params` with a relative `model.path` and `data_dir` taken from the folder of the params file `path` (its
-    name as given, a link not followed), as a relative params path is taken from the current directory; a data_dir
-    that is no folder is a ConfigError (the audit would download the data instead of reading the mirror named)."""
-    folder = path.absolute().parent
+def located(params: Params, folder: Path, where: str) -> Params:
+    """`params` with a relative `model.path` and `data_dir` taken from `folder` (a params file's, as a relative params
+    path is taken from the current directory); a data_dir that is no folder is a ConfigError starting with `where`
+    (the audit would download the data instead of reading the mirror named)."""
     model, data = params.model, params.data_dir
     if model.path is not None:
         model = model.model_copy(update={"path": str(folder / Path(model.path).expanduser())})
     if data is not None:
         data = str(folder / Path(data).expanduser())
         if not Path(data).is_dir():
-            raise ConfigError(f"{path.name}:data_dir: {data} is not a folder: give the data mirror's folder (a "
-                              "relative path starts at the params file's folder), or leave data_dir out to download")
+            raise ConfigError(f"{where}:data_dir: {data} is not a folder: give the data mirror's folder (a relative "
+                              f"one starts at {folder}), or leave data_dir out to download")
     return params.model_copy(update={"model": model, "data_dir": data})
 
 
@@ -246,12 +246,20 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def read_profile(profile: str | Path) -> dict[str, Any]:
+    """A shipped params file (name or path) as its YAML mapping, unvalidated, for a params file built from it."""
+    params = _read_yaml(params_path(profile))
+    if not isinstance(params, dict):
+        raise ConfigError(f"{params_path(profile)}: expected a mapping of settings at the top level")
+    return params
+
+
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
     (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
     weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
     30% / 70% quantiles, as the default model's are."""
-    params = _read_yaml(params_path(profile))
+    params = read_profile(profile)
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
     params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}

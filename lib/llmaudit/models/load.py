@@ -43,6 +43,7 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     return AuditModel(
         name, lm, tokenizer, hf=hf, remote=spec.remote, system_prompt=spec.system_prompt,
         provenance=provenance, device=device, chat_template=spec.chat_template,
+        template_options=spec.template_options,
     )
 
 

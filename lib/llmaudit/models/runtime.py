@@ -4,7 +4,7 @@ steering intervention. Interventions run through nnsight, so the same code trace
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 
 import torch
@@ -49,6 +49,7 @@ class AuditModel:
         provenance: dict | None = None,
         device: str = "cpu",
         chat_template: bool = True,
+        template_options: Mapping[str, bool | int | str] | None = None,
     ):
         self.name = name
         self.hf = hf  # the local transformers module (None when remote), for the plain-PyTorch sweep engine
@@ -59,6 +60,7 @@ class AuditModel:
         self.remote = remote
         self.system_prompt = system_prompt
         self.chat_template = chat_template
+        self.template_options = dict(template_options or {})
         config = lm.config
         architectures.layout(lm)  # an architecture whose layout is unknown is refused here, not mid-chapter
         self.n_layers: int = config.num_hidden_layers
@@ -105,7 +107,8 @@ class AuditModel:
         messages = [{"role": "user", "content": prompt}]
         if self.system_prompt is not None:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  **self.template_options)
         return text + prefix
 
     def single_token_ids(self, words: Sequence[str]) -> list[int]:

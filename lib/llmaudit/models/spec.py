@@ -18,14 +18,16 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate
 class ModelSpec(Section):
     """Exactly one of `embedded` (a packaged GGUF), `embedded_parts` (a GGUF split over several packages, joined in
     order and checked against `sha256`), `hf` (hub id) or `path`. Base models without a chat template set
-    `chat_template: false` and read prompts as plain text. `device_map` spreads a model too large for one GPU over
-    the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF through nnsight, on the server at
-    `host` (NDIF's public service when unset)."""
+    `chat_template: false` and read prompts as plain text; `template_options` go to the chat template as its keyword
+    arguments (Qwen3: `enable_thinking: false`, so that the answer follows the assistant tag). `device_map` spreads a
+    model too large for one GPU over the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF
+    through nnsight, on the server at `host` (NDIF's public service when unset)."""
 
     embedded: str | None = None
     embedded_parts: list[str] = []
     sha256: str | None = None
     chat_template: bool = True
+    template_options: dict[str, bool | int | str] = {}
     hf: str | None = None
     path: str | None = None
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"

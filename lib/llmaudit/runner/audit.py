@@ -19,7 +19,7 @@ import papermill
 from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit.atomic import open_lock, writable
+from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.chapters.similarity.saved import FOLDER
 from llmaudit.config import Params, load_params, params_path
 from llmaudit.errors import AuditError, ConfigError
@@ -111,12 +111,19 @@ def _one_parameters_cell(path: Path) -> None:
 
 
 def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
-    """Run the listed (default: all the params') chapters for `model` in `reports`/<name>, which the run holds, write
-    its model card, rebuild its HTML report and the cross-model index; returns the report path. A relative `reports`
-    or params path is taken from the current directory, for the chapters as well. A chapter the params file does
-    not list is refused: the report shows the listed chapters, and would show its rows and verdicts but not its
-    section."""
+    """Run the listed (default: all the params') chapters for `model` (a params name or file) in `reports`/<name>,
+    which the run holds, write its model card, rebuild its HTML report and the cross-model index; returns the report
+    path. A relative `reports` or params path is taken from the current directory, for the chapters as well."""
     params, params_file = _params(model)
+    return audit(params, params_file, reports=reports, chapters=chapters)
+
+
+def audit(params: Params, params_file: Path, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
+          text: str | None = None) -> Path:
+    """`run_audit` for validated params read from `params_file`; with `text`, the run first writes it to
+    `params_file` once it holds the report folder (an audit of `--model` runs from the params it writes there, and a
+    second run on the folder must not replace them under the first). A chapter the params do not list is refused:
+    the report shows the listed chapters, and would show its rows and verdicts but not its section."""
     chosen = chapters or params.chapters
     for chapter in chosen:
         chapter_source(chapter)
@@ -129,6 +136,8 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
     if "similarity" in chosen:
         _compared_ready(params, reports)
     with _held(report_dir):
+        if text is not None:
+            write_atomic(params_file, text)
         timings = {}
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)

@@ -1,0 +1,153 @@
+"""Auditing a model without writing a params file first: `llmaudit audit --model <hub id or folder>` takes a shipped
+profile's sizes and settings, puts the model in its `model` section, checks the model's tokenizer before any chapter
+runs, and runs the audit from the params it writes into the report folder, which is named after the model (as
+lm-evaluation-harness names its output after `--model_args pretrained=...`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
+from llmaudit.chapters.decision_tasks.spec import tasks_run
+from llmaudit.config import Params, located, one_line, params_path, read_profile
+from llmaudit.errors import AuditError, ConfigError
+from llmaudit.paths import REPO
+from llmaudit.registry import chapter
+from llmaudit.runner.audit import audit
+
+PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct", "ci": "ci"}  # --profile: params
+PARAMS_FILE = "params.yaml"  # in the report folder of an audit of --model: the params it ran with
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")  # 'name' or 'org/name'
+PLACEMENT = ("dtype", "device", "device_map")  # what the profile's model section keeps for the audited model
+
+
+def report_name(model: str) -> str:
+    """The report folder's name for `model`: a local folder's own name, a hub id with '/' as '__' (the rule of
+    lm-evaluation-harness); characters a report folder's name may not hold become '-'."""
+    name = Path(model).resolve().name if Path(model).exists() else model.replace("/", "__")
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".")[:100] or "model"
+
+
+def model_source(model: str) -> dict[str, str]:
+    """The params' source of `model`: {'path': folder} for a folder on disk (as transformers, before the hub), else
+    {'hf': id} for a hub id; anything else is a one-line ConfigError."""
+    folder = Path(model)
+    if folder.exists():
+        if not (folder / "config.json").is_file():
+            raise ConfigError(f"--model {model}: not a model folder (no config.json): give a folder that "
+                              "save_pretrained wrote, or a hub id such as Qwen/Qwen3-8B")
+        return {"path": str(folder.resolve())}
+    if not HUB_ID.fullmatch(model):
+        raise ConfigError(f"--model {model}: no such folder, nor a hub id (org/name): give a model folder or a hub id "
+                          "such as Qwen/Qwen3-8B")
+    return {"hf": model}
+
+
+def override(params: dict[str, Any], setting: str) -> None:
+    """Apply one `--set KEY=VALUE` to the params: KEY a dotted path (tasks.sizes.credit), VALUE read as YAML."""
+    key, sep, value = setting.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {setting}: give KEY=VALUE, e.g. --set model.chat_template=false")
+    *sections, last = key.split(".")
+    node = params
+    for section in sections:
+        node = node.setdefault(section, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {setting}: '{section}' is a value, not a section of the params")
+    try:
+        node[last] = yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {setting}: the value is not YAML ({' '.join(str(err).split())})") from None
+
+
+def built_params(model: str, *, profile: str = "default", device: str | None = None,
+                 settings: Sequence[str] = ()) -> dict[str, Any]:
+    """The shipped `profile`'s params for `model`: named after it, its model section the model with the profile's
+    dtype and device (`device` if given), and no other audit to compare with (those name the profile's own model's
+    partners); then each `--set` in order."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
+    source, params = model_source(model), read_profile(PROFILES[profile])
+    placed = {key: value for key, value in params.get("model", {}).items() if key in PLACEMENT}
+    params["name"] = report_name(model)
+    params["model"] = {**source, **placed, **({"device": device} if device else {})}
+    params.get("similarity", {}).pop("compare_with", None)
+    for setting in settings:
+        override(params, setting)
+    return params
+
+
+def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None:
+    """Stop before any chapter runs, with one line saying what to set, when the model's tokenizer has no chat
+    template (the params expect one) or gives two answer words of a task the chapters run one first token."""
+    tokenizer = _tokenizer(model, params)
+    if params.model.chat_template and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"--model {model}: its tokenizer has no chat template: audit it as a base model (prompts as "
+                          "plain text) with --set model.chat_template=false")
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if params.model.chat_template and "enable_thinking" in template \
+            and "enable_thinking" not in params.model.template_options:
+        raise ConfigError(f"--model {model}: its chat template can open a thinking block before the answer, which the "
+                          "next-token readings would score: add --set model.template_options.enable_thinking=false")
+    if not any("tasks" in (chapter(key).section, *chapter(key).reads) for key in chapters):
+        return
+    clashes = []
+    for task in tasks_run(params):
+        try:
+            answer_ids(tokenizer, TASKS[task].answers)
+        except AuditError:
+            clashes.append(task)
+    if clashes:
+        words = "; ".join(f"{task}: {', '.join(TASKS[task].answers)}" for task in clashes)
+        skip = " ".join(f"--set tasks.sizes.{task}=0" for task in clashes)
+        raise ConfigError(f"--model {model}: answer words share a first token for its tokenizer, so one next-token "
+                          f"distribution cannot tell them apart ({words}): skip those tasks with {skip}")
+
+
+def _tokenizer(model: str, params: Params) -> Any:
+    """The model's tokenizer alone (no weights); one that cannot be loaded is a one-line AuditError."""
+    from transformers import AutoTokenizer
+
+    spec = params.model
+    try:
+        return AutoTokenizer.from_pretrained(spec.path or spec.hf, trust_remote_code=spec.trust_remote_code)
+    except (OSError, ValueError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise AuditError(f"--model {model}: cannot load its tokenizer ({reason}): check the id, log in for gated "
+                         "models, or give a local folder") from None
+
+
+def _has_gpu() -> bool:
+    """Whether torch sees a CUDA device."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def audit_model(model: str, *, profile: str = "default", device: str | None = None, settings: Sequence[str] = (),
+                reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
+    """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<model's name>, from the params
+    written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the report path."""
+    raw = built_params(model, profile=profile, device=device, settings=settings)
+    try:
+        params = Params.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(one_line(err, f"--model {model} --profile {profile}")) from None
+    params = located(params, Path.cwd(), f"--model {model}")  # --set data_dir: from here, as the params written keep it
+    if params.data_dir is not None:
+        raw["data_dir"] = params.data_dir
+    if params.model.device == "cuda" and not params.model.remote and not _has_gpu():
+        raise ConfigError(f"--model {model}: the {profile} profile runs on cuda but torch sees no GPU: add "
+                          "--device cpu")
+    check_tokenizer(model, params, chapters or params.chapters)
+    params_file = Path(reports).resolve() / params.name / PARAMS_FILE
+    header = (f"# Written by `llmaudit audit --model`: the profile {params_path(PROFILES[profile]).name} for the "
+              "model below; rerun it with `llmaudit audit <this file>`.\n")
+    return audit(params, params_file, reports=reports, chapters=chapters,
+                 text=header + yaml.safe_dump(raw, sort_keys=False))
