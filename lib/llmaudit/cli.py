@@ -11,10 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.terminal import printable
 
 INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
+INTERRUPTED = 130  # exit status after Ctrl-C (SIGINT), as a shell reports it: 128 + the signal's number
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             table = gate.load_verdicts(args.report_dir)
             print(gate.text(table))
             if args.junit:
-                args.junit.write_text(gate.junit(table, args.report_dir.resolve().name), encoding="utf-8")
+                write_atomic(args.junit, gate.junit(table, args.report_dir.resolve().name))
             return gate.exit_status(table)
         elif args.command == "compare":
             from llmaudit.report import comparison
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = build(args.shape, args.folder, device=args.device)
             out = args.out or args.folder.with_suffix(".yaml")
             params = standin_params(args.params, folder, SHAPES[args.shape]["dtype"], args.device)
-            out.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+            write_atomic(out, yaml.safe_dump(params, sort_keys=False))
             print(f"wrote {folder} and {out}: audit it with python -m llmaudit audit {out}")
         else:
             from llmaudit.data import verify_all
@@ -97,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     except AuditError as err:
         print(f"llmaudit: error: {printable(err)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("llmaudit: interrupted: a chapter cut short keeps its previous rows; rerun the command to go on (forward "
+              "passes already made are cached)", file=sys.stderr)
+        return INTERRUPTED
     except OSError as err:  # the disk's failures no read site turned into an AuditError: full, read-only, vanished
         where = f"{err.filename}: " if err.filename else ""
         print(f"llmaudit: error: {printable(where)}{printable(err.strerror or err)}: check the path, its permissions "

@@ -203,12 +203,29 @@ def read_params_file(name_or_path: str | Path) -> ParamsFile:
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, path.name)) from None
-    return ParamsFile(path, data.decode("utf-8"), hashlib.sha256(data).hexdigest(), params)
+    return ParamsFile(path, data.decode("utf-8"), hashlib.sha256(data).hexdigest(),
+                      located(params, path.absolute().parent, path.name))  # a link's own folder: not followed
 
 
 def load_params(name_or_path: str | Path) -> Params:
-    """Read and validate a params file (`read_params_file`)."""
+    """Read and validate a params file (`read_params_file`); a relative `model.path` or `data_dir` is taken from the
+    params file's folder (`located`)."""
     return read_params_file(name_or_path).params
+
+
+def located(params: Params, folder: Path, where: str) -> Params:
+    """`params` with a relative `model.path` and `data_dir` taken from `folder` (a params file's, as a relative params
+    path is taken from the current directory); a data_dir that is no folder is a ConfigError starting with `where`
+    (the audit would download the data instead of reading the mirror named)."""
+    model, data = params.model, params.data_dir
+    if model.path is not None:
+        model = model.model_copy(update={"path": str(folder / Path(model.path).expanduser())})
+    if data is not None:
+        data = str(folder / Path(data).expanduser())
+        if not Path(data).is_dir():
+            raise ConfigError(f"{where}:data_dir: {data} is not a folder: give the data mirror's folder (a relative "
+                              f"one starts at {folder}), or leave data_dir out to download")
+    return params.model_copy(update={"model": model, "data_dir": data})
 
 
 def one_line(err: ValidationError, where: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
-from llmaudit.reading import read_text
+from llmaudit.reading import read_json
 
 FOLDER = "ledger"
 
@@ -162,7 +162,7 @@ def _read(path: Path) -> tuple[dict[str, int], dict[str, dict[str, float]]] | No
     label (seconds 0 in a ledger saved before they were kept; no labels in one saved before those were kept); None
     where it is unreadable or damaged, since the ledger reports on cost and never decides a result."""
     try:
-        saved = json.loads(read_text(path, "delete it"))
+        saved = read_json(path, "delete it")
         totals = {key: _count(saved[key]) for key in ("blocks", "actual", "minimum")}
         calls = {str(label): {"actual": _count(counts["actual"]), "minimum": _count(counts["minimum"]),
                               "seconds": _seconds(counts.get("seconds", 0.0))}

@@ -133,11 +133,16 @@ Z95 = float(scipy.stats.norm.ppf(0.975))  # 1.959964: half-width of a 95% normal
 
 def cases_needed(estimate: Estimate, epsilon: float, n: int) -> float:
     """Cases that would make the verdict decisive at the observed variance: the half-width h shrinks as 1/sqrt(n),
-    and a pass needs h' <= epsilon - |S|, a fail h' < |S| - epsilon; infinite when |S| == epsilon."""
+    and a pass needs h' <= epsilon - |S|, a fail h' < |S| - epsilon; infinite when |S| == epsilon, or so close to it
+    that the count passes what a float holds (epsilon 1e-300 and a score of exactly 0)."""
     margin = abs(epsilon - abs(estimate.value))
     if margin == 0:
         return math.inf
-    return math.ceil(n * ((estimate.hi - estimate.lo) / 2 / margin) ** 2)
+    try:
+        needed = n * ((estimate.hi - estimate.lo) / 2 / margin) ** 2
+    except OverflowError:
+        return math.inf
+    return needed if math.isinf(needed) else math.ceil(needed)
 
 
 def fail_pvalue(estimate: Estimate, epsilon: float) -> float:

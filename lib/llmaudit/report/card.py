@@ -21,7 +21,7 @@ from llmaudit.data.store import MANIFEST_PATH, load_manifest
 from llmaudit.errors import DataError
 from llmaudit.ledger import read_ledgers
 from llmaudit.paths import REPO
-from llmaudit.reading import read_text
+from llmaudit.reading import read_json as read_document
 from llmaudit.registry import computing_packages
 from llmaudit.report.provenance import differences, read_provenance, settings
 from llmaudit.report.results import Results
@@ -152,11 +152,9 @@ def read_json(path: Path) -> dict[str, Any]:
     (a card epsilon of -1 would fail every test) is a one-line DataError naming it and how to get it back."""
     fix = FIXES.get(path.name, "delete it and rerun the audit")
     try:
-        found = json.loads(read_text(path, fix))
+        found = read_document(path, fix)
     except FileNotFoundError:
         return {}
-    except ValueError as err:  # not JSON
-        raise _damaged(path, " ".join(str(err).split())) from None
     if not isinstance(found, dict):
         raise _damaged(path, "not a JSON object")
     if path.name == CARD:

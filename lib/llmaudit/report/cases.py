@@ -14,7 +14,7 @@ from llmaudit.errors import AuditError
 from llmaudit.registry import verdict_tests
 from llmaudit.report.evidence import FOLDER, largest_differences, read_cases, unit_values
 from llmaudit.report.front import badge
-from llmaudit.report.worddiff import word_diff
+from llmaudit.report.worddiff import shown, word_diff
 
 CSS = """
 table.cases { display: table; width: 100%; }
@@ -41,12 +41,12 @@ def _differs(row: Any) -> str:
     for a sweep, that both sides read one prompt."""
     a, b = (p if isinstance(p, str) else None for p in (row.prompt_a, row.prompt_b))
     if a == b:
-        body = _prompt(f"{row.side_a} and {row.side_b}: the same prompt", escape(a) if a else None,
+        body = _prompt(f"{row.side_a} and {row.side_b}: the same prompt", shown(a) if a else None,
                        max(row.n_a, row.n_b))
         return f"the same prompt, steered<details><summary>prompt</summary>{body}</details>"
     changes: list[tuple[str, str]]
     if a is None or b is None:
-        shown_a, shown_b, changes = (escape(a) if a else None), (escape(b) if b else None), []
+        shown_a, shown_b, changes = (shown(a) if a else None), (shown(b) if b else None), []
     else:
         shown_a, shown_b, changes = word_diff(a, b)
     words = "; ".join(f"<mark>{escape(x) or '(nothing)'}</mark> &rarr; <mark>{escape(y) or '(nothing)'}</mark>"

@@ -11,7 +11,7 @@ import pandas as pd
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.paths import PLAIN_NAME
-from llmaudit.reading import read_text
+from llmaudit.reading import read_json
 from llmaudit.report.comparison import A_MORE, B_MORE, FOLDER, OUTCOMES, Comparison
 from llmaudit.report.comparison_page import to_html
 
@@ -46,7 +46,7 @@ def comparison_pages(reports: Path) -> list[Path]:
 def page_label(page: Path) -> str:
     """'A vs B' and its tests per outcome from the page's JSON twin, or the file name where that is unreadable."""
     try:
-        data = json.loads(read_text(page.with_suffix(".json"), "rerun its comparison"))
+        data = read_json(page.with_suffix(".json"), "rerun its comparison")
         counts = pd.Series([t["outcome"] for t in data["tests"]]).value_counts()
         names = {A_MORE: f"{data['a']} more biased", B_MORE: f"{data['b']} more biased"}
         summary = ", ".join(f"{names.get(o, o)}: {counts[o]}" for o in OUTCOMES if o in counts)

@@ -35,7 +35,7 @@ import pandas as pd
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError, DataError
 from llmaudit.paths import PLAIN_NAME
-from llmaudit.reading import read_text
+from llmaudit.reading import json_lines
 from llmaudit.records import FIELDS, NUMBERS, TEXT, empty_records, prompt_sha
 from llmaudit.terminal import printable
 
@@ -171,15 +171,8 @@ def _bad_record(row: dict[str, Any]) -> str:
 
 def _read_file(path: Path) -> pd.DataFrame:
     """One case file as a frame (columns FIELDS, then extra fields); damage is a one-line DataError."""
-    text = read_text(path, _FIX)
     rows = []
-    for number, line in enumerate(text.split("\n"), 1):  # not splitlines: prompts may hold U+2028, U+0085
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            raise DataError(f"{path}: line {number} is not JSON ({err}): {_FIX}") from None
+    for number, row in json_lines(path, _FIX):
         if not isinstance(row, dict):
             raise DataError(f"{path}: line {number} is not a JSON object: {_FIX}")
         problem = _bad_record(row)

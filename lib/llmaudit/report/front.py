@@ -55,7 +55,7 @@ def _power(t: Any) -> str:
     if t.verdict != "inconclusive" or pd.isna(t.n):
         return text
     unit = escape(t.resampled)
-    needed = (f"no number of {unit} decides it (|S| = &epsilon;)" if math.isinf(t.cases_needed)
+    needed = (f"no number of {unit} decides it (|S| at or within rounding of &epsilon;)" if math.isinf(t.cases_needed)
               else f"inconclusive: about {int(t.cases_needed)} {unit} needed")
     return f"{text}<br>{needed}"
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import DataError
-from llmaudit.reading import read_text
+from llmaudit.reading import read_json
 from llmaudit.registry import KEYS
 from llmaudit.registry import chapter as chapter_spec
 
@@ -61,7 +61,7 @@ def note_vector(report_dir: Path, chapter: str, name: str) -> None:
     pending = provenance_path(report_dir, chapter, pending=True)
     if not pending.exists():
         return
-    document = json.loads(read_text(pending, _FIX))
+    document = read_json(pending, _FIX)
     document.setdefault("vectors", {})[name] = vector_sha256(report_dir, name)
     write_atomic(pending, json.dumps(document, indent=2) + "\n")
 
@@ -89,10 +89,7 @@ def read_provenance(report_dir: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if path.stem not in KEYS:
             raise DataError(f"{path} names no chapter of this version: delete it")
-        try:
-            document = json.loads(read_text(path, _FIX))
-        except ValueError as err:
-            raise DataError(f"{path} is damaged ({' '.join(str(err).split())}): {_FIX}") from None
+        document = read_json(path, _FIX)
         if not (isinstance(document, dict) and isinstance(document.get("settings"), dict)
                 and document.get("sha256") == digest(document["settings"])):
             raise DataError(f"{path} is damaged (its settings do not match their sha256): {_FIX}")

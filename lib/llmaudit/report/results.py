@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from llmaudit.atomic import write_atomic
+from llmaudit.atomic import open_lock, write_atomic
 from llmaudit.errors import DataError
 from llmaudit.reading import read_text
 
 COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
 WITHOUT_N = COLUMNS[:-1]  # files written before `n` (the cases behind an interval) was recorded
+LIMIT = 8 * 2**20  # bytes of a results file: 400 times the ci profile's 215 rows; reading one costs ~25x its size
 Value = float | int | str
 
 _INT = re.compile(r"[+-]?\d+")
@@ -64,10 +65,11 @@ def _pending_path(path: Path, chapter: str) -> Path:
 
 def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     """One file's rows (absent = none), keyed by (chapter, name), in file order; a file without the n column reads
-    as if every n were empty. A damaged file is a one-line DataError naming it."""
+    as if every n were empty. A damaged file, or one past LIMIT (which would exhaust memory), is a one-line
+    DataError naming it."""
     fix = "delete it and rerun the audit's chapters (their forward passes are cached)"
     try:
-        reader = csv.DictReader(io.StringIO(read_text(path, fix), newline=""))
+        reader = csv.DictReader(io.StringIO(read_text(path, fix, LIMIT), newline=""))
         if reader.fieldnames not in (COLUMNS, WITHOUT_N):
             raise DataError(f"{path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}: {fix}")
         rows = list(reader)
@@ -113,8 +115,7 @@ def _write(path: Path, rows: dict[tuple[str, str], dict[str, str]]) -> None:
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on the results file's sibling .lock file, so that the read-modify-write cycles of
     concurrent writers (processes, chapters) run one at a time and none loses another's rows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.with_name(f".{path.name}.lock").open("a") as handle:
+    with open_lock(path.with_name(f".{path.name}.lock")) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 

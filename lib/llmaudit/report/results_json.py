@@ -5,7 +5,8 @@ so tools that read one read the other. Schema (README, "results.json"):
 - results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
 - verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, epsilon_unit, resampled, n, gate, gates, unmet,
   half_width, cases_needed, p_holm, holm}]: the verdict page's rows (name: the test's results-file name; unmet: the
-  failed gates, or the unchecked ones, in brief);
+  failed gates, or the unchecked ones, in brief; cases_needed null where no finite number of cases decides the
+  test, |S| at or within rounding of epsilon);
 - date: when the model card was written (the audit's end);
 - config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text (as the
   run read them at its start), seed, epsilon and gate thresholds, `listed`: the chapters the params list, and
@@ -35,8 +36,9 @@ FIELDS = ("value", "lo", "hi", "n", "unit", "note")
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready scalar: NaN and pandas' missing values as null, numpy numbers as Python numbers."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    """A JSON-ready scalar: NaN, infinity (JSON has none: an undecidable test's cases_needed) and pandas' missing
+    values as null, numpy numbers as Python numbers."""
+    if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
         return None
     if hasattr(value, "item"):
         return _plain(value.item())

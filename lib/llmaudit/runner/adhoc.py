@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.decision_tasks.spec import tasks_run
-from llmaudit.config import Params, ParamsFile, one_line, params_path, read_profile
+from llmaudit.config import Params, ParamsFile, located, one_line, params_path, read_profile
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import REPO
 from llmaudit.registry import chapter
@@ -140,6 +140,9 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, f"--model {model} --profile {profile}")) from None
+    params = located(params, Path.cwd(), f"--model {model}")  # --set data_dir: from here, as the params written keep it
+    if params.data_dir is not None:
+        raw["data_dir"] = params.data_dir
     if params.model.device == "cuda" and not params.model.remote and not _has_gpu():
         raise ConfigError(f"--model {model}: the {profile} profile runs on cuda but torch sees no GPU: add "
                           "--device cpu")

@@ -16,9 +16,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 import papermill
+from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
-from llmaudit.atomic import write_atomic
+from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.chapters.similarity.saved import FOLDER
 from llmaudit.config import Params, ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
@@ -38,6 +39,9 @@ CELL_TIMEOUT_S = 3600
 # transformers imports) would add a warning about notebook widgets to every chapter's stderr.
 QUIET_WIDGETS = "ignore:IProgress not found"
 LOCK = ".audit.lock"  # in a report folder: held by the audit run writing it, and naming that run's pid
+# The kernel shares this process's stderr: its own log (a warning on every start, a traceback when an interrupted run
+# closes its sockets) is not the chapter's output, which reaches stderr through papermill; a crash's message still does.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 def chapter_source(chapter: str) -> Path:
@@ -55,6 +59,7 @@ def execute_chapter(
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
     progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
     source_notebook = jupytext.read(chapter_source(chapter))
+    writable(output)  # papermill writes the executed notebook there after every cell: a FIFO would block it
     _quiet_widget_warning()
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{notebook(chapter)}.ipynb"
@@ -69,7 +74,14 @@ def execute_chapter(
                 execution_timeout=CELL_TIMEOUT_S,
                 progress_bar=False,
                 stderr_file=sys.stderr if progress else None,  # the chapter's own progress bars, with time left
+                extra_arguments=KERNEL_QUIET,
             )
+        except DeadKernelError:  # killed from outside: what kills a kernel mid-chapter is running out of memory
+            raise AuditError(
+                f"chapter {chapter}'s kernel died, most likely out of memory (the machine's, or a limit such as "
+                "ulimit -v): lower batch_tokens in the params file (or tasks.lambda_batch, which multiplies it in "
+                f"sweeps), or free memory (partial notebook: {output})"
+            ) from None
         except PapermillExecutionError as err:
             raise AuditError(
                 f"chapter {chapter} failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
@@ -110,11 +122,16 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
           write: bool = False) -> Path:
     """`run_audit` for params as read once (`run`); with `write`, the run first writes their text to their path once
     it holds the report folder (an audit of `--model` runs from the params it writes there, and a second run on the
-    folder must not replace them under the first)."""
+    folder must not replace them under the first). A chapter the params do not list is refused: the report shows the
+    listed chapters, and would show its rows and verdicts but not its section."""
     params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:
         chapter_source(chapter)
+    unlisted = [chapter for chapter in chosen if chapter not in params.chapters]
+    if unlisted:
+        raise ConfigError(f"--chapter {unlisted[0]}: {run.path.name} does not list it under chapters (it lists "
+                          f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
     if "similarity" in chosen:
@@ -144,8 +161,12 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
 
 
 def _compared_ready(params: Params, reports: Path) -> None:
-    """Stop before any chapter runs when a model that `similarity.compare_with` names has no similarity results yet,
-    rather than after the chapters before it."""
+    """Stop before any chapter runs when `similarity.compare_with` names the audited model itself (it would be
+    compared with its own answers) or a model with no similarity results yet, rather than after the chapters before
+    it."""
+    if params.name in params.similarity.compare_with:
+        raise ConfigError(f"similarity.compare_with names {params.name}, the model this params file audits: list other "
+                          "audited models")
     missing = [name for name in params.similarity.compare_with
                if not (reports / name / FOLDER / "answers.csv").is_file()]
     if missing:
@@ -167,12 +188,14 @@ def _say_mixed(report_dir: Path, params_file: Path) -> None:
 
 def _params(model: str) -> ParamsFile:
     """The params of a model name or params path as read once, with their file's absolute path; a file that cannot
-    be read as text (a folder, a binary file) is a one-line ConfigError."""
-    path = params_path(model).resolve()
+    be read as text (a folder, a binary file) is a one-line ConfigError. A link is kept as named (its name says it is
+    YAML, and its folder is where relative paths in it start), not followed."""
+    path = params_path(model).absolute()
     try:
         return read_params_file(path)
-    except OSError as err:
-        raise ConfigError(f"cannot read params file {path} ({err.strerror or err}): give a YAML file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else " ".join(str(err).split())
+        raise ConfigError(f"cannot read params file {path} ({reason}): give a YAML file") from None
 
 
 def _seen(path: Path) -> str:
@@ -188,8 +211,7 @@ def _held(report_dir: Path) -> Iterator[None]:
     killed run is taken over. A folder that cannot be created or written to is a one-line AuditError."""
     lock = report_dir / LOCK
     try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        handle = lock.open("a+", encoding="utf-8")
+        handle = open_lock(lock)
     except OSError as err:
         raise AuditError(
             f"cannot write the report folder {report_dir} ({err.strerror or err}): choose a writable --reports folder"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import yaml
+
 from llmaudit.atomic import write_atomic
 from llmaudit.config import ParamsFile
 from llmaudit.terminal import printable
@@ -16,7 +18,25 @@ FOLDER = "params"  # reports/<model>/params/<file name>: the text the latest aud
 
 def snapshot(run: ParamsFile, report_dir: Path) -> Path:
     """Write the run's params text into the report folder under its file's name; the chapters read this copy."""
-    return write_atomic(Path(report_dir) / FOLDER / run.path.name, run.text)
+    return write_atomic(Path(report_dir) / FOLDER / run.path.name, anchored(run))
+
+
+def anchored(run: ParamsFile) -> str:
+    """The run's text, or where it gives `model.path` or `data_dir` as a relative path (taken from the params file's
+    folder), the same settings with those two as the absolute paths the run resolved: the copy lies in another folder
+    and must mean what the file meant."""
+    raw = yaml.safe_load(run.text)
+    model = raw.get("model")
+    relative = {key for key, value in (("path", (model or {}).get("path")), ("data_dir", raw.get("data_dir")))
+                if isinstance(value, str) and not Path(value).expanduser().is_absolute()}
+    if not relative:
+        return run.text
+    if "path" in relative:
+        model["path"] = run.params.model.path
+    if "data_dir" in relative:
+        raw["data_dir"] = run.params.data_dir
+    return (f"# {run.path.name} as this audit read it, its relative paths taken from {run.path.parent}\n"
+            + yaml.safe_dump(raw, sort_keys=False))
 
 
 def edited_note(run: ParamsFile) -> str | None:

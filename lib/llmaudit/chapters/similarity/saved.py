@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
-from llmaudit.reading import read_text
+from llmaudit.reading import parse_json, read_text
 
 FOLDER = "similarity"
 QUESTION = ["category", "example_id", "question_index", "polarity", "context_condition", "label", "unknown_index",
@@ -85,7 +85,8 @@ def _read_representations(path: Path) -> tuple[pd.DataFrame, dict[str, np.ndarra
         raise _damaged(path, "not a regular file")
     try:
         with safe_open(str(path), framework="numpy") as handle:
-            order = pd.DataFrame(json.loads((handle.metadata() or {})["order"]))
+            order = pd.DataFrame(parse_json((handle.metadata() or {})["order"], str(path),
+                                           f"rerun the similarity chapter of {path.parent.parent.name}"))
         return order, load_file(str(path))
     except (OSError, ValueError, KeyError, SafetensorError) as err:  # KeyError: no question order
         raise _damaged(path, f"{type(err).__name__}: {' '.join(str(err).split())}") from None
