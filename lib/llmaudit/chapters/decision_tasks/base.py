@@ -2,7 +2,9 @@
 next-token probabilities of a few answer words, so that results are deterministic.
 
 Variants: `explicit` states the protected attribute (female / male, Black / White ...), `implicit` signals it
-(names, dialect), `neutral` removes it or sets it to unknown (the white-box baseline that steering moves)."""
+(names, dialect), `whitebox` is the paper's white-box prompt (Table 1: explicit variables set to unknown / neutral,
+implicit ones, the judicial utterance and the admissions first name, kept) that steering moves, and `neutral`
+removes the concept from the prompt altogether (name withheld, one dialect: a named additional white-box row)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import torch
 
 from llmaudit.errors import AuditError
 
-VARIANTS = ("explicit", "implicit", "neutral")
+VARIANTS = ("explicit", "implicit", "neutral", "whitebox")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Credit scoring (gender), main paper §4.2-4.4: the paper's base template (App. A.4.1) filled with a South German
 credit profile; metric = normalised P(Bad).
 
-Variants: `explicit` gives each profile twice, with Gender female and male; `neutral` once with Gender unknown;
+Variants: `explicit` gives each profile twice, with Gender female and male; `neutral` once with Gender unknown
+(also the paper's white-box prompt, `whitebox`: gender is an explicit variable of Table 1);
 `implicit` removes the Gender line and instead names the applicant ("- Name: ...", first line of the profile):
 the name is the implicit gender signal, a White female or male first name from the admissions name lists (White
 only, so that race does not vary with gender), drawn per profile and seed.
@@ -94,8 +95,9 @@ class CreditTask(SampledTask):
                 for row in read_jsonl(DATA_KEY, mirror)}
 
     def versions(self, variant: str, case: int, row: Profile, seed: int) -> list[Version]:
-        """Gender unknown (neutral), stated per group (explicit), or a drawn White name per group (implicit)."""
-        if variant == "neutral":
+        """Gender unknown (neutral, whitebox), stated per group (explicit), or a drawn White name per group
+        (implicit)."""
+        if variant in ("neutral", "whitebox"):
             shown: list[tuple[str, str | None, str | None]] = [("", "unknown", None)]
         elif variant == "explicit":
             shown = [(g, g, None) for g in self.groups]
