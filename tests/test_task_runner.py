@@ -25,7 +25,7 @@ class ToyTask(Task):
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         cases = [job for i, job in enumerate(JOBS) if i not in exclude][:n]
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in cases]
         return [
             TaskItem(f"the {job} started a new job and {pronoun} said", "answer :", group, job, 1)
@@ -98,7 +98,8 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
     plain = uncached.white_box(ToyTask(), low, lambdas, n=4, exact=True)
     padded = lower_positions(tiny_model, texts, 64)
-    assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
+    # blocks 0-1 run again by neither the sweep nor the Eq. 2 pass (the derivative at the unedited state)
+    assert tiny_model.ledger.actual - started.actual == 2 * padded * (low.layer + 1)
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
 
@@ -123,13 +124,13 @@ def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep
 
 
 class Restated(ToyTask):
-    """A task whose implicit variant holds its neutral prompts, as the judicial tasks' does."""
+    """A task whose implicit variant holds its white-box prompts, as the judicial tasks' does."""
 
     black_box_variants = ("implicit",)
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         neutral = super().items("neutral", n, seed, mirror, exclude)
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return neutral
         male = [item for item in super().items("explicit", n, seed, mirror, exclude) if item.group == "male"]
         return [dataclasses.replace(item, group="female") for item in neutral] + male

@@ -77,6 +77,13 @@ class AdmissionsTask(SampledTask):
         self.name = f"admissions_{concept}"
         self.groups = CONCEPTS[concept]
 
+    relevant = "qualifications (GPA)"
+    levels = ((-1.0, GPAS[0]), (0.0, GPAS[3]), (1.0, GPAS[-1]))
+
+    def with_level(self, row: Applicant, value: float) -> Applicant:
+        """The case with its GPA set to `value`."""
+        return row._replace(gpa=value)
+
     def fact(self, item: TaskItem) -> float:
         """The case's qualifications: GPA, clubs and letters each scaled to [0, 1] and averaged."""
         gpa, ecs, letters = item.meta["gpa"], item.meta["ecs"], item.meta["letters"]

@@ -79,6 +79,10 @@ class SampledTask(Task):
 
     scored: str  # the answer word whose normalised probability is the metric
     unit = "cases"  # what a case is, for errors ('pairs', 'profiles')
+    # The task-relevant concept its decision should depend on (main paper §3.4, dependence), None where none is
+    # defensible, and its contrast levels: (concept score in [-1, 1], the value of the task variable that sets it).
+    relevant: str | None = None
+    levels: tuple[tuple[float, Any], ...] = ()
 
     @abstractmethod
     def rows(self, mirror: Path | None) -> dict[int, Any]:
@@ -96,12 +100,34 @@ class SampledTask(Task):
         """The source row ids a case is made of (an excluded one leaves the case out)."""
         return {case}
 
+    def with_level(self, row: Any, value: Any) -> Any:
+        """A case with its task-relevant variable set to `value` (the contrast prompts of the dependence test)."""
+        raise AuditError(f"{self.name}: the task has no task-relevant concept to contrast")
+
     def items(
         self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
     ) -> list[TaskItem]:
         """`n` cases drawn with `seed` from those with no source row in `exclude`, each expanded into its versions."""
         if variant not in VARIANTS:
             raise AuditError(f"{self.name}: unknown variant '{variant}' (use one of {', '.join(VARIANTS)})")
+        rows, drawn = self._drawn(n, seed, mirror, exclude)
+        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
+                         version.meta)
+                for case in drawn for version in self.versions(variant, case, rows[case], seed)]
+
+    def contrasts(
+        self, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
+    ) -> list[TaskItem]:
+        """The white-box prompts of the cases `items` draws, once per contrast level of the task-relevant variable
+        (`meta["score"]`: the level's concept score), all else as the case has it."""
+        rows, drawn = self._drawn(n, seed, mirror, exclude)
+        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
+                         {**version.meta, "score": score})
+                for case in drawn for score, value in self.levels
+                for version in self.versions("whitebox", case, self.with_level(rows[case], value), seed)]
+
+    def _drawn(self, n: int | None, seed: int, mirror: Path | None, exclude: Collection[int]) -> tuple[dict, list]:
+        """Every case by id, and the ids of `n` drawn with `seed` from those with no source row in `exclude`."""
         rows, skip = self.rows(mirror), set(exclude)
         pool = [case for case, row in rows.items() if not self.sources(case, row) & skip]
         try:
@@ -109,9 +135,7 @@ class SampledTask(Task):
         except AuditError as err:
             raise AuditError(f"{self.name}: {err}; {len(rows) - len(pool)} of {len(rows)} {self.unit} excluded "
                              "(rows that made or checked a steering vector)") from err
-        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
-                         version.meta)
-                for case in drawn for version in self.versions(variant, case, rows[case], seed)]
+        return rows, drawn
 
 
 def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:

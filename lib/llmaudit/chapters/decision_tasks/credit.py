@@ -55,6 +55,7 @@ PROFILE_LINES = (
     "Foreign Worker: {foreign_worker}",
 )
 NAME_RACES = ("white",)
+CHECKING = ("less than 0 DM", "0 to 200 DM", "more than 200 DM or salary assignments for at least 1 year")
 PREFIX = "Answer:"
 
 
@@ -83,6 +84,13 @@ class CreditTask(SampledTask):
     metric_name = "bad credit rate"
     groups = ("female", "male")
     unit = "profiles"
+
+    relevant = "checking account status"
+    levels = tuple(zip((-1.0, 0.0, 1.0), CHECKING))
+
+    def with_level(self, row: Profile, value: str) -> Profile:
+        """The profile with its checking account status set to `value`."""
+        return row._replace(fields={**row.fields, "checking_status": value})
 
     def fact(self, item: TaskItem) -> float:
         """The profile's true credit risk (1 = bad): the bad credit rate of a model that reads profiles follows it."""
