@@ -47,6 +47,7 @@ class Task(ABC):
     source: str | None = None  # steering data set whose validation rows the cases come from (never evaluated on)
     black_box_variants: tuple[str, ...] = ("explicit", "implicit")  # the perturbations whose prompts differ
     chance: float | None = None  # the metric's chance level where it scores gold answers (accuracy)
+    relevant: str | None = None  # the task-relevant concept the decision should depend on (§3.4); None: none defensible
 
     def fact(self, item: TaskItem) -> float:
         """The case's decisive fact, which the answers of a model that can do the task follow (NaN where the task
@@ -79,9 +80,7 @@ class SampledTask(Task):
 
     scored: str  # the answer word whose normalised probability is the metric
     unit = "cases"  # what a case is, for errors ('pairs', 'profiles')
-    # The task-relevant concept its decision should depend on (main paper §3.4, dependence), None where none is
-    # defensible, and its contrast levels: (concept score in [-1, 1], the value of the task variable that sets it).
-    relevant: str | None = None
+    # the contrast levels of `relevant`: (concept score in [-1, 1], the value of the task variable that sets it)
     levels: tuple[tuple[float, Any], ...] = ()
 
     @abstractmethod

@@ -55,7 +55,7 @@ def measure(runner: TaskRunner, task: Task, layer: int, lambdas: Sequence[float]
             exclude: Collection[int]) -> Dependence | None:
     """The task's dependence measurements on the cases its audit draws (None: the task has no task-relevant
     concept)."""
-    if not isinstance(task, SampledTask) or task.relevant is None:
+    if task.relevant is None or not isinstance(task, SampledTask):
         return None
     items = task.contrasts(n, runner.seed, runner.mirror, exclude)
     scored, acts = runner.score_states(items, task.answers, f"{task.name} contrasts", layer)

@@ -24,7 +24,7 @@ from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 
 # The tests `TaskAudit.cases` can write records for.
-CASE_KEYS = ("explicit", "implicit", "slope")
+CASE_KEYS = ("explicit", "implicit", "slope", "dependence_black", "dependence_white")
 
 
 @dataclass
@@ -114,10 +114,12 @@ class TaskAudit:
 
     def cases(self, keys: Mapping[str, str]) -> pd.DataFrame:
         """Case records (report/evidence.py) of the tests named in `keys`: "explicit" / "implicit" (black-box gaps)
-        and "slope" (the white-box slope) mapped to their results-file names, e.g. {"explicit":
+        "slope" (the white-box slope), "dependence_black" / "dependence_white" (the dependence tests' slopes, lam:
+        the concept score or lambda) mapped to their results-file names, e.g. {"explicit":
         "credit.blackbox_explicit", "slope": "credit.whitebox_slope"}. One record per item (per prompt, or per
         prompt and lambda), whose `value` is its case's gap or slope: the test's score is their mean over cases. A
-        variant the task lacks gives no records; items of a case outside the score have a null value."""
+        variant or dependence test the task lacks gives no records; items of a case outside the score have a null
+        value."""
         unknown = sorted(set(keys) - set(CASE_KEYS))
         if unknown:
             raise AuditError(f"unknown case-record key(s) {unknown}: use {', '.join(CASE_KEYS)}")
@@ -130,8 +132,11 @@ class TaskAudit:
             if variant in keys and variant in self.black:
                 frame = self.black[variant]
                 parts.append(case_records(frame, keys[variant], self.case_gaps(variant), group=frame["group"]))
-        if "slope" in keys:
-            parts.append(case_records(self.white, keys["slope"], self.case_slopes(), lam=self.white["lam"]))
+        swept = {"slope": self.white} | ({} if self.dependence is None else {
+            "dependence_black": self.dependence.black, "dependence_white": self.dependence.white})
+        for key, frame in swept.items():
+            if key in keys:
+                parts.append(case_records(frame, keys[key], case_slopes(frame), lam=frame["lam"]))
         return pd.concat(parts, ignore_index=True) if parts else empty_records()
 
 

@@ -1,5 +1,6 @@
 """The decision-tasks chapter's declaration: its params section, the names of its results, and its verdict tests
-(black-box gaps and the white-box slope along each concept's main vector, main paper §4.2-4.4)."""
+(black-box gaps and the white-box slope along each concept's main vector, main paper §4.2-4.4; per task with a
+task-relevant concept, the black-box and white-box dependence tests of §3.4, which the white-box slope needs)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from llmaudit.spec import ChapterSpec, Gate, Headline, Result, VerdictTest, resu
 
 BOOTSTRAP_LIMIT = 100_000
 COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
-Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "whitebox_exact_at_0"]
+Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "whitebox_exact_at_0", "whitebox_eq2",
+                 "whitebox_removed", "whitebox_slope_aal", "whitebox_slope_wme", "blackbox_dependence",
+                 "whitebox_dependence"]
+DIALECTS = {"black": "aal", "white": "wme"}  # judicial white-box prompt group -> its speakers' dialect
 
 
 class TaskParams(Section):
@@ -77,15 +81,23 @@ def requirement(task: str) -> str:
     return f"{task}: the {TASKS[task].metric_name} is invariant to {TASKS[task].concept}"
 
 
+def dependence(task: str) -> str:
+    """The dependence requirement of a task with a task-relevant concept, e.g. 'credit: the bad credit rate depends
+    on checking account status'."""
+    return f"{task}: the {TASKS[task].metric_name} depends on {TASKS[task].relevant}"
+
+
 def method(task: str, name: Method) -> str:
     """Results-file name of one of a task's bias estimates, e.g. 'credit.blackbox_explicit'."""
     return result(task, name)
 
 
 def case_keys(task: str) -> dict[str, str]:
-    """The results-file names a task's case records feed (`TaskAudit.cases`): its gaps and its main slope."""
+    """The results-file names a task's case records feed (`TaskAudit.cases`): its gaps, its main slope and its
+    dependence tests."""
     return {"explicit": method(task, "blackbox_explicit"), "implicit": method(task, "blackbox_implicit"),
-            "slope": method(task, "whitebox_slope")}
+            "slope": method(task, "whitebox_slope"), "dependence_black": method(task, "blackbox_dependence"),
+            "dependence_white": method(task, "whitebox_dependence")}
 
 
 def competence(task: str) -> str:
@@ -99,18 +111,29 @@ def tasks_run(params: Any) -> list[str]:
 
 
 def _tests(params: Any) -> list[VerdictTest]:
-    """Per task run: the black-box gaps of its variants and the white-box slope along its concept's main vector."""
+    """Per task run: the black-box gaps of its variants, the white-box slope along its concept's main vector (which
+    needs the task's white-box dependence test to pass), then its dependence tests where it has a task-relevant
+    concept."""
     found = []
     for task in tasks_run(params):
-        concept, own = TASKS[task].concept, (("task", task),)
+        concept, own, metric = TASKS[task].concept, (("task", task),), TASKS[task].metric_name
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
             found.append(VerdictTest(requirement(task), method(task, ESTIMATES[f"black-box {variant}"]),
-                                     f"black-box gap, {concept} {stated}", "cases", own, TASKS[task].metric_name))
+                                     f"black-box gap, {concept} {stated}", "cases", own, metric))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
-                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main)),
-                                 TASKS[task].metric_name))
+                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main)), metric,
+                                 needs=method(task, "whitebox_dependence")))
+        if (concept_relevant := TASKS[task].relevant) is not None:
+            found += [
+                VerdictTest(dependence(task), method(task, "blackbox_dependence"),
+                            f"black-box dependence, {concept_relevant} varied in the prompt", "cases", own, metric,
+                            kind="dependence"),
+                VerdictTest(dependence(task), method(task, "whitebox_dependence"),
+                            f"white-box dependence, steering the {concept_relevant} vector", "cases", own, metric,
+                            kind="dependence"),
+            ]
     return found
 
 
@@ -121,7 +144,17 @@ RESULTS = (
     Result(method("{task}", "whitebox_slope"), "metric per unit lambda", "white-box slope of the metric along the "
            "concept's main vector"),
     Result(method("{task}", "whitebox_exact_at_0"), "metric per unit lambda", "the slope's exact derivative at "
-           "lambda = 0"),
+           "lambda = 0, the projection-edited point, along k v"),
+    Result(method("{task}", "whitebox_eq2"), "metric per unit of the vector's coordinate", "main paper Eq. 2 as "
+           "written: the exact derivative at the unedited state along the unit vector (additive edit)"),
+    Result(method("{task}", "whitebox_removed"), "metric per unit lambda", "white-box slope with the concept "
+           "removed from the prompt (name withheld, one dialect): an additional row, not the paper's design"),
+    Result(result("{task}", "whitebox_slope_{dialect}"), "metric per unit lambda", "white-box slope of one "
+           "speaker group's prompts (judicial: aal, wme)"),
+    Result(method("{task}", "blackbox_dependence"), "metric per unit concept score", "black-box dependence: slope "
+           "of the metric on the task-relevant concept's score as the prompt varies it"),
+    Result(method("{task}", "whitebox_dependence"), "metric per unit lambda", "white-box dependence: slope of the "
+           "metric along the task-relevant concept's vector"),
     ANSWER_MASS := Result(result("{task}", "answer_mass"), "probability", "what the model puts on the task's answer "
                           "words at all; small: the metric is a marginal preference"),
     COMPETENCE_RESULT := Result(competence("{task}"), "accuracy minus chance, or r with the decisive fact",
@@ -131,6 +164,9 @@ RESULTS = (
 ESTIMATES: dict[str, Method] = {  # label -> method
     "black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
     "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0",
+    "white-box Eq. 2": "whitebox_eq2", "white-box concept removed": "whitebox_removed",
+    "white-box AAL speakers": "whitebox_slope_aal", "white-box WME speakers": "whitebox_slope_wme",
+    "black-box dependence": "blackbox_dependence", "white-box dependence": "whitebox_dependence",
 }
 
 
