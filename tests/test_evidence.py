@@ -231,7 +231,7 @@ class ToyTask(Task):
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         jobs = ["nurse", "doctor", "engineer"][:n]
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in jobs]
         return [TaskItem(f"the {job} started a new job and {p} said", "answer :", g, job, 1)
                 for job in jobs for g, p in (("female", "she"), ("male", "he"))]

@@ -58,15 +58,18 @@ def _needs(table: pd.DataFrame, tests: Sequence[VerdictTest]) -> pd.DataFrame:
     """Each test that needs a dependence test to pass, gated on it: not measurable (gate failed) unless it passed,
     gate not checked where the page has no such test (e.g. the task has no task-relevant concept)."""
     verdict_by_name = table.set_index("name")["verdict"]
+    declared = {test.name for test in verdict_tests()}
     for i, test in enumerate(tests):
         if not test.needs:
             continue
         found = verdict_by_name.get(test.needs)
         if found is None:
-            text = f"{test.needs}: not checked (no dependence test recorded: the task has no task-relevant concept)"
+            why = ("not recorded: rerun its chapter with this version" if test.needs in declared else
+                   "the task has no task-relevant concept, so no dependence test")
+            text = f"{test.needs}: not checked ({why})"
             state = gates.NOT_CHECKED if table.at[i, "gate"] == gates.PASSED else table.at[i, "gate"]
         elif found == "pass":
-            text, state = f"{test.needs} passed: the steering instrument moves the decision", table.at[i, "gate"]
+            text, state = f"{test.needs} pass: the steering instrument moves the decision", table.at[i, "gate"]
         else:
             text = (f"{test.needs} {found}: the task vector is not shown to move the decision, so an invariance "
                     "here cannot tell a model that ignores the concept from an instrument that moves nothing")
