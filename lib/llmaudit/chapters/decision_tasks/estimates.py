@@ -62,13 +62,11 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
 
 def group_slopes(audit: TaskAudit, boot: int, seed: int) -> pd.DataFrame:
     """The white-box slope of each group's prompts (a dialect, a name group) beside the pooled one, with the cases
-    behind each."""
-    groups = sorted(set(audit.white["group"]))
-    rows = {group or "all": audit.slope(boot, seed, group) for group in groups}
-    rows["pooled"] = audit.slope(boot, seed)
-    cases = {group or "all": audit.white.loc[audit.white["group"] == group, "case"].nunique() for group in groups}
-    cases["pooled"] = audit.white["case"].nunique()
-    return pd.DataFrame({label: {**vars(est), "cases": cases[label]} for label, est in rows.items()}).T
+    behind each (no estimate for a group of one case)."""
+    cases = audit.white.groupby("group")["case"].nunique().to_dict() | {None: audit.white["case"].nunique()}
+    none = Estimate(float("nan"), float("nan"), float("nan"))  # one case: no interval to draw
+    return pd.DataFrame({group or "pooled": {**vars(audit.slope(boot, seed, group) if n > 1 else none), "cases": n}
+                         for group, n in cases.items()}).T
 
 
 def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> pd.DataFrame:
