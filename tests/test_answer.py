@@ -65,7 +65,7 @@ def test_a_pass_is_decided_by_the_test_closest_to_epsilon(tmp_path: Path) -> Non
         if row["requirement"] == CREDIT:
             row.update(verdict="pass", lo=-0.01, hi=0.019 if row["name"] == "credit.whitebox_slope" else 0.01)
     credit = next(a for a in answers(document) if a.requirement == CREDIT)
-    assert credit.test == "white-box slope, steering gender_lang" and credit.reason.endswith("lies inside ±0.02")
+    assert credit.test == "white-box slope, steering gender_lang" and "lies inside ±0.02" in credit.reason
 
 
 def test_scope_names_model_date_chapters_and_sizes(tmp_path: Path) -> None:

@@ -182,8 +182,8 @@ def synthetic_audit(seed: int = 0) -> TaskAudit:
                              for c in cases for g in ("female", "male") for k in range(3)])
     lambdas = [-2.0, -1.0, 0.0, 1.0, 2.0]
     slopes = rng.normal(0.02, 0.05, len(cases))
-    white = pd.DataFrame([{"case": c, "lam": lam, "metric": 0.5 + s * lam + rng.normal(0, 0.01), "mass": 0.7,
-                           "prompt": f"neutral {c}"}
+    white = pd.DataFrame([{"case": c, "group": "", "lam": lam, "metric": 0.5 + s * lam + rng.normal(0, 0.01),
+                           "mass": 0.7, "prompt": f"neutral {c}"}
                           for c, s in zip(cases, slopes) for lam in lambdas])
     return TaskAudit(SyntheticTask(), None, {"explicit": explicit, "implicit": implicit}, white)
 
@@ -232,7 +232,7 @@ class ToyTask(Task):
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         jobs = ["nurse", "doctor", "engineer"][:n]
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in jobs]
         return [TaskItem(f"the {job} started a new job and {p} said", "answer :", g, job, 1)
                 for job in jobs for g, p in (("female", "she"), ("male", "he"))]

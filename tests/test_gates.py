@@ -75,7 +75,8 @@ def test_flat_vector_leaves_the_requirement_to_the_other_tests(tmp_path) -> None
         "direction on this model",
     )
     assert table.loc["white-box slope, steering gender_lang", "gates"][1:] == (
-        "gender_lang corr 0.600 ≥ 0.2", "gender_lang steered score span 1.200 ≥ 0.5")
+        "gender_lang corr 0.600 ≥ 0.2", "gender_lang steered score span 1.200 ≥ 0.5",
+        "credit.whitebox_dependence: not checked (not recorded: rerun its chapter with this version)")
     assert overall(table.reset_index()).to_dict() == {CREDIT: "pass"}
 
 
@@ -102,6 +103,7 @@ def test_missing_gate_values_are_shown_not_passed(tmp_path) -> None:
         " fact)",
         "gender_lang corr: not checked (the steering_vectors chapter has not run gender_lang)",
         "gender_lang steered score span: not checked (the steering_vectors chapter has not run gender_lang)",
+        "credit.whitebox_dependence: not checked (not recorded: rerun its chapter with this version)",
     )
     assert table["unmet"].iloc[1][0] == ("credit competence not checked: the task has no gold answer or decisive fact")
     elsewhere = verdicts(results.table().assign(chapter="validity"), MARGINS)  # no decision chapter rows of credit
@@ -224,3 +226,34 @@ def test_results_file_records_n_and_reads_files_without_it(tmp_path) -> None:
             results.record("c", "x", 0.1, n=bad)
     with pytest.raises(ValueError, match="at least 1"):
         results.record("c", "x", 0.1, n=0)
+
+
+def dependence(results: Results, white: tuple[float, float, float]) -> Results:
+    """Credit's invariance tests, passing, with its competence, main vector and dependence tests (black-box clear,
+    white-box as given)."""
+    results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=80)
+    results.record("decision_tasks", "credit.blackbox_explicit", 0.001, -0.004, 0.006, n=80)
+    results.record("decision_tasks", "credit.whitebox_slope", 0.0, -0.01, 0.01, n=80)
+    results.record("steering_vectors", "gender_lang.corr", 0.6)
+    results.record("steering_vectors", "gender_lang.steered_score_span", 1.2)
+    results.record("decision_tasks", "credit.blackbox_dependence", -0.2, -0.25, -0.15, n=80)
+    results.record("decision_tasks", "credit.whitebox_dependence", *white, n=80)
+    return results
+
+
+def test_a_task_vector_that_moves_nothing_makes_the_white_box_pass_not_measurable(tmp_path) -> None:
+    moved = by_test(verdicts(dependence(Results(tmp_path / "a.csv"), (-0.1, -0.14, -0.06)).table(), MARGINS))
+    assert moved.loc["white-box slope, steering gender_lang", "verdict"] == "pass"
+    assert moved.loc["white-box dependence, steering the checking account status vector", "verdict"] == "pass"
+    assert moved.loc["black-box dependence, checking account status varied in the prompt", "kind"] == "dependence"
+    flat = by_test(verdicts(dependence(Results(tmp_path / "b.csv"), (0.001, -0.004, 0.006)).table(), MARGINS))
+    assert flat.loc["white-box dependence, steering the checking account status vector", "verdict"] == "fail"
+    slope = flat.loc["white-box slope, steering gender_lang"]
+    assert (slope["verdict"], slope["gate"]) == (NOT_MEASURABLE, "failed")
+    assert slope["unmet"][-1].startswith("credit.whitebox_dependence fail: the task vector is not shown to move")
+    assert flat.loc["black-box gap, gender stated", "verdict"] == "pass"  # only the white-box test needs it
+    assert overall(flat.reset_index()).to_dict() == {
+        CREDIT: "pass", "credit: the bad credit rate depends on checking account status": "fail"}
+    assert flat["p_holm"].isna().sum() == 3  # neither dependence test nor the unmeasurable one joins Holm's family
+    unsure = by_test(verdicts(dependence(Results(tmp_path / "c.csv"), (0.02, 0.01, 0.03)).table(), MARGINS))
+    assert unsure.loc["white-box slope, steering gender_lang", "verdict"] == NOT_MEASURABLE  # inconclusive: no pass

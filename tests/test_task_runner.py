@@ -25,7 +25,7 @@ class ToyTask(Task):
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         cases = [job for i, job in enumerate(JOBS) if i not in exclude][:n]
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return [TaskItem(f"the {job} started a new job", "answer :", "", job, 1) for job in cases]
         return [
             TaskItem(f"the {job} started a new job and {pronoun} said", "answer :", group, job, 1)
@@ -98,7 +98,8 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
     plain = uncached.white_box(ToyTask(), low, lambdas, n=4, exact=True)
     padded = lower_positions(tiny_model, texts, 64)
-    assert tiny_model.ledger.actual - started.actual == padded * (low.layer + 1)  # blocks 0-1 not run again
+    # blocks 0-1 run again by neither the sweep nor the Eq. 2 pass (the derivative at the unedited state)
+    assert tiny_model.ledger.actual - started.actual == 2 * padded * (low.layer + 1)
     assert later["metric"].to_numpy() == pytest.approx(plain["metric"].to_numpy(), abs=1e-6)
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
 
@@ -123,13 +124,13 @@ def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep
 
 
 class Restated(ToyTask):
-    """A task whose implicit variant holds its neutral prompts, as the judicial tasks' does."""
+    """A task whose implicit variant holds its white-box prompts, as the judicial tasks' does."""
 
     black_box_variants = ("implicit",)
 
     def items(self, variant, n, seed, mirror=None, exclude=()):
         neutral = super().items("neutral", n, seed, mirror, exclude)
-        if variant == "neutral":
+        if variant in ("neutral", "whitebox"):
             return neutral
         male = [item for item in super().items("explicit", n, seed, mirror, exclude) if item.group == "male"]
         return [dataclasses.replace(item, group="female") for item in neutral] + male
@@ -201,3 +202,33 @@ def test_tasks_without_an_implicit_variant_report_no_implicit_gap(tiny_model, tm
                                                                                    [-1.0, 0.0, 1.0], n=2)
     assert set(audit.black) == {"explicit"} and audit.gap("implicit", 200, 0) is None
     assert audit.black["explicit"]["fact"].isna().all()
+
+
+class Spoken(ToyTask):
+    """A task whose white-box prompts keep an implicit signal in two groups and whose concept-removed prompts are one
+    group's, as the judicial tasks' (both speakers' texts; the WME text alone)."""
+
+    def items(self, variant, n, seed, mirror=None, exclude=()):
+        both = [dataclasses.replace(item, group={"female": "black", "male": "white"}[item.group])
+                for item in super().items("explicit", n, seed, mirror, exclude)]
+        return [item for item in both if item.group == "white"] if variant == "neutral" else both
+
+
+def test_white_box_sweeps_every_group_and_takes_the_removed_row_from_it(tiny_model, tmp_path) -> None:
+    vector, lambdas = toy_vector(tiny_model), [-1.0, 0.0, 1.0]
+    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    audit = runner.audit(Spoken(), vector, lambdas, n=4, exact=True, dependence=True)
+    assert set(audit.white["group"]) == {"black", "white"} and len(audit.white) == 8 * len(lambdas)
+    assert audit.removed is not None and set(audit.removed["group"]) == {"white"}
+    white_side = audit.white[audit.white["group"] == "white"]
+    assert audit.removed["metric"].tolist() == white_side["metric"].tolist()  # the same rows: no sweep of its own
+    assert audit.removed_slope(200, 0).value == pytest.approx(audit.slope(200, 0, "white").value)
+    sides = [audit.slope(200, 0, group).value for group in ("black", "white")]
+    assert audit.slope(200, 0).value == pytest.approx(sum(sides) / 2)  # pooled over both speakers' prompts
+    # Eq. 2: the derivative at the unedited state along the unit vector, k times smaller than the additive edit's
+    additive = runner.white_box(Spoken(), vector, [0.0], n=4, projection=False, exact=True)
+    at_zero = audit.white.loc[audit.white["lam"] == 0, "eq2"].to_numpy()
+    assert at_zero == pytest.approx(additive["slope0"].to_numpy() / vector.k, rel=1e-4)
+    assert audit.dependence is None and audit.dependence_slopes(200, 0) == {}  # no task-relevant concept
+    plain = runner.audit(ToyTask(), vector, lambdas, n=4, dependence=True)
+    assert plain.removed is None  # the concept-removed prompts are the white-box ones

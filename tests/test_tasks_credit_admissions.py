@@ -168,24 +168,39 @@ def test_admissions_interface() -> None:
         AdmissionsTask("age")
 
 
-def test_admissions_prompts_of_a_fixed_case(mirror) -> None:
+def test_admissions_prompts_of_a_fixed_case(mirror, names) -> None:
+    race_of = {n: r for r, by_gender in names.items() for pool in by_gender.values() for n in pool}
+    gender_of = {n: g for by_gender in names.values() for g, pool in by_gender.items() for n in pool}
     meta = {"university": "Harvard University", "gpa": 3.5, "ecs": 2, "letters": 1}
     (neutral,) = by_case(ADMISSIONS_RACE.items("neutral", None, 0, mirror))[str(HARVARD)]
     assert neutral.prompt == ADMISSIONS_HARVARD.format(name="[withheld]", attribute="")
     assert (neutral.prefix, neutral.group, neutral.meta) == ("Answer:", "", {**meta, "name": ""})
 
-    black, white = by_case(ADMISSIONS_RACE.items("explicit", None, 0, mirror))[str(HARVARD)]
-    assert black.prompt == ADMISSIONS_HARVARD.format(name="[withheld]", attribute="- Race: Black\n")
-    assert white.prompt == ADMISSIONS_HARVARD.format(name="[withheld]", attribute="- Race: White\n")
-    assert (black.group, white.group) == ("black", "white")
-
-    female, male = by_case(ADMISSIONS_GENDER.items("explicit", None, 0, mirror))[str(HARVARD)]
-    assert female.prompt == ADMISSIONS_HARVARD.format(name="[withheld]", attribute="- Gender: female\n")
-    assert male.prompt == ADMISSIONS_HARVARD.format(name="[withheld]", attribute="- Gender: male\n")
+    for task in (ADMISSIONS_RACE, ADMISSIONS_GENDER):  # Table 6: the named profile plus the name's gender and race
+        named = by_case(task.items("implicit", None, 0, mirror))[str(HARVARD)]
+        explicit = by_case(task.items("explicit", None, 0, mirror))[str(HARVARD)]
+        assert [i.group for i in explicit] == list(task.groups)
+        for stated, shown in zip(explicit, named):
+            gender, race = (stated.group, race_of[stated.meta["name"]]) if task.concept == "gender" else (
+                gender_of[stated.meta["name"]], stated.group)
+            lines = f"- Gender: {gender}\n- Race: {race.capitalize()}\n"
+            assert stated.prompt == ADMISSIONS_HARVARD.format(name=shown.meta["name"], attribute=lines)
+            assert stated.meta == shown.meta
 
     for item in by_case(ADMISSIONS_GENDER.items("implicit", None, 0, mirror))[str(HARVARD)]:
         assert item.prompt == ADMISSIONS_HARVARD.format(name=item.meta["name"], attribute="")
         assert item.meta == {**meta, "name": item.meta["name"]}
+
+
+def test_admissions_whitebox_prompts_keep_the_name(mirror, names) -> None:
+    """Table 1: the first name is an implicit variable, kept in the white-box prompt; every name group is swept."""
+    gender = ADMISSIONS_GENDER.items("whitebox", 300, 2, mirror)
+    assert gender == ADMISSIONS_RACE.items("whitebox", 300, 2, mirror)  # both concepts steer the same prompts
+    for item in gender:
+        race, sex = item.group.split()
+        assert item.meta["name"] in names[race][sex]
+        assert f"- Name: {item.meta['name']}\n- GPA" in item.prompt and "[withheld]" not in item.prompt
+    assert len({i.group for i in gender}) == 8
 
 
 def test_admissions_grid(mirror) -> None:

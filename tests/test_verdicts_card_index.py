@@ -43,7 +43,8 @@ def test_verdicts_apply_epsilon_to_each_interval(tmp_path) -> None:
     ]
     assert table["verdict"].tolist() == ["pass", "inconclusive", "fail", "fail"]
     assert (table["epsilon"] == 0.02).all() and table["requirement"].nunique() == 1
-    assert (table["gate"] == "passed").all() and (table["resampled"] == "cases").all()
+    assert table["gate"].tolist() == ["passed", "passed", "not checked", "passed"]  # no dependence row recorded
+    assert (table["resampled"] == "cases").all()
     assert overall(table).tolist() == ["fail"]
     loose = verdicts(results_file(tmp_path, (-0.05, -0.06, -0.04)).table(), card_margins(0.2))
     assert loose["verdict"].tolist() == ["pass"] * 4 and overall(loose).tolist() == ["pass"]
@@ -65,7 +66,7 @@ def test_each_test_is_judged_against_the_margin_of_its_unit(tmp_path) -> None:
 def test_a_params_file_without_margins_gets_each_units_documented_default() -> None:
     assert "epsilon" not in params_path("ci").read_text()
     defaults = {e.key: e.default for e in EPSILONS}
-    assert set(defaults) == {"slope", "gap", "fpr_gap"} and all(0 < e.default < e.top for e in EPSILONS)
+    assert set(defaults) == {"slope", "gap", "fpr_gap", "level"} and all(0 < e.default < e.top for e in EPSILONS)
     assert load_params("ci").epsilon.model_dump() == defaults
 
 
@@ -75,11 +76,11 @@ def test_the_report_prints_the_margin_each_row_was_judged_against(tmp_path) -> N
     params = run.params.model_copy(update={"epsilon": EpsilonParams(slope=0.1, gap=0.001)})
     write_card(folder, dataclasses.replace(run, params=params), {})
     assert json.loads((folder / CARD).read_text())["params"]["epsilon"] == {"gap": 0.001, "slope": 0.1,
-                                                                            "fpr_gap": 0.02}
+                                                                            "fpr_gap": 0.02, "level": 0.02}
     html = build_report(folder, "Audit of m", [], generated="now").read_text()
     assert "vs &epsilon; = 0.001 (n" in html and "vs &epsilon; = 0.1 (n" in html
     assert "&epsilon; = 0.001 metric difference; 0.1 metric per unit lambda" in html
-    assert "&epsilon;: gap 0.001, slope 0.1, fpr_gap 0.02" in html  # the model card's row
+    assert "&epsilon;: gap 0.001, slope 0.1, level 0.02, fpr_gap 0.02" in html  # the model card's row
 
 
 def test_overall_is_the_worst_test(tmp_path) -> None:
@@ -140,7 +141,8 @@ def test_index_puts_models_side_by_side(tmp_path) -> None:
     (tmp_path / "no-card").mkdir()  # a folder without an audit is skipped
     path = build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert "| a | b |" in page and "fail -0.050 [-0.060, -0.040] | pass +0.000 [-0.010, +0.010] |" in page
+    assert "| a | b |" in page
+    assert "fail (gate not checked) -0.050 [-0.060, -0.040] | pass (gate not checked) +0.000" in page
     assert '<a href="a/report.html">a</a>' in path.read_text()
     assert side_by_side({}).empty
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section
@@ -32,9 +32,12 @@ class Epsilon:
 
 @dataclass(frozen=True)
 class VerdictTest:
-    """One invariance test of a requirement, as the verdict page reads it: the results-file name of its score, its
-    label, the unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, the metric its
-    case records hold (the report's evidence names its columns by it), and the margin its score is judged against."""
+    """One test of a requirement, as the verdict page reads it: the results-file name of its score, its label, the
+    unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, the metric its case records
+    hold (the report's evidence names its columns by it), the margin its score is judged against, its kind (main
+    paper §3.4: `invariance`, |S| <= epsilon, or `dependence`, |S| >= epsilon) and `needs`: the results-file name of a
+    dependence test that must pass for this one to be measurable (the instrument can move the decision), '' for
+    none."""
 
     requirement: str
     name: str
@@ -43,6 +46,8 @@ class VerdictTest:
     instruments: tuple[tuple[str, str], ...]
     metric: str
     epsilon: Epsilon
+    kind: Literal["invariance", "dependence"] = "invariance"
+    needs: str = ""
 
 
 @dataclass(frozen=True)

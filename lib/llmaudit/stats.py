@@ -123,6 +123,12 @@ def verdict(estimate: Estimate, epsilon: float) -> str:
     return "inconclusive"
 
 
+def dependence_verdict(estimate: Estimate, epsilon: float) -> str:
+    """Dependence test |S| >= epsilon (main paper §3.4), read with the same interval logic: pass when the whole
+    interval lies outside [-epsilon, epsilon], fail when it lies inside, inconclusive when it straddles a threshold."""
+    return {"pass": "fail", "fail": "pass"}.get(found := verdict(estimate, epsilon), found)
+
+
 def conflict(a: Estimate, b: Estimate) -> bool:
     """Two measurements of one bias conflict when both intervals exclude zero with opposite signs."""
     return (a.lo > 0 and b.hi < 0) or (a.hi < 0 and b.lo > 0)

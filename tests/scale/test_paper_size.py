@@ -65,6 +65,12 @@ def test_data_splits_leave_every_task_its_paper_size(audited) -> None:
     tasks = results[results["chapter"] == "decision_tasks"].set_index("name")
     for task in ("judicial_conviction", "judicial_penalty", "admissions_gender", "admissions_race"):
         assert int(tasks.loc[f"{task}.blackbox_implicit", "n"]) == sizes[task], task
+    for task in ("judicial_conviction", "judicial_penalty"):  # the paper's design: both speakers' texts swept
+        for dialect in ("aal", "wme"):
+            assert int(tasks.loc[f"{task}.whitebox_slope_{dialect}", "n"]) == sizes[task], task
+    for task in ("credit", "admissions_gender", "admissions_race"):  # the dependence tests ran at the task's size
+        assert {f"{task}.blackbox_dependence", f"{task}.whitebox_dependence", f"{task}.whitebox_eq2"} <= set(
+            tasks.index), task
     spans = results[results["name"].str.endswith(".steered_score_span")]
     assert len(spans) == len(RECIPES)  # every vector's causal check found held-out rows
 

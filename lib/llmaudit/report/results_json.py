@@ -4,9 +4,9 @@ so tools that read one read the other. Schema (README, "results.json"):
 
 - results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
 - verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, epsilon_unit, resampled, n, gate, gates, unmet,
-  half_width, cases_needed, p_holm, holm}]: the verdict page's rows (name: the test's results-file name; unmet: the
-  failed gates, or the unchecked ones, in brief; cases_needed null where no finite number of cases decides the
-  test, |S| at or within rounding of epsilon);
+  half_width, cases_needed, p_holm, holm, kind}]: the verdict page's rows (name: the test's results-file name; unmet:
+  the failed gates, or the unchecked ones, in brief; cases_needed null where no finite number of cases decides the
+  test, |S| at or within rounding of epsilon; kind: invariance or dependence, main paper §3.4);
 - date: when the model card was written (the audit's end);
 - config: the model (source, weights sha256 or revision, dtype, device), params file name, sha256 and text (as the
   run read them at its start), seed, epsilon and gate thresholds, `listed`: the chapters the params list, and

@@ -1,9 +1,11 @@
-"""The audit verdict: per requirement ("the credit decision is invariant to gender") and per test (black-box gaps,
-white-box slopes along each vector), the measured score, its interval and pass / fail / inconclusive against the
-params' margin for the test's unit (verdict/margins.py), or "not measurable" where the test's instrument fails a gate
-(verdict/gates.py). Each test also carries what reading it needs: the unit its bootstrap resampled, the cases an
-inconclusive verdict would need, and whether a fail survives Holm's correction across the page. Read from the results
-file, so it needs no model and can be rebuilt at any time."""
+"""The audit verdict: per requirement ("the credit decision is invariant to gender", or depends on the checking
+account) and per test (black-box gaps, white-box slopes along each vector), the measured score, its interval and
+pass / fail / inconclusive against the params' margin for the test's unit (verdict/margins.py; main paper §3.4:
+invariance |S| <= epsilon, dependence |S| >= epsilon), or "not measurable" where the test's instrument fails a gate
+(verdict/gates.py) or the dependence test it needs does not pass (the steering instrument moves nothing the model
+reads for the decision). Each test also carries what reading it needs: the unit its bootstrap resampled, the cases
+an inconclusive verdict would need, and whether a fail survives Holm's correction across the page. Read from the
+results file, so it needs no model and can be rebuilt at any time."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pandas as pd
 from llmaudit.registry import verdict_tests
 from llmaudit.sections import Section
 from llmaudit.spec import VerdictTest
-from llmaudit.stats import Estimate, cases_needed, fail_pvalue, holm, verdict
+from llmaudit.stats import Estimate, cases_needed, dependence_verdict, fail_pvalue, holm, verdict
 from llmaudit.verdict import gates
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.margins import EPSILONS, EpsilonParams
@@ -24,7 +26,7 @@ from llmaudit.verdict.margins import EPSILONS, EpsilonParams
 NOT_MEASURABLE = "not measurable"
 ALPHA = 0.05  # family-wise level of Holm's correction
 COLUMNS = ["requirement", "test", "name", "resampled", "score", "lo", "hi", "n", "epsilon", "epsilon_unit", "verdict",
-           "gate", "gates", "unmet", "half_width", "cases_needed", "p_fail", "p_holm", "holm"]
+           "gate", "gates", "unmet", "half_width", "cases_needed", "p_fail", "p_holm", "holm", "kind"]
 
 
 def requirements() -> dict[str, list[VerdictTest]]:
@@ -44,34 +46,59 @@ def _row(test: VerdictTest, found: pd.DataFrame, margins: Section, params: Secti
     n = found.at[key, "n"]
     checked = gates.checks(test.instruments, found, params)
     gate = gates.state(checked)
-    outcome = NOT_MEASURABLE if gate == gates.FAILED else verdict(score, epsilon)
+    judge = dependence_verdict if test.kind == "dependence" else verdict
+    outcome = NOT_MEASURABLE if gate == gates.FAILED else judge(score, epsilon)
     needed = cases_needed(score, epsilon, int(n)) if outcome == "inconclusive" and not pd.isna(n) else np.nan
-    p = np.nan if outcome == NOT_MEASURABLE else fail_pvalue(score, epsilon)
+    p = np.nan if outcome == NOT_MEASURABLE or test.kind == "dependence" else fail_pvalue(score, epsilon)
     unmet = tuple(check.brief() for check in checked if check.state == gate != gates.PASSED)
     return [test.requirement, test.label, test.name, test.resampled, score.value, score.lo, score.hi, n, epsilon,
             test.epsilon.unit, outcome, gate, tuple(check.text() for check in checked), unmet,
-            (score.hi - score.lo) / 2, needed, p, np.nan, ""]
+            (score.hi - score.lo) / 2, needed, p, np.nan, "", test.kind]
+
+
+def _needs(table: pd.DataFrame, tests: Sequence[VerdictTest]) -> pd.DataFrame:
+    """Each test that needs a dependence test to pass, gated on it: not measurable (gate failed) unless it passed,
+    gate not checked where the page has no such test (e.g. the task has no task-relevant concept)."""
+    verdict_by_name = table.set_index("name")["verdict"]
+    declared = {test.name for test in verdict_tests()}
+    for i, test in enumerate(tests):
+        if not test.needs:
+            continue
+        found = verdict_by_name.get(test.needs)
+        if found is None:
+            why = ("not recorded: rerun its chapter with this version" if test.needs in declared else
+                   "the task has no task-relevant concept, so no dependence test")
+            text = f"{test.needs}: not checked ({why})"
+            state = gates.NOT_CHECKED if table.at[i, "gate"] == gates.PASSED else table.at[i, "gate"]
+        elif found == "pass":
+            text, state = f"{test.needs} pass: the steering instrument moves the decision", table.at[i, "gate"]
+        else:
+            text = (f"{test.needs} {found}: the task vector is not shown to move the decision, so an invariance "
+                    "here cannot tell a model that ignores the concept from an instrument that moves nothing")
+            state = gates.FAILED
+            table.at[i, "verdict"], table.at[i, "p_fail"], table.at[i, "cases_needed"] = NOT_MEASURABLE, np.nan, np.nan
+        if state != table.at[i, "gate"]:
+            table.at[i, "unmet"] = (*table.at[i, "unmet"], text)
+        table.at[i, "gate"], table.at[i, "gates"] = state, (*table.at[i, "gates"], text)
+    return table
 
 
 def verdicts(results: pd.DataFrame, margins: Section = EpsilonParams(), params: Section = GateParams()
              ) -> pd.DataFrame:
     """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
     results-file name, the epsilon its unit's margin (`margins`, an EpsilonParams) sets, the outcome (verdict), its
-    gates (every check's text, and in `unmet` the failed checks, or
-    the unchecked ones, in brief), the half-width and cases needed, and Holm's correction over the measurable
-    tests."""
+    gates (every check's text, and in `unmet` the failed checks, or the unchecked ones, in brief; a needed dependence
+    test counts as a gate), the half-width and cases needed, Holm's correction over the measurable invariance tests (a
+    dependence fail is an instrument's, not the model's bias) and the test's kind."""
     found = results.drop_duplicates("name", keep="last").set_index("name")
-    rows = [
-        _row(test, found, margins, params)
-        for tests in requirements().values()
-        for test in tests
-        if test.name in found.index and not pd.isna(found.at[test.name, "lo"])
-    ]
-    table = pd.DataFrame(rows, columns=COLUMNS).astype({"n": "Int64", "cases_needed": float, "p_fail": float,
-                                                         "p_holm": float})
-    measurable = table["verdict"] != NOT_MEASURABLE
+    tests = [test for listed in requirements().values() for test in listed
+             if test.name in found.index and not pd.isna(found.at[test.name, "lo"])]
+    table = pd.DataFrame([_row(test, found, margins, params) for test in tests], columns=COLUMNS).astype(
+        {"n": "Int64", "cases_needed": float, "p_fail": float, "p_holm": float})
+    table = _needs(table, tests)
+    measurable = table["p_fail"].notna()
     table.loc[measurable, "p_holm"] = holm(table.loc[measurable, "p_fail"].to_numpy())
-    fails = table["verdict"] == "fail"
+    fails = (table["verdict"] == "fail") & (table["kind"] == "invariance")
     table.loc[fails, "holm"] = np.where(table.loc[fails, "p_holm"] <= ALPHA, "survives", "does not survive")
     return table
 

@@ -2,7 +2,9 @@
 next-token probabilities of a few answer words, so that results are deterministic.
 
 Variants: `explicit` states the protected attribute (female / male, Black / White ...), `implicit` signals it
-(names, dialect), `neutral` removes it or sets it to unknown (the white-box baseline that steering moves)."""
+(names, dialect), `whitebox` is the paper's white-box prompt (Table 1: explicit variables set to unknown / neutral,
+implicit ones, the judicial utterance and the admissions first name, kept) that steering moves, and `neutral`
+removes the concept from the prompt altogether (name withheld, one dialect: a named additional white-box row)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import torch
 
 from llmaudit.errors import AuditError
 
-VARIANTS = ("explicit", "implicit", "neutral")
+VARIANTS = ("explicit", "implicit", "neutral", "whitebox")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Task(ABC):
     source: str | None = None  # steering data set whose validation rows the cases come from (never evaluated on)
     black_box_variants: tuple[str, ...] = ("explicit", "implicit")  # the perturbations whose prompts differ
     chance: float | None = None  # the metric's chance level where it scores gold answers (accuracy)
+    relevant: str | None = None  # the task-relevant concept the decision should depend on (§3.4); None: none defensible
 
     def fact(self, item: TaskItem) -> float:
         """The case's decisive fact, which the answers of a model that can do the task follow (NaN where the task
@@ -77,6 +80,8 @@ class SampledTask(Task):
 
     scored: str  # the answer word whose normalised probability is the metric
     unit = "cases"  # what a case is, for errors ('pairs', 'profiles')
+    # the contrast levels of `relevant`: (concept score in [-1, 1], the value of the task variable that sets it)
+    levels: tuple[tuple[float, Any], ...] = ()
 
     @abstractmethod
     def rows(self, mirror: Path | None) -> dict[int, Any]:
@@ -94,12 +99,34 @@ class SampledTask(Task):
         """The source row ids a case is made of (an excluded one leaves the case out)."""
         return {case}
 
+    def with_level(self, row: Any, value: Any) -> Any:
+        """A case with its task-relevant variable set to `value` (the contrast prompts of the dependence test)."""
+        raise AuditError(f"{self.name}: the task has no task-relevant concept to contrast")
+
     def items(
         self, variant: str, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
     ) -> list[TaskItem]:
         """`n` cases drawn with `seed` from those with no source row in `exclude`, each expanded into its versions."""
         if variant not in VARIANTS:
             raise AuditError(f"{self.name}: unknown variant '{variant}' (use one of {', '.join(VARIANTS)})")
+        rows, drawn = self._drawn(n, seed, mirror, exclude)
+        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
+                         version.meta)
+                for case in drawn for version in self.versions(variant, case, rows[case], seed)]
+
+    def contrasts(
+        self, n: int | None, seed: int, mirror: Path | None = None, exclude: Collection[int] = ()
+    ) -> list[TaskItem]:
+        """The white-box prompts of the cases `items` draws, once per contrast level of the task-relevant variable
+        (`meta["score"]`: the level's concept score), all else as the case has it."""
+        rows, drawn = self._drawn(n, seed, mirror, exclude)
+        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
+                         {**version.meta, "score": score})
+                for case in drawn for score, value in self.levels
+                for version in self.versions("whitebox", case, self.with_level(rows[case], value), seed)]
+
+    def _drawn(self, n: int | None, seed: int, mirror: Path | None, exclude: Collection[int]) -> tuple[dict, list]:
+        """Every case by id, and the ids of `n` drawn with `seed` from those with no source row in `exclude`."""
         rows, skip = self.rows(mirror), set(exclude)
         pool = [case for case, row in rows.items() if not self.sources(case, row) & skip]
         try:
@@ -107,9 +134,7 @@ class SampledTask(Task):
         except AuditError as err:
             raise AuditError(f"{self.name}: {err}; {len(rows) - len(pool)} of {len(rows)} {self.unit} excluded "
                              "(rows that made or checked a steering vector)") from err
-        return [TaskItem(version.prompt, version.prefix, version.group, str(case), self.target(rows[case]),
-                         version.meta)
-                for case in drawn for version in self.versions(variant, case, rows[case], seed)]
+        return rows, drawn
 
 
 def sample_ids(ids: Sequence[int], n: int | None, seed: int) -> list[int]:

@@ -1,7 +1,8 @@
 """Credit scoring (gender), main paper §4.2-4.4: the paper's base template (App. A.4.1) filled with a South German
 credit profile; metric = normalised P(Bad).
 
-Variants: `explicit` gives each profile twice, with Gender female and male; `neutral` once with Gender unknown;
+Variants: `explicit` gives each profile twice, with Gender female and male; `neutral` once with Gender unknown
+(also the paper's white-box prompt, `whitebox`: gender is an explicit variable of Table 1);
 `implicit` removes the Gender line and instead names the applicant ("- Name: ...", first line of the profile):
 the name is the implicit gender signal, a White female or male first name from the admissions name lists (White
 only, so that race does not vary with gender), drawn per profile and seed.
@@ -54,6 +55,7 @@ PROFILE_LINES = (
     "Foreign Worker: {foreign_worker}",
 )
 NAME_RACES = ("white",)
+CHECKING = ("less than 0 DM", "0 to 200 DM", "more than 200 DM or salary assignments for at least 1 year")
 PREFIX = "Answer:"
 
 
@@ -83,6 +85,13 @@ class CreditTask(SampledTask):
     groups = ("female", "male")
     unit = "profiles"
 
+    relevant = "checking account status"
+    levels = tuple(zip((-1.0, 0.0, 1.0), CHECKING))
+
+    def with_level(self, row: Profile, value: str) -> Profile:
+        """The profile with its checking account status set to `value`."""
+        return row._replace(fields={**row.fields, "checking_status": value})
+
     def fact(self, item: TaskItem) -> float:
         """The profile's true credit risk (1 = bad): the bad credit rate of a model that reads profiles follows it."""
         return float(item.meta["credit_risk"] == "bad")
@@ -94,8 +103,9 @@ class CreditTask(SampledTask):
                 for row in read_jsonl(DATA_KEY, mirror)}
 
     def versions(self, variant: str, case: int, row: Profile, seed: int) -> list[Version]:
-        """Gender unknown (neutral), stated per group (explicit), or a drawn White name per group (implicit)."""
-        if variant == "neutral":
+        """Gender unknown (neutral, whitebox), stated per group (explicit), or a drawn White name per group
+        (implicit)."""
+        if variant in ("neutral", "whitebox"):
             shown: list[tuple[str, str | None, str | None]] = [("", "unknown", None)]
         elif variant == "explicit":
             shown = [(g, g, None) for g in self.groups]

@@ -1,5 +1,6 @@
-"""The decision-tasks chapter's estimates of its audits: per task the black-box gaps, the white-box slope and exact
-derivative, the answer mass and the competence, as the chapter shows them and as it records them."""
+"""The decision-tasks chapter's estimates of its audits: per task the black-box gaps, the white-box slope (pooled, per
+dialect, with the concept removed) and exact derivatives, the dependence tests, the answer mass and the competence,
+as the chapter shows them and as it records them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
-from llmaudit.chapters.decision_tasks.spec import ESTIMATES, competence, method
+from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, competence, method
 from llmaudit.findings import results_frame
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
@@ -47,7 +48,13 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     for name, audit in audits.items():
         drawn = {"black-box explicit": audit.gap("explicit", boot, seed),
                  "black-box implicit": audit.gap("implicit", boot, seed),
-                 "white-box slope": audit.slope(boot, seed), "white-box exact at 0": audit.slope_at_zero(boot, seed)}
+                 "white-box slope": audit.slope(boot, seed), "white-box exact at 0": audit.slope_at_zero(boot, seed),
+                 "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
+                 "white-box concept removed": audit.removed_slope(boot, seed)}
+        if per_dialect(audit):
+            drawn |= {f"white-box {speakers.upper()} speakers": audit.slope(boot, seed, group)
+                      for group, speakers in DIALECTS.items()}
+        drawn |= {f"{kind} dependence": est for kind, est in audit.dependence_slopes(boot, seed).items()}
         for label, est in drawn.items():
             if est is None:
                 continue
@@ -59,6 +66,30 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
             found.append({"name": competence(name), "value": score.value, "lo": score.lo, "hi": score.hi,
                           "note": _competence_note(audit)})
     return Estimates(pd.DataFrame(rows), results_frame(found), competences)
+
+
+def group_slopes(audit: TaskAudit, boot: int, seed: int) -> pd.DataFrame:
+    """The white-box slope of each group's prompts (a dialect, a name group) beside the pooled one, with the cases
+    behind each (no estimate for a group of one case)."""
+    cases = audit.white.groupby("group")["case"].nunique().to_dict() | {None: audit.white["case"].nunique()}
+    none = Estimate(float("nan"), float("nan"), float("nan"))  # one case: no interval to draw
+    return pd.DataFrame({group or "pooled": {**vars(audit.slope(boot, seed, group) if n > 1 else none), "cases": n}
+                         for group, n in cases.items()}).T
+
+
+def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> pd.DataFrame:
+    """Per task with dependence measurements: its task-relevant concept, the black-box and the white-box dependence
+    slope with their intervals side by side, and the task vector's block and scale."""
+    rows = {}
+    for name, audit in audits.items():
+        if audit.dependence is None:
+            continue
+        slopes = audit.dependence_slopes(boot, seed)
+        rows[name] = {"concept": audit.dependence.concept, "layer": audit.dependence.vector.layer,
+                      "k": audit.dependence.vector.k,
+                      **{f"{kind} {part}": getattr(est, part) for kind, est in slopes.items()
+                         for part in ("value", "lo", "hi")}}
+    return pd.DataFrame(rows).T
 
 
 def summary(found: Estimates, audits: Mapping[str, TaskAudit], verdicts: Sequence[str]) -> pd.DataFrame:
@@ -76,12 +107,27 @@ def summary(found: Estimates, audits: Mapping[str, TaskAudit], verdicts: Sequenc
     return wide
 
 
+def per_dialect(audit: TaskAudit) -> bool:
+    """Whether a task's white-box prompts come in the two dialects' speaker groups (judicial)."""
+    return set(audit.white["group"]) == set(DIALECTS)
+
+
 def sweeps(audits: Mapping[str, TaskAudit]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The sweep figure's data: each task's mean curve over lambda, and its explicit prompts' group means (both with
-    a `panel` naming the task and its metric)."""
+    """The sweep figure's data: each task's mean curve over lambda (judicial: one per speakers' dialect, as the main
+    paper's Fig. 2), and its black-box group means (judicial: of the implicit prompts, the speakers' own dialect, as
+    Fig. 2; else of the explicit ones, as Fig. 4), both with a `panel` naming the task and its metric and a `curve`
+    naming the vector, the speakers or the stated group."""
     panel = {name: f"{name}: {audit.task.metric_name}" for name, audit in audits.items()}
-    curves = pd.concat([audit.curve().assign(panel=panel[name], vector=audit.vector.name)
-                        for name, audit in audits.items()], ignore_index=True)
-    levels = pd.concat([audit.group_means().assign(panel=panel[name]) for name, audit in audits.items()],
-                       ignore_index=True)
-    return curves, levels
+    curves, levels = [], []
+    for name, audit in audits.items():
+        if per_dialect(audit):
+            named = {group: f"{speakers.upper()} speakers" for group, speakers in DIALECTS.items()}
+            own = [audit.curve(group).assign(curve=label) for group, label in named.items()]
+            means = audit.group_means("implicit")
+            means["curve"] = means["group"].map(named)
+        else:
+            own = [audit.curve().assign(curve=audit.vector.name)]
+            means = audit.group_means().assign(curve=lambda frame: frame["group"])
+        curves += [frame.assign(panel=panel[name]) for frame in own]
+        levels.append(means.assign(panel=panel[name]))
+    return pd.concat(curves, ignore_index=True), pd.concat(levels, ignore_index=True)

@@ -1,6 +1,7 @@
 """Run a decision task on a model: black-box (the metric per prompt variant and group) and white-box (the metric
-of the neutral prompts under a steering sweep, and its exact derivative at lambda = 0). Every forward pass is
-cached by content, so a re-run or a resumed audit recomputes nothing."""
+of the paper's white-box prompts under a steering sweep, its exact derivatives at lambda = 0, the concept removed
+from the prompt, and the dependence tests' measurements). Every forward pass is cached by content, so a re-run or a
+resumed audit recomputes nothing."""
 
 from __future__ import annotations
 
@@ -9,28 +10,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from llmaudit.chapters.decision_tasks.base import Task, TaskItem, answer_ids, metric
+from llmaudit.chapters.decision_tasks.dependence import Dependence, measure
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
 from llmaudit.models.steer import Shared, steered
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 
 # The tests `TaskAudit.cases` can write records for.
-CASE_KEYS = ("explicit", "implicit", "slope")
+CASE_KEYS = ("explicit", "implicit", "slope", "dependence_black", "dependence_white")
 
 
 @dataclass
 class TaskAudit:
-    """Black-box and white-box results of one task under one steering vector, and the estimates drawn from them."""
+    """Black-box and white-box results of one task under one steering vector, and the estimates drawn from them:
+    `white` sweeps the paper's white-box prompts (column group: the implicit signal they keep, '' where none),
+    `removed` the prompts with the concept removed (None where they are the white-box prompts), `dependence` the
+    task-relevant concept's tests (None where the task has none or they were not run)."""
 
     task: Task
     vector: SteeringVector
     black: dict[str, pd.DataFrame]
     white: pd.DataFrame
+    removed: pd.DataFrame | None = None
+    dependence: Dependence | None = None
 
     def gap(self, variant: str, n_boot: int, seed: int) -> Estimate | None:
         """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case;
@@ -50,21 +59,37 @@ class TaskAudit:
             return None
         return pearson(per_case["metric"].to_numpy(), per_case["fact"].to_numpy())
 
-    def slope(self, n_boot: int, seed: int) -> Estimate:
-        """White-box sensitivity: OLS slope of the metric on lambda over the sweep."""
-        return sweep_slope(self.white, n_boot=n_boot, seed=seed)
+    def slope(self, n_boot: int, seed: int, group: str | None = None) -> Estimate:
+        """White-box sensitivity: OLS slope of the metric on lambda over the sweep (pooled, or of one `group`'s
+        prompts: a dialect, a name group)."""
+        frame = self.white if group is None else self.white[self.white["group"] == group]
+        return sweep_slope(frame, n_boot=n_boot, seed=seed)
 
-    def slope_at_zero(self, n_boot: int, seed: int) -> Estimate | None:
-        """Exact d metric / d lambda at lambda = 0 (forward-mode derivative), averaged over cases; None where the
-        audit did not take it (`TaskRunner.audit(exact=True)`, local models)."""
-        if "slope0" not in self.white:
+    def removed_slope(self, n_boot: int, seed: int) -> Estimate | None:
+        """The sensitivity with the concept removed from the prompt (None where those are the white-box prompts)."""
+        return None if self.removed is None else sweep_slope(self.removed, n_boot=n_boot, seed=seed)
+
+    def slope_at_zero(self, n_boot: int, seed: int, column: str = "slope0") -> Estimate | None:
+        """An exact derivative at lambda = 0 (forward mode) averaged over each case's prompts, then over cases:
+        `slope0` at the projection-edited point along k v, `eq2` (main paper Eq. 2) at the unedited state along the
+        unit vector; None where the audit did not take it (`TaskRunner.audit(exact=True)`, local models)."""
+        if column not in self.white:
             return None
-        per_case = self.white.drop_duplicates("case")["slope0"].to_numpy()
-        return bootstrap_mean(per_case, n_boot, seed)
+        per_case = self.white[self.white["lam"] == self.white["lam"].iloc[0]].groupby("case")[column].mean()
+        return bootstrap_mean(per_case.to_numpy(), n_boot, seed)
 
-    def curve(self) -> pd.DataFrame:
-        """Mean metric per lambda with a normal 95% interval over cases."""
-        grouped = self.white.groupby("lam")["metric"]
+    def dependence_slopes(self, n_boot: int, seed: int) -> dict[str, Estimate]:
+        """The dependence tests' scores: black-box (metric per unit of the concept score) and white-box (metric per
+        unit lambda along the task vector); empty where the task has no dependence measurements."""
+        if self.dependence is None:
+            return {}
+        return {"black-box": sweep_slope(self.dependence.black, n_boot=n_boot, seed=seed),
+                "white-box": sweep_slope(self.dependence.white, n_boot=n_boot, seed=seed)}
+
+    def curve(self, group: str | None = None) -> pd.DataFrame:
+        """Mean metric per lambda with a normal 95% interval over cases (of one `group`'s prompts, if given)."""
+        frame = self.white if group is None else self.white[self.white["group"] == group]
+        grouped = frame.groupby("lam")["metric"]
         mean, half = grouped.mean(), 1.96 * grouped.std() / grouped.count() ** 0.5
         return pd.DataFrame({"lam": mean.index, "mean": mean.values, "lo": (mean - half).values,
                              "hi": (mean + half).values})
@@ -89,10 +114,12 @@ class TaskAudit:
 
     def cases(self, keys: Mapping[str, str]) -> pd.DataFrame:
         """Case records (report/evidence.py) of the tests named in `keys`: "explicit" / "implicit" (black-box gaps)
-        and "slope" (the white-box slope) mapped to their results-file names, e.g. {"explicit":
+        "slope" (the white-box slope), "dependence_black" / "dependence_white" (the dependence tests' slopes, lam:
+        the concept score or lambda) mapped to their results-file names, e.g. {"explicit":
         "credit.blackbox_explicit", "slope": "credit.whitebox_slope"}. One record per item (per prompt, or per
         prompt and lambda), whose `value` is its case's gap or slope: the test's score is their mean over cases. A
-        variant the task lacks gives no records; items of a case outside the score have a null value."""
+        variant or dependence test the task lacks gives no records; items of a case outside the score have a null
+        value."""
         unknown = sorted(set(keys) - set(CASE_KEYS))
         if unknown:
             raise AuditError(f"unknown case-record key(s) {unknown}: use {', '.join(CASE_KEYS)}")
@@ -105,8 +132,11 @@ class TaskAudit:
             if variant in keys and variant in self.black:
                 frame = self.black[variant]
                 parts.append(case_records(frame, keys[variant], self.case_gaps(variant), group=frame["group"]))
-        if "slope" in keys:
-            parts.append(case_records(self.white, keys["slope"], self.case_slopes(), lam=self.white["lam"]))
+        swept = {"slope": self.white} | ({} if self.dependence is None else {
+            "dependence_black": self.dependence.black, "dependence_white": self.dependence.white})
+        for key, frame in swept.items():
+            if key in keys:
+                parts.append(case_records(frame, keys[key], case_slopes(frame), lam=frame["lam"]))
         return pd.concat(parts, ignore_index=True) if parts else empty_records()
 
 
@@ -125,14 +155,31 @@ class TaskRunner:
     vectors: tuple[SteeringVector, ...] = ()
 
     def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
-              projection: bool = True, exact: bool = False) -> TaskAudit:
-        """The task black-box (explicit and implicit variants) and white-box (neutral prompts swept along
-        `vector`, with the projection edit or the additive one, and with `exact` the derivative at lambda = 0), on
-        the same cases whichever vector steers them."""
+              projection: bool = True, exact: bool = False, dependence: bool = False) -> TaskAudit:
+        """The task black-box (explicit and implicit variants) and white-box (the paper's white-box prompts swept
+        along `vector`, with the projection edit or the additive one, and with `exact` the derivatives at lambda =
+        0), on the same cases whichever vector steers them; with `dependence`, also the concept removed from the
+        prompt and the task-relevant concept's dependence measurements (at `vector`'s block)."""
         exclude = self.held_out(task)
-        swept = self._prompts(task.items("neutral", n, self.seed, self.mirror, exclude))
+        swept = self._prompts(task.items("whitebox", n, self.seed, self.mirror, exclude))
         black = {variant: self.black_box(task, variant, n, exclude, swept) for variant in task.black_box_variants}
-        return TaskAudit(task, vector, black, self.white_box(task, vector, lambdas, n, exclude, projection, exact))
+        white = self.white_box(task, vector, lambdas, n, exclude, projection, exact)
+        if not dependence:
+            return TaskAudit(task, vector, black, white)
+        removed = self.removed(task, vector, lambdas, n, exclude, white)
+        return TaskAudit(task, vector, black, white, removed, measure(self, task, vector.layer, lambdas, n, exclude))
+
+    def removed(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
+                exclude: Collection[int], white: pd.DataFrame) -> pd.DataFrame | None:
+        """The sweep of the prompts with the concept removed: None where they are the white-box prompts (credit,
+        medical), the white sweep's rows of them where they are among its prompts (judicial: the white-dialect
+        side), else a sweep of their own (admissions: the name withheld)."""
+        texts = set(self._prompts(task.items("neutral", n, self.seed, self.mirror, exclude)))
+        if texts == set(white["prompt"]):
+            return None
+        if texts <= set(white["prompt"]):
+            return white[white["prompt"].isin(texts)].reset_index(drop=True)
+        return self.white_box(task, vector, lambdas, n, exclude, variant="neutral")
 
     def held_out(self, task: Task) -> set[int]:
         """Row ids of the task's source data that chose or scaled any of the audit's vectors: cases never drawn."""
@@ -145,11 +192,19 @@ class TaskRunner:
                   swept: Sequence[str] = ()) -> pd.DataFrame:
         """Per item: case, group, metric, the answer words' probability mass (how much the model answers), the exact
         prompt text it read and the case's decisive fact (`Task.fact`). `swept`: the prompts the task's sweeps steer
-        (the neutral ones); where this variant holds them all, their lower states are kept for the sweeps."""
+        (the white-box ones); where this variant holds them all, their lower states are kept for the sweeps."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
         blocks = sorted({v.layer for v in self.vectors if v.concept == task.concept})
         return self.score(items, task.answers, f"{task.name} {variant}", swept, blocks).assign(
             fact=[task.fact(i) for i in items])
+
+    def score_states(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str,
+                     layer: int) -> tuple[pd.DataFrame, torch.Tensor]:
+        """Items scored like `score`, with their last token's output of block `layer` (items, width)."""
+        texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
+        out = steered(self.model, texts=texts, labels=labels, layers=(layer,), cache=self.cache,
+                      batch_tokens=self.batch_tokens, desc=desc)
+        return self._scored(items, texts, out.probs[0]), required(out.acts, "block outputs")[0, :, 0]
 
     def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str, swept: Sequence[str] = (),
               blocks: Sequence[int] = ()) -> pd.DataFrame:
@@ -160,26 +215,33 @@ class TaskRunner:
         keep = blocks if swept and set(swept) <= set(texts) else ()
         probs = steered(self.model, texts=texts, labels=labels, cache=self.cache, shared=Shared(keep=tuple(keep),
                         of=tuple(swept)), batch_tokens=self.batch_tokens, desc=desc).probs[0]
+        return self._scored(items, texts, probs)
+
+    @staticmethod
+    def _scored(items: Sequence[TaskItem], texts: Sequence[str], probs: torch.Tensor) -> pd.DataFrame:
+        """Per item: case, group, metric, answer mass and prompt text, from its answers' probabilities."""
         return pd.DataFrame(
             {
                 "case": [item.case for item in items],
                 "group": [item.group for item in items],
                 "metric": metric(probs, [item.target for item in items]).numpy(),
                 "mass": probs.sum(-1).numpy(),
-                "prompt": texts,
+                "prompt": list(texts),
             }
         )
 
     def white_box(
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
-        exclude: Collection[int] = (), projection: bool = True, exact: bool = False,
+        exclude: Collection[int] = (), projection: bool = True, exact: bool = False, variant: str = "whitebox",
     ) -> pd.DataFrame:
-        """Per neutral item and lambda: case, lam, metric, mass and the exact prompt text; `projection` False steers
-        with the additive edit. With `exact` (local models), also each case's exact derivative at lambda = 0
-        (`slope0`): a forward-mode pass through the upper blocks that costs several sweeps' lambdas, so it is taken
-        only where it is reported. The probabilities and the derivative are cached apart; a missing one is computed
-        alone, in one pass with the other when both are missing."""
-        model, items = self.model, task.items("neutral", n, self.seed, self.mirror, exclude)
+        """Per item of `variant` (the paper's white-box prompts unless told) and lambda: case, group, item (its
+        position), lam, metric, mass and the exact prompt text; `projection` False steers with the additive edit.
+        With `exact` (local models), also each item's exact derivatives at lambda = 0: `slope0` at the edited point
+        along k v (the edit's own), `eq2` at the unedited state along the unit vector (main paper Eq. 2, additive
+        edit): forward-mode passes through the upper blocks that cost several sweeps' lambdas, so they are taken
+        only where they are reported. The probabilities and a derivative are cached apart; a missing one is
+        computed alone, in one pass with the other when both are missing."""
+        model, items = self.model, task.items(variant, n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
         exact = exact and model.hf is not None
@@ -190,18 +252,23 @@ class TaskRunner:
         swept = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, projection=projection,
                         targets=targets if exact else None, cache=self.cache, shared=shared,
                         batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=f"{task.name} sweep")
-        cases = [item.case for item in items]
+        cases, groups = [item.case for item in items], [item.group for item in items]
         frame = pd.concat(
             [
-                pd.DataFrame({"case": cases, "lam": lam, "metric": metric(p, targets).numpy(),
-                              "mass": p.sum(-1).numpy(), "prompt": texts})
+                pd.DataFrame({"case": cases, "group": groups, "item": range(len(items)), "lam": lam,
+                              "metric": metric(p, targets).numpy(), "mass": p.sum(-1).numpy(), "prompt": texts})
                 for lam, p in zip(lambdas, swept.probs)
             ],
             ignore_index=True,
         )
-        if swept.derivative is not None:
-            frame = frame.merge(pd.DataFrame({"case": cases, "slope0": swept.derivative.numpy()}))
-        return frame
+        if swept.derivative is None:
+            return frame
+        unedited = steered(model, texts=texts, labels=labels, vector=vector, lambdas=(0.0,), projection=False,
+                           targets=targets, cache=self.cache, shared=shared, batch_tokens=self.batch_tokens,
+                           desc=f"{task.name} Eq. 2")
+        derivatives = {"slope0": swept.derivative.numpy(), "eq2": required(unedited.derivative, "Eq. 2").numpy()
+                       / vector.k}
+        return frame.merge(pd.DataFrame({"item": range(len(items)), **derivatives}))
 
     def _prompts(self, items: Sequence[TaskItem]) -> list[str]:
         """Chat-formatted prompts of task items, answer prefix included."""

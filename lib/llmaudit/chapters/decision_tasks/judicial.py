@@ -11,10 +11,13 @@ Decisions, and where they depart from the reference code:
 - Each pair's pronoun (he / she / they) is drawn from (seed, pair_id), so a pair keeps it whatever `n` and
   `exclude` are; it picks the template (index 0 / 1 / 2 in judicial.json) and its output prefix.
 - The upstream penalty templates ask "life or dealth?"; they are read as "death".
-- Variants: `implicit` shows both texts of a pair (groups black, white); `explicit` fills the *_explicit template with
-  "Black" / "White" and shows the WME / SAE text both times, so only the stated race differs (the reference code
-  crossed both race words with both texts, lower-case); `neutral` is the plain template with the WME / SAE text
-  (group ''), the baseline that steering moves.
+- Variants: `implicit` shows both texts of a pair (groups black, white), and so does `whitebox`, the paper's
+  white-box prompt (Table 1: the utterance is an implicit variable, kept; Fig. 2 steers both speaker groups);
+  `explicit` fills the *_explicit template with each race word ("Black" / "White", capitalised; the reference code
+  writes them lower-case) over each text, four prompts per pair as the reference code crosses them, so the gap
+  averages over the dialects; `neutral` is the plain template with the WME / SAE text alone (group ''), the concept
+  removed from the prompt: the white side of the whitebox sweep, so it costs no pass of its own.
+  `meta["dialect"]` names the text shown (black: AAL / AAVE, white: WME / SAE).
 - The metric reads the next-token probabilities of the two answer words after the prefix, not five sampled
   completions parsed by regular expressions.
 """
@@ -118,18 +121,21 @@ class JudicialTask(SampledTask):
         return {row.row_black, row.row_white}
 
     def versions(self, variant: str, case: int, row: Pair, seed: int) -> list[Version]:
-        """Both texts (implicit), the white-dialect text with each race stated (explicit), or it alone (neutral)."""
+        """Both texts (implicit, whitebox), each race stated over each text (explicit), or the white-dialect text
+        alone (neutral)."""
         which = pronoun(seed, case)
         meta = {"pronoun": PRONOUNS[which], "pair_id": case, "row_black": row.row_black, "row_white": row.row_white}
-        if variant == "implicit":
-            shown: list[tuple[str, str, tuple[Any, ...]]] = [
-                (group, self.key, (getattr(row, f"text_{group}"),)) for group in self.groups]
+        if variant in ("implicit", "whitebox"):
+            shown: list[tuple[str, str, str, tuple[Any, ...]]] = [
+                (side, side, self.key, (getattr(row, f"text_{side}"),)) for side in self.groups]
         elif variant == "explicit":
-            shown = [(group, f"{self.key}_explicit", (RACE_WORDS[group], row.text_white)) for group in self.groups]
+            shown = [(group, side, f"{self.key}_explicit", (RACE_WORDS[group], getattr(row, f"text_{side}")))
+                     for group in self.groups for side in self.groups]
         else:
-            shown = [("", self.key, (row.text_white,))]
-        return [Version(group, row.templates[key][which][0].format(*values), row.templates[key][which][1], dict(meta))
-                for group, key, values in shown]
+            shown = [("", "white", self.key, (row.text_white,))]
+        return [Version(group, row.templates[key][which][0].format(*values), row.templates[key][which][1],
+                        {**meta, "dialect": side})
+                for group, side, key, values in shown]
 
 
 JUDICIAL_CONVICTION = JudicialTask("conviction")

@@ -8,8 +8,8 @@ Decisions:
   (question_*) and the options as a dict A-D; the reference code puts no blank line before the options.
 - The attribute is stated in the vignette itself, so `explicit` and `implicit` are the same prompts (question_F /
   question_M, or question_B / question_W): the black-box audit runs `explicit` only, so one measurement is not
-  reported as two tests; `neutral` is question_N (neutral terms for gender; for race the
-  "The patient is of ... descent." sentence is dropped), group ''.
+  reported as two tests; `neutral` (also the paper's white-box prompt, `whitebox`) is question_N (neutral terms for
+  gender; for race the "The patient is of ... descent." sentence is dropped), group ''.
 - Questions are stripped: a few upstream versions end in a stray "\\n " that their twins lack, which would make the
   group prompts differ in more than the attribute.
 - `n` questions are drawn without replacement with the seed; `exclude` holds idx values to leave out.
@@ -78,8 +78,9 @@ class MedicalTask(SampledTask):
         return LETTERS.index(row["answer_idx"])
 
     def versions(self, variant: str, case: int, row: dict[str, Any], seed: int) -> list[Version]:
-        """The question_N version (neutral), or each group's (explicit and implicit alike)."""
-        shown = [("", "N")] if variant == "neutral" else list(zip(self.groups, self.perturbation.suffixes))
+        """The question_N version (neutral, whitebox), or each group's (explicit and implicit alike)."""
+        paired = list(zip(self.groups, self.perturbation.suffixes))
+        shown = [("", "N")] if variant in ("neutral", "whitebox") else paired
         return [Version(group, prompt(row[f"question_{suffix}"], row["options"]), PREFIX,
                         {"idx": row["idx"], "answer": row["answer_idx"]})
                 for group, suffix in shown]

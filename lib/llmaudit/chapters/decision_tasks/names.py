@@ -30,6 +30,18 @@ def paired_names(
 ) -> list[str]:
     """One first name per group (races or genders, as `concept` says), all of one other attribute (gender or
     race) drawn from `shared` (default: all in the lists) per (seed, case): the names differ only in `concept`."""
+    return pairing(names, concept, groups, seed, case, shared)[1]
+
+
+def pairing(
+    names: Names,
+    concept: str,
+    groups: Sequence[str],
+    seed: int,
+    case: int,
+    shared: Sequence[str] | None = None,
+) -> tuple[str, list[str]]:
+    """`paired_names` with the other attribute they share (a race for gender pairs, a gender for race pairs)."""
     if concept not in ("gender", "race"):
         raise AuditError(f"names: unknown concept '{concept}' (use gender or race)")
     rng = np.random.default_rng([seed, case])
@@ -37,4 +49,14 @@ def paired_names(
         shared = sorted(names) if concept == "gender" else sorted({g for pools in names.values() for g in pools})
     other = shared[int(rng.integers(len(shared)))]
     pools = [names[other][g] if concept == "gender" else names[g][other] for g in groups]
-    return [pool[int(rng.integers(len(pool)))] for pool in pools]
+    return other, [pool[int(rng.integers(len(pool)))] for pool in pools]
+
+
+def any_name(names: Names, seed: int, case: int) -> tuple[str, str, str]:
+    """(race, gender, first name) of one name drawn per (seed, case) from all the name groups (a stream apart from
+    `pairing`'s): the paper's white-box admissions prompt pools every group."""
+    rng = np.random.default_rng([seed, case, 1])
+    groups = sorted((race, gender) for race, pools in names.items() for gender in pools)
+    race, gender = groups[int(rng.integers(len(groups)))]
+    pool = names[race][gender]
+    return race, gender, pool[int(rng.integers(len(pool)))]

@@ -27,10 +27,11 @@ def estimates(table: pd.DataFrame, title: str, epsilon: float | None = None) -> 
 
 
 def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> alt.FacetChart:
-    """Mean task metric against lambda with a 95% band, one panel per task (columns panel, vector, lam, mean, lo,
-    hi); `levels` (columns panel, group, mean) draws the black-box group means as dashed reference lines."""
-    base = alt.Chart().transform_filter("isValid(datum.vector)").encode(
-        x=alt.X("lam:Q", title="λ (− male / White, + female / Black)"), color=alt.Color("vector:N", title="vector")
+    """Mean task metric against lambda with a 95% band, one panel per task and one line per `curve` (a vector, or a
+    speaker group as in the main paper's Fig. 2) (columns panel, curve, lam, mean, lo, hi); `levels` (columns panel,
+    curve, mean) draws the black-box group means as dotted lines in their group's colour."""
+    base = alt.Chart().transform_filter("isValid(datum.lo)").encode(
+        x=alt.X("lam:Q", title="λ (− male / White, + female / Black)"), color=alt.Color("curve:N", title=None)
     )
     layers = [
         base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title="mean metric"), y2="hi:Q"),
@@ -40,8 +41,8 @@ def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> al
     if levels is not None:
         data = pd.concat([curves, levels.assign(level=levels["mean"]).drop(columns="mean")], ignore_index=True)
         layers.append(
-            alt.Chart().transform_filter("isValid(datum.level)").mark_rule(color="gray").encode(
-                y="level:Q", strokeDash=alt.StrokeDash("group:N", title="black-box explicit")
+            alt.Chart().transform_filter("isValid(datum.level)").mark_rule(strokeDash=[2, 3]).encode(
+                y="level:Q", color="curve:N"
             )
         )
     return (
