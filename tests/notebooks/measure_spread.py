@@ -83,13 +83,15 @@ def cells_spread(variant: str, folder: Path) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("variants", nargs="*", help=f"any of {', '.join(VARIANTS)} (default: all)")
     parser.add_argument("--into", type=Path, default=Path("reports/spread"), help="where the executed chapters go")
     parser.add_argument("--reuse", action="store_true", help="compare folders already executed")
     args = parser.parse_args()
+    if unknown := set(args.variants) - set(VARIANTS):
+        parser.error(f"unknown variant {', '.join(sorted(unknown))}: choose from {', '.join(VARIANTS)}")
     rows: list[dict[str, object]] = []
     original = dict(os.environ)
-    for variant in args.variants:
+    for variant in args.variants or list(VARIANTS):
         folder = args.into / variant
         if not args.reuse:
             folder.mkdir(parents=True, exist_ok=True)
