@@ -26,8 +26,8 @@ def generate(model: AuditModel, call: SampleCall) -> torch.Tensor:
     ids, mask = pad(model.encode(call.texts), tokenizer.pad_token_id)
     torch.manual_seed(call.seed)
     with torch.inference_mode():
-        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=call.temperature, top_k=0,
-                                top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
+        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=call.temperature,
+                                top_k=0, top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
                                 pad_token_id=tokenizer.pad_token_id)
     new = out[:, ids.shape[1]:]
     tokens = torch.full((len(new), NEW), -1, dtype=torch.long)
