@@ -51,3 +51,16 @@ def test_profile_data_splits_leave_every_task_and_vector_its_rows(name, mirror) 
         for variant in ("neutral", *task.black_box_variants):
             items = task.items(variant, n, params.seed, mirror)
             assert items and (n is None or len({item.case for item in items}) == n), (task_name, variant)
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_gpu_profile_runs_the_markedness_and_framing_papers_protocols(name) -> None:
+    """Paper 004 §3.4: sampled answers (temperature 0.8, 3 tokens, string match, no fallback), the B.2 template, both
+    demonstration pools, zero-shot chain-of-thought with 64 tokens of reasoning, the five seeds; paper 001 §4.2: 10
+    sampled answers of at most 50 tokens per prompt."""
+    markedness, framing = load_params(name).markedness, load_params(name).framing
+    assert (markedness.decoding, markedness.temperature, markedness.max_new_tokens) == ("sampled", 0.8, 3)
+    assert (markedness.template, markedness.cot, markedness.reasoning_tokens) == ("paper", True, 64)
+    assert markedness.pools == ["sst5", "semeval"] and not markedness.fallback
+    assert markedness.seeds == [2024, 2025, 2026, 2027, 2028]
+    assert (framing.samples, framing.max_new_tokens) == (10, 50)
