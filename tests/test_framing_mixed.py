@@ -53,3 +53,15 @@ def test_undefined_shifts_are_dropped_and_too_few_attributes_refused():
     assert len(long_shifts(frame)) == 3 * 4 * 3 - 1
     with pytest.raises(AuditError, match="at least 2 attributes"):
         pronoun_model(frame[frame["attribute"] == "a0"])
+
+
+def test_a_singular_fit_gives_nan_estimates_not_a_failed_chapter(monkeypatch):
+    import statsmodels.formula.api as smf
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("Singular matrix")
+
+    monkeypatch.setattr(smf, "mixedlm", singular)
+    fit = pronoun_model(synthetic(attributes=3))
+    assert not fit.converged and list(fit.fixed["term"]) == ["he (intercept)", "she - he", "they - he"]
+    assert fit.fixed["estimate"].isna().all() and len(fit.tukey) == 3

@@ -8,6 +8,7 @@ import warnings
 from dataclasses import dataclass
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.stats.multicomp import pairwise_tukeyhsd
@@ -44,19 +45,31 @@ def pronoun_model(levels: pd.DataFrame, *, unit: str = "attribute", alpha: float
     if data["unit"].nunique() < 2 or set(data["pronoun"]) != set(FAMILIES):
         raise AuditError("the pronoun model needs shifts of he, she and they from at least 2 attributes: "
                          "raise per_tag in the params file")
-    formula = f"shift ~ C(pronoun, Treatment('{REFERENCE}'))"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        fit = smf.mixedlm(formula, data, groups=data["unit"]).fit(reml=True)
-    converged = bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    names = {"Intercept": f"{REFERENCE} (intercept)",
-             **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]": f"{f} - {REFERENCE}" for f in FAMILIES}}
-    bounds = fit.conf_int(alpha)
-    fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[fit.fe_params.index],
-                          "lo": bounds.loc[fit.fe_params.index, 0], "hi": bounds.loc[fit.fe_params.index, 1]})
-    fixed = fixed.rename(index=names).rename_axis("term").reset_index()
+    fixed, converged = _fixed_effects(data, alpha)
     hsd = pairwise_tukeyhsd(data["shift"], data["pronoun"], alpha=alpha)
     pairs = list(combinations(hsd.groupsunique, 2))  # statsmodels' order of the comparisons
     tukey = pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs], "difference": hsd.meandiffs,
                           "p": hsd.pvalues, "lo": hsd.confint[:, 0], "hi": hsd.confint[:, 1]})
     return PronounModel(fixed, converged, tukey)
+
+
+def _fixed_effects(data: pd.DataFrame, alpha: float) -> tuple[pd.DataFrame, bool]:
+    """The REML fit's fixed effects (term, estimate, se, p, lo, hi) and whether it converged; a fit whose matrices
+    are singular (few attributes, shifts that do not vary) gives NaN rows and False, not a failed chapter."""
+    names = {"Intercept": f"{REFERENCE} (intercept)", **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]":
+                                                         f"{f} - {REFERENCE}" for f in FAMILIES if f != REFERENCE}}
+    formula = f"shift ~ C(pronoun, Treatment('{REFERENCE}'))"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        try:
+            fit = smf.mixedlm(formula, data, groups=data["unit"]).fit(reml=True)
+            bounds = fit.conf_int(alpha)
+        except np.linalg.LinAlgError:
+            columns = ["estimate", "se", "p", "lo", "hi"]
+            return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
+                                columns=columns).reset_index(), False
+    converged = bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    terms = fit.fe_params.index
+    fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
+                          "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
+    return fixed.rename(index=names).rename_axis("term").reset_index(), converged
