@@ -63,13 +63,12 @@ def _fixed_effects(data: pd.DataFrame, alpha: float) -> tuple[pd.DataFrame, bool
         warnings.simplefilter("always", ConvergenceWarning)
         try:
             fit = smf.mixedlm(formula, data, groups=data["unit"]).fit(reml=True)
-            bounds = fit.conf_int(alpha)
+            terms, bounds = fit.fe_params.index, fit.conf_int(alpha)
+            fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
+                                  "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
         except np.linalg.LinAlgError:
             columns = ["estimate", "se", "p", "lo", "hi"]
             return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
                                 columns=columns).reset_index(), False
     converged = bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    terms = fit.fe_params.index
-    fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
-                          "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
     return fixed.rename(index=names).rename_axis("term").reset_index(), converged
