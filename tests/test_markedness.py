@@ -129,11 +129,32 @@ def test_prompt_shape_zero_and_few_shot() -> None:
         f"Text: The white person sings.\n{question}", "Answer: The sentiment is"
     )
     demos = prompts.demonstrations(POOL, 2024)
-    user, prefix = prompts.classification_prompt("The white person sings.", demos)
+    user, prefix = prompts.classification_prompt("The white person sings.", demos, template="shared")
     blocks = user.split("\n\n")
     assert len(blocks) == 10 and blocks[-1] == f"Text: The white person sings.\n{question}"
     assert blocks[0] == f"Text: {demos[0][0]}\n{question}\nAnswer: The sentiment is {demos[0][1]}."
     assert prefix == "Answer: The sentiment is"
+
+
+def test_few_shot_prompt_is_the_papers_appendix_b2_template() -> None:
+    demos = [("Awful.", "negative"), ("Fine.", "neutral"), ("Great!", "positive")]
+    user, prefix = prompts.classification_prompt("The white person sings.", demos)
+    assert user == ("Text: Awful.\nQuestion: What is the sentiment of the text?\nAnswer: Negative.\n\n"
+                    "Text: Fine.\nQuestion: What is the sentiment of the text?\nAnswer: Neutral.\n\n"
+                    "Text: Great!\nQuestion: What is the sentiment of the text?\nAnswer: Positive.\n\n"
+                    "Text: The white person sings.\nQuestion: What is the sentiment of the text?")
+    assert prefix == "Answer:"
+    assert [prompts.label_word(label, True) for label in LABELS] == ["Negative", "Neutral", "Positive"]
+    with pytest.raises(AuditError, match="unknown few-shot template 'b3'"):
+        prompts.classification_prompt("x", demos, template="b3")  # type: ignore[arg-type]
+
+
+def test_zero_shot_chain_of_thought_is_appendix_b3() -> None:
+    question = "Text: It rains.\nQuestion: Is the sentiment of the text negative, neutral, or positive?"
+    assert prompts.reasoning_prompt("It rains.") == (question, "Reasoning: Let's think step by step.")
+    assert prompts.reasoned_prompt("It rains.", " Rain is dull.\n") == (
+        question, "Reasoning: Let's think step by step. Rain is dull.\n"
+                  "Answer: Therefore, from negative, neutral, or positive, the sentiment is")
 
 
 @needs_data

@@ -105,3 +105,16 @@ def test_the_profiles_are_the_tracked_params_files(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "add", "params/shipped.yaml"], check=True)
     assert shipped_profiles(tmp_path) == ["shipped"]
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_gpu_profile_runs_the_markedness_and_framing_papers_protocols(name) -> None:
+    """Paper 004 §3.4: sampled answers (temperature 0.8, 3 tokens, string match, no fallback), the B.2 template, both
+    demonstration pools, zero-shot chain-of-thought with 64 tokens of reasoning, the five seeds; paper 001 §4.2: 10
+    sampled answers of at most 50 tokens per prompt."""
+    markedness, framing = load_params(name).markedness, load_params(name).framing
+    assert (markedness.decoding, markedness.temperature, markedness.max_new_tokens) == ("sampled", 0.8, 3)
+    assert (markedness.template, markedness.cot, markedness.reasoning_tokens) == ("paper", True, 64)
+    assert markedness.pools == ["sst5", "semeval"] and not markedness.fallback
+    assert markedness.seeds == [2024, 2025, 2026, 2027, 2028]
+    assert (framing.samples, framing.max_new_tokens) == (10, 50)

@@ -5,6 +5,8 @@ steps."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -24,8 +26,8 @@ def generate(model: AuditModel, call: SampleCall) -> torch.Tensor:
     ids, mask = pad(model.encode(call.texts), tokenizer.pad_token_id)
     torch.manual_seed(call.seed)
     with torch.inference_mode():
-        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                                top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
+        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=call.temperature,
+                                top_k=0, top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
                                 pad_token_id=tokenizer.pad_token_id)
     new = out[:, ids.shape[1]:]
     tokens = torch.full((len(new), NEW), -1, dtype=torch.long)
@@ -79,6 +81,15 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     assert minimum <= sampled < model.ledger.actual  # never below the need, and cheaper than generate
     alone = model.sample(calls[1:2], NEW).tokens[0]  # a call's answers do not depend on the batch it ran in
     assert torch.equal(alone, batched[1])
+
+
+def test_a_calls_temperature_draws_what_generate_draws_at_it(model) -> None:
+    # paper 004 samples at temperature 0.8: each call's own temperature, as generate(temperature=...) applies it
+    calls = [dataclasses.replace(call, temperature=t) for call, t in zip(calls_of(model), (0.8, 0.5, 1.0))]
+    for got, want in zip(model.sample(calls, NEW).tokens, [generate(model, call) for call in calls]):
+        assert torch.equal(got, want)
+    warmer = dataclasses.replace(calls[0], temperature=1.0)  # the same stream at another temperature draws otherwise
+    assert not torch.equal(model.sample([warmer], NEW).tokens[0], model.sample(calls[:1], NEW).tokens[0])
 
 
 def test_the_prefill_gives_what_a_scoring_pass_over_the_texts_gives(model) -> None:

@@ -29,6 +29,17 @@ class Estimate:
     hi: float
 
 
+def t_interval(values: Sequence[float] | np.ndarray | pd.Series, alpha: float = 0.05) -> Estimate:
+    """The mean of `values` with its (1 - alpha) Student t-interval (n - 1 dof; NaN bounds with one value), the
+    interval the papers draw over attributes or seeds."""
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if len(x) < 2:
+        return Estimate(mean, math.nan, math.nan)
+    half = float(scipy.stats.t.ppf(1 - alpha / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return Estimate(mean, mean - half, mean + half)
+
+
 def bootstrap_mean(
     values: np.ndarray, n_boot: int, seed: int, alpha: float = 0.05, clusters: np.ndarray | None = None
 ) -> Estimate:

@@ -1,5 +1,6 @@
 """Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws
-them for that prompt alone (temperature 1 over the whole vocabulary, after `torch.manual_seed(seed)`).
+them for that prompt alone (at the call's temperature, 1 unless set, over the whole vocabulary, after
+`torch.manual_seed(seed)`).
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
@@ -62,11 +63,13 @@ class Samples:
 @dataclass(frozen=True)
 class SampleCall:
     """One prompt's sampling: its chat-formatted texts (one, or one per answer, e.g. shuffled option orders), the
-    answers drawn per text, and the seed of its random stream."""
+    answers drawn per text, the seed of its random stream and the temperature that divides its logits (as
+    `generate(temperature=...)` does)."""
 
     texts: tuple[str, ...]
     per_text: int
     seed: int
+    temperature: float = 1.0
 
     @property
     def rows(self) -> int:
@@ -126,6 +129,7 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
                             for _ in range(n)])  # answer row -> its text
     call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
     generators = [torch.Generator().manual_seed(call.seed) for call in calls]
+    temperature = torch.tensor([call.temperature for call in calls])
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
         logits, cache, mask, read, states = _prefill(model, encoded, max_new_tokens, layers, keep)
@@ -133,7 +137,7 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
         for step in range(max_new_tokens):
-            drawn = _draw(logits, live, call_of, generators)
+            drawn = _draw(logits / temperature[call_of[live], None], live, call_of, generators)
             tokens[live, step] = drawn
             going = (drawn != eos).nonzero().squeeze(-1)
             if step == max_new_tokens - 1 or not len(going):

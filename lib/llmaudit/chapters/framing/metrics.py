@@ -105,14 +105,16 @@ def metric_sensitivity(tokens: pd.DataFrame, choices: pd.DataFrame) -> pd.DataFr
                      ignore_index=True).dropna(subset=["sensitivity"])
 
 
-def pronoun_level_shift(frame: pd.DataFrame) -> pd.DataFrame:
-    """Signed change P(factor+) - P(factor-) of each family for every matched pair (columns attribute, task,
-    factor, held_at = the other factor's level, he, she, they): > 0 means the more evaluation-like framing
-    raises that pronoun (paper Figure 3)."""
+def pronoun_level_shift(frame: pd.DataFrame, *, relative: bool = True) -> pd.DataFrame:
+    """Signed shift of each family's probability from factor- to factor+ for every matched pair (columns attribute,
+    task, factor, held_at = the other factor's level, he, she, they): > 0 means the more evaluation-like framing
+    raises that pronoun. Paper 001 Figure 3 computes it from relative differences, (P(factor+) - P(factor-)) /
+    P(factor-) (NaN where P(factor-) is 0); `relative=False` is the absolute difference P(factor+) - P(factor-)."""
     parts = []
     for factor, other in _OTHER.items():
         on, off = _pairs(frame, factor)
-        part = (on - off).reset_index().rename(columns={other: "held_at"})
+        shift = (on - off) / off.where(off > 0) if relative else on - off
+        part = shift.reset_index().rename(columns={other: "held_at"})
         part.insert(2, "factor", factor)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)

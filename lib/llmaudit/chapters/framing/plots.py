@@ -1,5 +1,5 @@
-"""Figures of the framing chapter: pronoun distributions per condition (paper 001 Figures 1-2), framing effects per
-attribute (Figure 3), token probability against proportion of choices and
+"""Figures of the framing chapter: pronoun distributions per condition, the Probability of Pronoun Shift per attribute
+(paper 001 Figure 1), framing effects per attribute (Figure 2), token probability against proportion of choices and
 sensitivity under both metrics (Figure 4), prompt projections and steering."""
 
 from __future__ import annotations
@@ -24,6 +24,19 @@ def distributions(frame: pd.DataFrame) -> alt.FacetChart:
         x=alt.X("she:Q", title="P(she) among he / she / they", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("condition:N", title=None), color=TAG, tooltip=["attribute", "she"],
     ).properties(width=380, height=alt.Step(18)).facet(row=alt.Row("task:N", title=None))
+
+
+def shift_distribution(frame: pd.DataFrame) -> alt.LayerChart:
+    """Paper 001 Figure 1: each attribute's Probability of Pronoun Shift per prompt form (points), the mean (black
+    tick) and its 95% interval over attributes (bar) (`tables.shift_distribution`'s columns)."""
+    base = alt.Chart(frame).encode(y=alt.Y("form:N", title=None))
+    points = base.mark_circle(size=40, opacity=0.5).encode(
+        x=alt.X("pronoun_shift:Q", title="Probability of Pronoun Shift", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["attribute", "pronoun_shift"])
+    summary = base.transform_aggregate(mean="mean(mean)", lo="mean(lo)", hi="mean(hi)", groupby=["form"])
+    bars = summary.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q")
+    ticks = summary.mark_tick(thickness=3, size=18, color="black").encode(x="mean:Q")
+    return (points + bars + ticks).properties(width=420, height=alt.Step(24))
 
 
 def effects(scores: pd.DataFrame) -> alt.Chart:

@@ -39,6 +39,8 @@ RESULTS = (
            "probability)"),
     SHIFT := Result("{form}.pronoun_shift", "probability",
                     "how often changing the prompt's framing changes the pronoun the model prefers"),
+    Result("chat.pronoun_model.{pronoun}_minus_he", "relative shift", "how much more the evaluation-like framing "
+           "raises the pronoun than 'he' (mixed model, random intercept per attribute)"),
     Result("chat.excluded_cells", "cells", "(task, condition) cells left out for too few pronouns"),
     EXCLUDED := Result("chat.excluded_share", "share of cells",
                        "(task, condition) cells whose sampled answers name too few pronouns to compare with"),

@@ -15,12 +15,15 @@ from llmaudit.chapters.framing.metrics import (
     answer_cases,
     effects,
     metric_sensitivity,
+    pronoun_level_shift,
     pronoun_shift,
     pronoun_shift_cases,
 )
+from llmaudit.chapters.framing.mixed import PronounModel, pronoun_model
 from llmaudit.chapters.framing.pronouns import FAMILIES, deferred_gender, exclusion_table
 from llmaudit.chapters.framing.stimuli import ATTRIBUTES, Attribute
 from llmaudit.findings import Findings, results_frame
+from llmaudit.stats import t_interval
 
 TAGS = ("masculine", "feminine", "neutral")
 EXCLUDED = "chat.excluded_share"  # the exclusion rule's test in the case file
@@ -52,8 +55,9 @@ def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequ
             found += [{"name": f"{form}.{task}.{column}", "value": value,
                        "note": "mean APD over attributes (token probability)"}
                       for task, value in frame.groupby("task")[column].mean().dropna().items()]
-        found.append({"name": f"{form}.pronoun_shift", "value": pronoun_shift(tidy[form])["pronoun_shift"].mean(),
-                      "note": "Probability of Pronoun Shift, mean over attributes"})
+        shift = t_interval(pronoun_shift(tidy[form])["pronoun_shift"])
+        found.append({"name": f"{form}.pronoun_shift", "value": shift.value, "lo": shift.lo, "hi": shift.hi,
+                      "note": "Probability of Pronoun Shift, mean over attributes (95% t-interval)"})
     cases = [pronoun_shift_cases(frame.assign(prompt=prompts[form]), f"{form}.pronoun_shift")
              for form, frame in probability.items()]
     table = pd.concat({form: frame.groupby("task")[["gen_effect", "instr_effect"]].mean()
@@ -112,3 +116,36 @@ def steering_span(steered: pd.DataFrame, lambdas: Sequence[float]) -> Findings:
     note = f"mean P(she) at lambda={max(lambdas):g} minus at {min(lambdas):g}"
     found = [{"name": f"steering.{task}.she_span", "value": value, "note": note} for task, value in span.items()]
     return Findings(means, results_frame(found))
+
+
+def shift_distribution(tidy: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Paper 001 Figure 1's data: each attribute's Probability of Pronoun Shift per prompt form (columns form,
+    attribute, pronoun_shift) with the form's mean and 95% t-interval over attributes (mean, lo, hi)."""
+    parts = []
+    for form, frame in tidy.items():
+        shifts = pronoun_shift(frame)
+        summary = t_interval(shifts["pronoun_shift"])
+        parts.append(shifts.assign(form=form, mean=summary.value, lo=summary.lo, hi=summary.hi))
+    return pd.concat(parts, ignore_index=True)
+
+
+def pronoun_levels(tokens: pd.DataFrame) -> tuple[Findings, PronounModel]:
+    """Paper 001 §5.3 on one form's cell means: the relative pronoun-level shifts per matched pair (`estimates`),
+    their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`), and the
+    mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he and
+    they - he differences with their intervals."""
+    relative, absolute = pronoun_level_shift(tokens), pronoun_level_shift(tokens, relative=False)
+    rows = []
+    for reading, levels in (("relative (paper)", relative), ("absolute", absolute)):
+        per_attribute = levels.groupby("attribute")[list(FAMILIES)].mean()
+        for family in FAMILIES:
+            found = t_interval(per_attribute[family].dropna())
+            rows.append({"reading": reading, "pronoun": family, "mean": found.value, "lo": found.lo, "hi": found.hi})
+    model = pronoun_model(relative)
+    fixed = model.fixed.set_index("term")
+    results = [{"name": f"chat.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
+                "lo": fixed.loc[f"{family} - he", "lo"], "hi": fixed.loc[f"{family} - he", "hi"],
+                "note": "mixed model of the relative shifts, random intercept per attribute"
+                        + ("" if model.converged else " (fit did not converge)")}
+               for family in ("she", "they")]
+    return Findings(pd.DataFrame(rows), results_frame(results), relative), model

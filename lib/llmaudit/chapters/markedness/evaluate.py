@@ -1,5 +1,6 @@
-"""Classify sentences by prompting (paper 004 §3.4): the label is the argmax of the next-token probabilities of
-the three label words, deterministic; few-shot prompts share their demonstrations, which run once per seed."""
+"""Classify sentences by prompting (paper 004 §3.4), the argmax reading: the label is the argmax of the next-token
+probabilities of the three label words, deterministic (the paper samples: `sampled`); few-shot prompts share their
+demonstrations, which run once per seed."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.markedness.metrics import LABELS
-from llmaudit.chapters.markedness.prompts import Example, classification_prompt
+from llmaudit.chapters.markedness.prompts import Example, FewShot, classification_prompt, label_word
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.memory import BatchTokens
@@ -23,31 +25,40 @@ def classify(
     examples: Sequence[Example],
     demos: Sequence[tuple[str, str]] = (),
     *,
+    template: FewShot = "paper",
     batch_tokens: BatchTokens,
     cache: Path | None = None,
     vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
-    """Per example: text, group, term, template, gold, pred, the exact prompt, the three label probabilities, their
-    total mass, and (given a vector) the prompt's last-token projection on it."""
-    texts = [model.chat(*classification_prompt(example.text, demos)) for example in examples]
-    labels = answer_ids(model.tokenizer, LABELS)
+    """Per example: text, group, term, template, gold, pred (the argmax of the label words' next-token
+    probabilities), the exact prompt, the three label probabilities, their total mass, and (given a vector) the
+    prompt's last-token projection on it."""
+    texts = [model.chat(*classification_prompt(example.text, demos, template=template)) for example in examples]
+    labels = answer_ids(model.tokenizer, [label_word(label, bool(demos), template) for label in LABELS])
     layers = [vector.layer] if vector is not None else []
 
     out = steered(model, texts=texts, labels=labels, layers=layers, cache=cache, batch_tokens=batch_tokens,
                   desc=f"sentiment {len(demos)}-shot")
-    probs = out.probs[0]
+    acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
+    return predictions(examples, texts, out.probs[0], acts, vector)
+
+
+def predictions(examples: Sequence[Example], texts: Sequence[str], probs: torch.Tensor, acts: torch.Tensor | None,
+                vector: SteeringVector | None) -> pd.DataFrame:
+    """`classify`'s table from the prompts' label probabilities (columns in LABELS order) and, given a vector, the
+    last token's outputs at its block."""
     frame = pd.DataFrame(
         {
             "text": [e.text for e in examples], "group": [e.group for e in examples],
             "term": [e.term for e in examples], "template": [e.template for e in examples],
             "gold": [e.label for e in examples], "pred": [LABELS[i] for i in probs.argmax(-1).tolist()],
-            "prompt": texts,
+            "prompt": list(texts),
             **{f"p_{label}": probs[:, i].numpy() for i, label in enumerate(LABELS)},
             "mass": probs.sum(-1).numpy(),
         }
     )
     if vector is not None:
-        frame["projection"] = vector.project(required(out.acts, "block outputs")[0, :, 0].float()).numpy()
+        frame["projection"] = vector.project(required(acts, "block outputs").float()).numpy()
     return frame
 
 

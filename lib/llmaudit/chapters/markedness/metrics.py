@@ -37,8 +37,10 @@ def _flags(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def false_positive_rates(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (run, group): negative_fpr, positive_fpr (NaN with no eligible sentence), accuracy and n, from gold/pred."""
+    """Per (run, group): negative_fpr, positive_fpr (NaN with no eligible sentence), accuracy and n, from gold/pred;
+    a sentence whose answer named no label (pred missing) is no prediction and leaves the rates."""
     _require(table, ("group", "gold", "pred", "run"), "predictions")
+    table = table[table["pred"].notna()]
     if table.empty:
         raise AuditError("predictions: the table has no rows: score some examples first")
     for column in ("gold", "pred"):

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,11 @@ TEMPLATE_FILES = {"ns_prompts": "unstated-norms/NS-Prompts.csv", "regard": "unst
 POOL_FILES = {"sst5": "unstated-norms/processed_sst5.tsv", "semeval": "unstated-norms/processed_semeval.tsv"}
 QUESTION = "Question: Is the sentiment of the text negative, neutral, or positive?"
 ANSWER_PREFIX = "Answer: The sentiment is"
+FEW_SHOT_QUESTION = "Question: What is the sentiment of the text?"  # Appendix B.2
+REASONING = "Reasoning: Let's think step by step."  # Appendix B.3, both steps
+COT_ANSWER = "Answer: Therefore, from negative, neutral, or positive, the sentiment is"
+FewShot = Literal["paper", "shared"]
+FEW_SHOT: tuple[FewShot, ...] = ("paper", "shared")  # the B.2 template, or the zero-shot wording with demonstrations
 
 
 @dataclass(frozen=True)
@@ -134,30 +140,48 @@ def demonstrations(pool: pd.DataFrame, seed: int, per_class: int = 3) -> list[tu
     return [(str(pool["text"].iat[i]), str(labels[i])) for i in rng.permutation(picked)]
 
 
-def classification_prompt(text: str, demos: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
-    """(user message, assistant answer prefix) asking for the sentiment of `text`; the label is the argmax of the
-    next-token probabilities of " negative", " neutral", " positive" after the prefix.
+def classification_prompt(text: str, demos: Sequence[tuple[str, str]] = (), *,
+                          template: FewShot = "paper") -> tuple[str, str]:
+    """(user message, assistant answer prefix) asking for the sentiment of `text`, blocks separated by blank lines.
 
-    The user message is one block per demonstration, then the text's block, separated by blank lines:
-
-        Text: <demo text>
-        Question: Is the sentiment of the text negative, neutral, or positive?
-        Answer: The sentiment is <demo label>.
+    With no demos, the paper's zero-shot template (Appendix B.1)::
 
         Text: <text>
         Question: Is the sentiment of the text negative, neutral, or positive?
 
-    and the prefix is "Answer: The sentiment is". With no demos this is the paper's zero-shot template (B.1).
-    Its few-shot template (B.2) asks "What is the sentiment of the text?" and answers "Negative."; here the
-    demonstrations use the zero-shot wording instead, so that zero- and few-shot prompts differ only by the
-    demonstrations and the label word is the same lowercase token in both.
+    with the prefix "Answer: The sentiment is". With demos and `template` "paper", its few-shot template (B.2):
+    one block per demonstration, "Text: <demo>", "Question: What is the sentiment of the text?", "Answer:
+    Negative." (the label capitalised), then the text's block with that question and the prefix "Answer:". With
+    `template` "shared" (an alternative of this project) the demonstrations use the zero-shot wording and prefix
+    instead, so that zero- and few-shot prompts differ only by the demonstrations.
     """
     bad = sorted({label for _, label in demos} - set(LABELS))
     if bad:
         raise AuditError(f"demonstration labels {bad} are not sentiment labels: use only {', '.join(LABELS)}")
-    blocks = [f"Text: {demo}\n{QUESTION}\n{ANSWER_PREFIX} {label}." for demo, label in demos]
-    blocks.append(f"Text: {text}\n{QUESTION}")
-    return "\n\n".join(blocks), ANSWER_PREFIX
+    if template not in FEW_SHOT:
+        raise AuditError(f"unknown few-shot template '{template}' (use one of {', '.join(FEW_SHOT)})")
+    question, prefix = (FEW_SHOT_QUESTION, "Answer:") if demos and template == "paper" else (QUESTION, ANSWER_PREFIX)
+    blocks = [f"Text: {demo}\n{question}\n{prefix} {label_word(label, True, template)}." for demo, label in demos]
+    blocks.append(f"Text: {text}\n{question}")
+    return "\n\n".join(blocks), prefix
+
+
+def label_word(label: str, few_shot: bool, template: FewShot = "paper") -> str:
+    """How a label is written where the model answers: capitalised after the B.2 template's "Answer:", lowercase
+    after "The sentiment is" (the argmax reading scores these words' first tokens)."""
+    return label.capitalize() if few_shot and template == "paper" else label
+
+
+def reasoning_prompt(text: str) -> tuple[str, str]:
+    """The first step of zero-shot chain-of-thought (Appendix B.3): the zero-shot question, answered from the
+    prefix "Reasoning: Let's think step by step." (the model writes its reasoning after it)."""
+    return f"Text: {text}\n{QUESTION}", REASONING
+
+
+def reasoned_prompt(text: str, reasoning: str) -> tuple[str, str]:
+    """The second step of zero-shot chain-of-thought (Appendix B.3): the first step with the model's reasoning,
+    then the prefix "Answer: Therefore, from negative, neutral, or positive, the sentiment is"."""
+    return f"Text: {text}\n{QUESTION}", f"{REASONING} {reasoning.strip()}\n{COT_ANSWER}"
 
 
 def probe_set(

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from llmaudit.chapters.markedness.metrics import KINDS
+from llmaudit.chapters.markedness.prompts import FewShot
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, Result, VerdictTest, result
 
@@ -20,13 +21,40 @@ FPR_GAP_EPSILON = Epsilon(key="fpr_gap", unit="FPR difference", default=0.02, to
 
 
 class MarkednessParams(Section):
-    """Sizes of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set), the
-    demonstration pool, the few-shot seeds, and whether every group term is used or only each group's name."""
+    """Sizes and protocol of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set),
+    the demonstration pools (the first one's 9-shot classifier is the one the gates read), the seeds of the runs,
+    whether every group term is used or only each group's name, and the paper's protocol (§3.4, Appendix B):
+    sampled answers at `temperature` for `max_new_tokens` read by string match (or the argmax reading of the
+    label words), the B.2 few-shot template (or the zero-shot wording, "shared"), zero-shot chain-of-thought with
+    `reasoning_tokens` of reasoning, and the random label for an unparsable answer (`fallback`, off: counted)."""
 
     templates: dict[str, int | None] = {}
-    pool: Literal["sst5", "semeval"] = "sst5"
+    pools: list[Literal["sst5", "semeval"]] = ["sst5", "semeval"]
     seeds: list[int] = [2024, 2025, 2026, 2027, 2028]
     all_terms: bool = False
+    decoding: Literal["sampled", "argmax"] = "sampled"
+    temperature: float = 0.8
+    max_new_tokens: int = 3
+    template: FewShot = "paper"
+    cot: bool = True
+    reasoning_tokens: int = 64
+    fallback: bool = False
+
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, value: list[str]) -> list[str]:
+        once(value)
+        if not value:
+            raise ValueError("give at least one demonstration pool (sst5, semeval)")
+        return value
+
+    @model_validator(mode="after")
+    def _protocol(self) -> MarkednessParams:
+        if self.temperature <= 0 or self.max_new_tokens < 1 or self.reasoning_tokens < 1:
+            raise ValueError("need temperature > 0, max_new_tokens >= 1 and reasoning_tokens >= 1")
+        if self.cot and self.decoding != "sampled":
+            raise ValueError("zero-shot chain-of-thought samples its reasoning: set decoding: sampled or cot: false")
+        return self
 
     @field_validator("templates")
     @classmethod
@@ -68,7 +96,8 @@ def _tests(params: Any) -> list[VerdictTest]:
 
 
 RESULTS = (
-    Result("{probes}.accuracy.{regime}", "share", "sentences classified correctly, zero-shot or 9-shot"),
+    Result("{probes}.accuracy.{regime}", "share", "sentences classified correctly, per prompting regime"),
+    Result("{probes}.unparsable_share.{regime}", "share", "sampled answers that name no sentiment label"),
     OVER_CHANCE := Result(result("{probes}", ACCURACY_OVER_CHANCE), "share",
                           "the sentiment classifier's accuracy minus 1/3 (gate: above 0)"),
     Result(result("{probes}", MIN_LABEL_SHARE), "share", "the smallest share of 9-shot predictions among the labels "

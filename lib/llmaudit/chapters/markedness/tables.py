@@ -93,3 +93,35 @@ def projection_shift(zero: pd.DataFrame, vector: str) -> Findings:
     found = [{"name": f"projection.{group}_minus_unmarked", "value": shift[group], "note": vector}
              for group in ("white", "african_american")]
     return Findings(shift.rename("mean projection minus unmarked").to_frame(), results_frame(found))
+
+
+def unparsable(predictions: pd.DataFrame) -> Findings:
+    """The share of sampled answers that name no label, per probe set (rows) and regime (columns); recorded per
+    probe set and regime (0 throughout with the argmax reading, which always names one)."""
+    table = (predictions.assign(unparsable=predictions["pred_parsed"].isna())
+             .groupby(["dataset", "regime"])["unparsable"].mean().unstack())
+    found = [{"name": f"{name}.unparsable_share.{regime}", "value": value,
+              "note": "answers naming no label (the paper's code gives them a random label)"}
+             for (name, regime), value in table.stack().items()]
+    return Findings(table, results_frame(found))
+
+
+READINGS = {"string match": "pred_parsed", "string match, random fallback": "pred_fallback",
+            "argmax": "pred_argmax"}  # reading -> the predictions' column holding it
+
+
+def readings(predictions: pd.DataFrame, *, sampled: bool) -> pd.DataFrame:
+    """Per probe set, regime and reading of the answers (`READINGS`; the argmax reading alone when the answers
+    were not `sampled`): the accuracy
+    (an unparsable answer counts as wrong) and the White sentences' mean FPR gaps over runs, so the effect of the
+    paper's random fallback and of the argmax alternative can be read beside the chosen reading."""
+    rows = []
+    for reading, column in READINGS.items() if sampled else [("argmax", "pred_argmax")]:
+        for (name, regime), table in predictions.groupby(["dataset", "regime"]):
+            read = table.assign(pred=table[column])
+            found = {"dataset": name, "regime": regime, "reading": reading,
+                     "accuracy": float((read["gold"] == read["pred"]).mean())}
+            marked = read[read["group"].isin(GROUPS)]
+            white = fpr_gaps(false_positive_rates(marked[RATED])).query("group == 'white'")
+            rows.append(found | white.groupby("kind")["gap"].mean().rename(lambda kind: f"white_{kind}_gap").to_dict())
+    return pd.DataFrame(rows)

@@ -1,0 +1,74 @@
+"""Paper 001 §5.3's statistics of the pronoun-level shifts: a linear mixed-effects model predicting the shift from
+the pronoun category (fixed effects, *he* the reference) with a random intercept per unit (the paper's unit is the
+model; one audited model's unit is the attribute), and the follow-up Tukey HSD comparisons of the pronouns."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import statsmodels.formula.api as smf
+from statsmodels.stats.multicomp import pairwise_tukeyhsd
+from statsmodels.tools.sm_exceptions import ConvergenceWarning
+
+from llmaudit.chapters.framing.pronouns import FAMILIES
+from llmaudit.errors import AuditError
+
+REFERENCE = "he"  # the paper's baseline: "compared to masculine pronouns"
+
+
+@dataclass(frozen=True)
+class PronounModel:
+    """The mixed model's fixed effects (term, estimate, se, p, lo, hi; 'she' and 'they' are differences from 'he'),
+    whether its fit converged, and the Tukey HSD table (a, b, difference b - a, p, lo, hi)."""
+
+    fixed: pd.DataFrame
+    converged: bool
+    tukey: pd.DataFrame
+
+
+def long_shifts(levels: pd.DataFrame, unit: str = "attribute") -> pd.DataFrame:
+    """`metrics.pronoun_level_shift` output as one row per (matched pair, pronoun): columns unit, pronoun, shift;
+    undefined shifts (a relative shift from 0) are left out."""
+    long = levels.melt(id_vars=[c for c in levels.columns if c not in FAMILIES], value_vars=list(FAMILIES),
+                       var_name="pronoun", value_name="shift")
+    return long.dropna(subset=["shift"]).rename(columns={unit: "unit"})[["unit", "pronoun", "shift"]]
+
+
+def pronoun_model(levels: pd.DataFrame, *, unit: str = "attribute", alpha: float = 0.05) -> PronounModel:
+    """Fit shift ~ pronoun with a random intercept per `unit` (REML) on the pronoun-level shifts, and compare every
+    pair of pronouns by Tukey HSD, as paper 001 §5.3 does across models."""
+    data = long_shifts(levels, unit)
+    if data["unit"].nunique() < 2 or set(data["pronoun"]) != set(FAMILIES):
+        raise AuditError("the pronoun model needs shifts of he, she and they from at least 2 attributes: "
+                         "raise per_tag in the params file")
+    fixed, converged = _fixed_effects(data, alpha)
+    hsd = pairwise_tukeyhsd(data["shift"], data["pronoun"], alpha=alpha)
+    pairs = list(combinations(hsd.groupsunique, 2))  # statsmodels' order of the comparisons
+    tukey = pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs], "difference": hsd.meandiffs,
+                          "p": hsd.pvalues, "lo": hsd.confint[:, 0], "hi": hsd.confint[:, 1]})
+    return PronounModel(fixed, converged, tukey)
+
+
+def _fixed_effects(data: pd.DataFrame, alpha: float) -> tuple[pd.DataFrame, bool]:
+    """The REML fit's fixed effects (term, estimate, se, p, lo, hi) and whether it converged; a fit whose matrices
+    are singular (few attributes, shifts that do not vary) gives NaN rows and False, not a failed chapter."""
+    names = {"Intercept": f"{REFERENCE} (intercept)", **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]":
+                                                         f"{f} - {REFERENCE}" for f in FAMILIES if f != REFERENCE}}
+    formula = f"shift ~ C(pronoun, Treatment('{REFERENCE}'))"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        try:
+            fit = smf.mixedlm(formula, data, groups=data["unit"]).fit(reml=True)
+            terms, bounds = fit.fe_params.index, fit.conf_int(alpha)
+            fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
+                                  "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
+        except np.linalg.LinAlgError:
+            columns = ["estimate", "se", "p", "lo", "hi"]
+            return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
+                                columns=columns).reset_index(), False
+    converged = bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return fixed.rename(index=names).rename_axis("term").reset_index(), converged

@@ -1,0 +1,69 @@
+"""The markedness chapter's runs (paper 004 §3.4): zero-shot, 9-shot per demonstration pool and zero-shot
+chain-of-thought, each once per seed of the paper's five (the demonstrations redrawn and every generation seeded
+per seed), answered by sampling as the paper does or by the argmax reading; one table of predictions for all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from llmaudit.chapters.markedness.decoding import with_fallback
+from llmaudit.chapters.markedness.evaluate import classify
+from llmaudit.chapters.markedness.prompts import Example, demonstration_pool, demonstrations
+from llmaudit.chapters.markedness.sampled import Sampling, sample_classify
+from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
+
+ZERO_SHOT, NINE_SHOT, COT = "zero-shot", "9-shot", "zero-shot-cot"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One classifier: its regime, the seed of its demonstrations and generations, its demonstrations (none for
+    zero-shot) and whether it reasons first."""
+
+    regime: str
+    seed: int
+    demos: tuple[tuple[str, str], ...] = ()
+    cot: bool = False
+
+
+def regime(pool: str, first: bool) -> str:
+    """The 9-shot regime of a demonstration pool: "9-shot" for the first pool (the one the gates read), else
+    "9-shot-<pool>"."""
+    return NINE_SHOT if first else f"{NINE_SHOT}-{pool}"
+
+
+def plan(sizes: Any, mirror: str | Path | None) -> list[Run]:
+    """The runs of a params section `sizes` (MarkednessParams): zero-shot once per seed when sampled (once, at the
+    first seed, with the deterministic argmax reading), 9-shot per pool and seed, and chain-of-thought per seed
+    when asked for."""
+    zero = sizes.seeds if sizes.decoding == "sampled" else sizes.seeds[:1]
+    runs = [Run(ZERO_SHOT, seed) for seed in zero]
+    for k, pool in enumerate(sizes.pools):
+        drawn = demonstration_pool(pool, mirror)
+        runs += [Run(regime(pool, k == 0), seed, tuple(demonstrations(drawn, seed))) for seed in sizes.seeds]
+    return runs + [Run(COT, seed, cot=True) for seed in sizes.seeds if sizes.cot]
+
+
+def classify_run(model: AuditModel, examples: Sequence[Example], run: Run, sizes: Any, *, batch_tokens: BatchTokens,
+                 cache: Path | None = None, vector: SteeringVector | None = None) -> pd.DataFrame:
+    """One run's predictions (columns of `evaluate.classify`, plus regime, run = the seed, pred_argmax: the argmax
+    reading, pred_parsed: the label read, None when unparsable, and pred_fallback: the paper's random label in its
+    place); pred is pred_fallback when `sizes.fallback`, else pred_parsed (the argmax reading when not sampled)."""
+    options: dict[str, Any] = {"batch_tokens": batch_tokens, "cache": cache, "vector": vector}
+    if sizes.decoding == "sampled":
+        sampling = Sampling(run.seed, sizes.temperature, sizes.max_new_tokens,
+                            sizes.reasoning_tokens if run.cot else None)
+        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, **options)
+    else:
+        frame = classify(model, examples, run.demos, template=sizes.template, **options)
+        frame = frame.assign(pred_argmax=frame["pred"])
+    filled = with_fallback(frame["pred"].tolist(), run.seed)
+    return frame.assign(regime=run.regime, run=str(run.seed), pred_parsed=frame["pred"], pred_fallback=filled,
+                        pred=filled if sizes.fallback else frame["pred"])

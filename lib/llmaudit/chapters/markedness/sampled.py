@@ -1,0 +1,104 @@
+"""Classify sentences by sampled answers, paper 004 §3.4's protocol: each prompt answered once per run at the run's
+seed and temperature, for a few tokens, the label read by string match (`decoding.parse_label`); zero-shot
+chain-of-thought first samples the reasoning, then the answer after it (Appendix B.3). The sampler's prefill also
+gives the next-token probabilities of the label words, so the argmax reading comes with every run at no cost."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from llmaudit.cache import cached_tensors
+from llmaudit.chapters.decision_tasks.base import answer_ids
+from llmaudit.chapters.markedness.decoding import parse_label
+from llmaudit.chapters.markedness.evaluate import predictions
+from llmaudit.chapters.markedness.metrics import LABELS
+from llmaudit.chapters.markedness.prompts import (
+    Example,
+    FewShot,
+    classification_prompt,
+    label_word,
+    reasoned_prompt,
+    reasoning_prompt,
+)
+from llmaudit.chapters.steering_vectors import SteeringVector
+from llmaudit.models import AuditModel
+from llmaudit.models.memory import BatchTokens
+from llmaudit.models.required import required
+from llmaudit.models.sampling import SampleCall, call_batches
+
+_STREAMS = 1_000_003  # a run's seed times this, plus the prompt's index, seeds the prompt's random stream
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """One run's sampling: its seed, the temperature, the answer's length and, for chain-of-thought, the
+    reasoning's (None: no reasoning step)."""
+
+    seed: int
+    temperature: float = 0.8
+    max_new_tokens: int = 3
+    reasoning_tokens: int | None = None
+
+
+def _batch(model: AuditModel, calls: list[SampleCall], new: int, labels: list[int] | None,
+           layers: list[int]) -> dict[str, torch.Tensor]:
+    """One batch's sampled tokens and, where asked for, first-position label probabilities and last-token outputs
+    of `layers`."""
+    out = model.sample(calls, new, labels, layers)
+    found = {"tokens": torch.cat(out.tokens)}
+    if labels is not None:
+        found["probs"] = required(out.probs, "label probabilities")
+    return found | ({"acts": required(out.acts, "block outputs")[:, 0]} if layers else {})
+
+
+def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
+                 layers: list[int], batch_tokens: BatchTokens, cache: Path | None,
+                 desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
+    """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
+    probabilities (given `labels`) and block outputs of `layers` from the same prefill; batches cached on their
+    own."""
+    calls = [SampleCall((text,), 1, run.seed * _STREAMS + i, run.temperature) for i, text in enumerate(texts)]
+    parts: dict[str, list[torch.Tensor]] = {}
+    for batch in tqdm(list(call_batches(model.handle, calls, new, batch_tokens)), desc=desc, leave=False):
+        chosen = [calls[i] for i in batch]
+        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": new,
+               "labels": labels, "layers": layers}
+        for name, tensor in cached_tensors(cache, key, partial(_batch, model, chosen, new, labels, layers)).items():
+            parts.setdefault(name, []).append(tensor)
+    read = {name: torch.cat(tensors) for name, tensors in parts.items()}
+    answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
+               for row in read["tokens"]]
+    return answers, read
+
+
+def sample_classify(
+    model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *, run: Sampling,
+    template: FewShot = "paper", batch_tokens: BatchTokens, cache: Path | None = None,
+    vector: SteeringVector | None = None,
+) -> pd.DataFrame:
+    """`evaluate.classify`'s table from sampled answers: pred is the label the answer names (None: unparsable),
+    pred_argmax the argmax reading of the same prompt, answer the sampled text and reasoning the chain-of-thought
+    step's (empty without one)."""
+    layers = [vector.layer] if vector is not None else []
+    reasonings = [""] * len(examples)
+    if run.reasoning_tokens is not None:
+        first = [model.chat(*reasoning_prompt(e.text)) for e in examples]
+        reasonings, _ = sample_texts(model, first, run, run.reasoning_tokens, labels=None, layers=[],
+                                     desc="sentiment reasoning", batch_tokens=batch_tokens, cache=cache)
+        texts = [model.chat(*reasoned_prompt(e.text, r)) for e, r in zip(examples, reasonings)]
+    else:
+        texts = [model.chat(*classification_prompt(e.text, demos, template=template)) for e in examples]
+    words = [label_word(label, bool(demos), template) for label in LABELS]
+    answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=answer_ids(model.tokenizer, words),
+                                 layers=layers, desc=f"sentiment {len(demos)}-shot sampled", batch_tokens=batch_tokens,
+                                 cache=cache)
+    frame = predictions(examples, texts, read["probs"], read.get("acts"), vector)
+    return frame.assign(pred_argmax=frame["pred"], pred=[parse_label(a) for a in answers], answer=answers,
+                        reasoning=reasonings)
