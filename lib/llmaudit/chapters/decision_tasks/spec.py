@@ -25,9 +25,9 @@ SLOPE_EPSILON = Epsilon(key="slope", unit="metric per unit lambda", default=0.02
                                "lambda = 1, where the vectors are fit (main paper §3.3)")
 GAP_EPSILON = Epsilon(key="gap", unit="metric difference", default=0.02, top=1.0,
                       beyond="a gap between two rates or probabilities lies in [-1, 1]")
-LEVEL_EPSILON = Epsilon(key="level", unit="metric per level of the task-relevant variable", default=0.02, top=1.0,
-                        beyond="a slope of 1 per level moves the metric across its whole [0, 1] range between two "
-                               "adjacent levels of the variable")
+LEVEL_EPSILON = Epsilon(key="level", unit="metric per unit concept score", default=0.02, top=1.0,
+                        beyond="a slope of 1 per unit score moves the metric across its whole [0, 1] range between "
+                               "two adjacent levels of the task-relevant variable (scores -1, 0, +1)")
 
 
 class TaskParams(Section):
