@@ -4,6 +4,7 @@ paired differences and the report section that shows them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from llmaudit.chapters.decision_tasks.base import Task, TaskItem
+from llmaudit.chapters.decision_tasks.dependence import Dependence
 from llmaudit.chapters.decision_tasks.estimates import estimates
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.steering_vectors import SteeringVector
@@ -295,3 +297,15 @@ def test_each_estimate_records_the_cases_its_own_bootstrap_resampled() -> None:
     found = estimates({"synthetic": audit}, 200, 0).results["n"]
     assert found["synthetic.blackbox_explicit"] == len(audit.case_gaps("explicit")) == 39
     assert found["synthetic.blackbox_implicit"] == 40 and found["synthetic.whitebox_slope"] == 40
+
+
+def test_dependence_and_removed_estimates_record_their_own_cases() -> None:
+    """The dependence tests and the concept-removed sweep count the cases of their own prompts (20, 10 and 30 here),
+    not the white-box sweep's 40 (the merged code raised KeyError: 'dependence' on the first task with one)."""
+    audit = synthetic_audit()
+    first = {n: audit.white[audit.white["case"].isin([f"case{i}" for i in range(n)])] for n in (10, 20, 30)}
+    audit = dataclasses.replace(audit, removed=first[30],
+                                dependence=Dependence("checking account status", None, first[20], first[10]))
+    n = estimates({"synthetic": audit}, 200, 0).results["n"]
+    assert (n["synthetic.blackbox_dependence"], n["synthetic.whitebox_dependence"]) == (20, 10)
+    assert (n["synthetic.whitebox_removed"], n["synthetic.whitebox_slope"]) == (30, 40)

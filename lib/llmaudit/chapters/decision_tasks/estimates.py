@@ -34,10 +34,14 @@ def _competence_note(audit: TaskAudit) -> str:
 
 def _cases(audit: TaskAudit, label: str) -> int:
     """The cases an estimate's bootstrap resampled: a black-box gap's cases with both groups (those of its own
-    prompts), a white-box estimate's swept cases."""
-    if label.startswith("black-box "):
+    prompts), a dependence test's or the concept-removed sweep's own cases, else the white-box sweep's cases."""
+    if label in ("black-box explicit", "black-box implicit"):
         return len(audit.case_gaps(label.removeprefix("black-box ")))
-    return int(audit.white["case"].nunique())
+    dependence = audit.dependence
+    own = {"black-box dependence": None if dependence is None else dependence.black,
+           "white-box dependence": None if dependence is None else dependence.white,
+           "white-box concept removed": audit.removed}.get(label)
+    return int((audit.white if own is None else own)["case"].nunique())
 
 
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
