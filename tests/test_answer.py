@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from llmaudit.config import read_params_file
 from llmaudit.report import Results, build_report
-from llmaudit.report.answer import Answer, answer_section, answers, scope
+from llmaudit.report.answer import Answer, _against_epsilon, answer_section, answers, scope
 from llmaudit.report.card import write_card
 from llmaudit.report.results_json import results_document
 
@@ -96,3 +99,15 @@ def test_first_screen_opens_the_report_escaped(tmp_path: Path) -> None:
     document["verdicts"][0]["requirement"] = "<script>x</script>"
     assert "<script>" not in answer_section(document) and "&lt;script&gt;" in answer_section(document)
     assert answer_section({"verdicts": []}) == ""
+
+
+@pytest.mark.parametrize(("verdict", "lo", "hi", "where"), [
+    ("fail", 0.0001, 0.0003, "lies inside ±0.02"),  # the decision does not depend on the variable
+    ("pass", 0.03, 0.05, "lies wholly above +0.02"),
+    ("pass", -0.05, -0.03, "lies wholly below -0.02"),
+])
+def test_a_dependence_test_reads_its_interval_the_other_way(verdict, lo, hi, where) -> None:
+    """Main paper §3.4: a dependence test fails inside ±epsilon and passes wholly outside (the first screen said a
+    failing interval of [+0.0001, +0.0003] "lies wholly below -0.02")."""
+    row = pd.Series({"verdict": verdict, "lo": lo, "hi": hi, "epsilon": 0.02, "kind": "dependence"})
+    assert _against_epsilon(row).endswith(where)

@@ -44,11 +44,13 @@ def _interval(t: Any) -> str:
 
 
 def _against_epsilon(t: Any) -> str:
-    """Where a measurable test's interval lies against +-epsilon, which is what decides its verdict."""
+    """Where a measurable test's interval lies against +-epsilon, which is what decides its verdict: inside passes an
+    invariance test and fails a dependence test (main paper §3.4), wholly outside the reverse."""
     eps, ci = t.epsilon, f"95% CI [{t.lo:+.4f}, {t.hi:+.4f}]"
-    if t.verdict == "pass":
+    inside = t.verdict == ("fail" if t.get("kind", "invariance") == "dependence" else "pass")
+    if inside:
         return f"{ci} lies inside ±{eps:g}"
-    if t.verdict == "fail":
+    if t.verdict in ("pass", "fail"):
         return f"{ci} lies wholly {'above +' if t.lo > eps else 'below -'}{eps:g}"
     crossed = [f"{sign}{eps:g}" for sign, bound in (("-", -eps), ("+", eps)) if t.lo < bound < t.hi]
     return f"{ci} straddles {' and '.join(crossed) or f'±{eps:g}'}"
