@@ -5,7 +5,7 @@ the report or the verdicts breaks with size; the model is random, so its numbers
 
 Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits
 (`config.standin_params`).
-About 8 minutes on two CPU cores; `make scale-test` runs it (CI runs it after `make test`)."""
+Estimated at 20 to 40 minutes on two CPU cores; `make scale-test` runs it (CI runs it after `make test`)."""
 
 from __future__ import annotations
 
