@@ -20,13 +20,11 @@ from llmaudit.models.load import DTYPES
 GIB = 1 << 30
 # Each GPU profile's model as a config-only stand-in (its transformers config class with the published config.json's
 # sizes, built on the meta device: no weights, no download), from which its shape and weight bytes are read.
+LLAMA3_8B: dict[str, Any] = dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                                 num_attention_heads=32, num_key_value_heads=8, vocab_size=128256)
 CONFIGS: dict[str, dict[str, Any]] = {
-    "llama-3.1-8b-instruct": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
-                                  num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-    "finance-llama3-8b": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
-                              num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-    "medicine-llama3-8b": dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
-                               num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    # the finance and medicine models are Llama 3 8B continued on domain text: the same shape
+    "llama-3.1-8b-instruct": LLAMA3_8B, "finance-llama3-8b": LLAMA3_8B, "medicine-llama3-8b": LLAMA3_8B,
     "ministral-8b-instruct": dict(model_type="mistral", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
                                   num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=131072),
     "saul-7b-instruct": dict(model_type="mistral", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
