@@ -103,8 +103,21 @@ def test_bad_input_raises_one_line_audit_errors() -> None:
         false_positive_rates(table().drop(columns="pred"))
     with pytest.raises(AuditError, match=r"unknown gold labels \['Positive'\]"):
         false_positive_rates(table().replace({"gold": {"positive": "Positive"}}))
-    with pytest.raises(AuditError, match="runs cover different groups"):
-        fpr_gaps(false_positive_rates(pd.concat([table(), table(CONFUSION[:6], run=2)])))
+
+
+def test_a_run_missing_a_groups_fpr_is_left_out_of_that_kinds_gaps() -> None:
+    # run 2: asian never answered with a label; run 3: asian has only negative sentences, so no negative FPR
+    silent = [(g, gold, None if g == "asian" else p) for g, gold, p in CONFUSION]
+    one_sided = [row for row in CONFUSION if row[0] == "white"] + [("asian", "negative", "positive")]
+    rows = pd.concat([table(), table(silent, run=2), table(one_sided, run=3)], ignore_index=True)
+    gaps = fpr_gaps(false_positive_rates(rows)).set_index(["run", "group", "kind"])["gap"]
+    assert gaps[(1, "white", "negative_fpr")] == pytest.approx(0.25)
+    assert gaps.loc[2].isna().all()  # compared with no one, white's rate is not a gap
+    assert gaps.loc[(3, slice(None), "negative_fpr")].isna().all()
+    assert gaps[(3, "white", "positive_fpr")] == pytest.approx((0.25 - 1) / 2)  # asian's one sentence: FPR 1
+    summary = summarise_gaps(fpr_gaps(false_positive_rates(rows))).set_index(["group", "kind"])
+    assert summary.loc[("white", "negative_fpr"), ["mean", "n_runs"]].tolist() == [pytest.approx(0.25), 1]
+    assert summary.loc[("white", "positive_fpr"), "n_runs"] == 2
 
 
 POOL = pd.DataFrame({"text": [f"{label} {i}" for label in LABELS for i in range(10)], "label": np.repeat(LABELS, 10)})

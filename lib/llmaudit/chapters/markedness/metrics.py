@@ -59,18 +59,23 @@ def false_positive_rates(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def fpr_gaps(rates: pd.DataFrame) -> pd.DataFrame:
-    """Long table (run, group, kind, fpr, gap): each group's FPR minus the run's mean FPR over groups, both kinds."""
+    """Long table (run, group, kind, fpr, gap): each group's FPR minus the run's mean FPR over groups, both kinds.
+    A gap compares a group with all the others, so a run in which some group has no FPR of a kind (no parsed answer,
+    or no eligible sentence) gives every group a missing gap of that kind: the run is left out of that kind's
+    interval rather than compared against a different set of groups."""
     _require(rates, ("run", "group", *KINDS), "rates")
-    groups_per_run = rates.groupby("run")["group"].agg(frozenset)
-    if groups_per_run.nunique() > 1:
-        raise AuditError("rates: runs cover different groups, so gaps are not comparable: score all groups per run")
-    long = rates.melt(id_vars=["run", "group"], value_vars=list(KINDS), var_name="kind", value_name="fpr")
-    long["gap"] = long["fpr"] - long.groupby(["run", "kind"])["fpr"].transform("mean")
+    grid = pd.MultiIndex.from_product([rates["run"].unique(), rates["group"].unique()], names=["run", "group"])
+    full = rates.set_index(["run", "group"]).reindex(grid).reset_index()
+    long = full.melt(id_vars=["run", "group"], value_vars=list(KINDS), var_name="kind", value_name="fpr")
+    by_run = long.groupby(["run", "kind"])["fpr"]
+    complete = by_run.transform(lambda fpr: fpr.notna().all())
+    long["gap"] = (long["fpr"] - by_run.transform("mean")).where(complete)
     return long
 
 
 def summarise_gaps(gaps: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per (group, kind): mean gap over runs with a (1 - alpha) t-interval (n_runs - 1 dof; NaN with one run)."""
+    """Per (group, kind): mean gap over the runs that have one, with a (1 - alpha) t-interval (n_runs - 1 dof;
+    NaN with one run; mean and interval NaN with none)."""
     _require(gaps, ("run", "group", "kind", "gap"), "gaps")
     summary = gaps.groupby(["group", "kind"])["gap"].agg(mean="mean", sd="std", n_runs="count").reset_index()
     # One run: sd and the t quantile at 0 dof are NaN, and so is the interval.
