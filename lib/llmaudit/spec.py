@@ -11,7 +11,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic.dataclasses import dataclass as declaration
 
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section
@@ -30,7 +33,11 @@ class Epsilon:
     beyond: str
 
 
-@dataclass(frozen=True)
+Text = Annotated[str, Field(min_length=1)]  # a declared name or sentence: never empty
+Instrument = tuple[Text, Text]  # (kind, name): 'vector', 'gender_id'
+
+
+@declaration(frozen=True, kw_only=True)
 class VerdictTest:
     """One test of a requirement, as the verdict page reads it: the results-file name of its score, its label, the
     unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, the metric its case records
@@ -39,12 +46,12 @@ class VerdictTest:
     dependence test that must pass for this one to be measurable (the instrument can move the decision), '' for
     none."""
 
-    requirement: str
-    name: str
-    label: str
-    resampled: str
-    instruments: tuple[tuple[str, str], ...]
-    metric: str
+    requirement: Text
+    name: Text
+    label: Text
+    resampled: Text
+    instruments: tuple[Instrument, ...]
+    metric: Text
     epsilon: Epsilon
     kind: Literal["invariance", "dependence"] = "invariance"
     needs: str = ""
@@ -94,7 +101,7 @@ def declared(results: Iterable[Result], name: str) -> Result | None:
     return next((r for r in results if r.matches(name)), None)
 
 
-@dataclass(frozen=True)
+@declaration(frozen=True, kw_only=True)
 class Gate:
     """A check the verdict page makes of an instrument its chapter evaluates (a vector, task or probe set): the
     results-file number '{instrument name}.{name}' (its value, or the lower bound of its interval: `column`) against
@@ -103,18 +110,25 @@ class Gate:
     why a run that evaluated the instrument may have recorded no such number. `chapter`: the declaring chapter's key,
     set by the registry."""
 
-    instrument: str
-    name: str
-    label: str
-    column: str
-    threshold: str
-    default: float
-    top: float
+    instrument: Text
+    name: Text
+    label: Text
+    column: Literal["value", "lo"]
+    threshold: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a key of the params file's gates section
+    default: Annotated[float, Field(ge=0)]
+    top: Annotated[float, Field(gt=0)]
     strict: bool
-    failing: str
-    unrecorded: str = "its run recorded no such number: rerun the chapter with this version"
+    failing: Text
+    unrecorded: Text = "its run recorded no such number: rerun the chapter with this version"
     concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     chapter: str = ""
+
+    @model_validator(mode="after")
+    def _default_below_top(self) -> Gate:
+        """The default threshold lies in the range the params file may set, [0, top)."""
+        if self.default >= self.top:
+            raise ValueError(f"gate {self.name}: default {self.default:g} must lie below its top {self.top:g}")
+        return self
 
     def failure(self, subject: str) -> str:
         """What a failure of this gate means for the instrument `subject`."""
@@ -126,7 +140,7 @@ def no_tests(params: Any) -> list[VerdictTest]:
     return []
 
 
-@dataclass(frozen=True)
+@declaration(frozen=True, kw_only=True)
 class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
     chapters' sections it also runs with (the robustness chapter reruns the decision tasks' sizes); `computing`: the
@@ -136,9 +150,9 @@ class ChapterSpec:
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
     results.json)."""
 
-    key: str
-    title: str
-    computing: tuple[str, ...]
+    key: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a notebook stem's tail and a params key
+    title: Text
+    computing: Annotated[tuple[Text, ...], Field(min_length=1)]
     section: str | None = None
     params: type[Section] | None = None
     reads: tuple[str, ...] = ()

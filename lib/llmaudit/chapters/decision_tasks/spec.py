@@ -120,20 +120,23 @@ def _tests(params: Any) -> list[VerdictTest]:
         concept, own, metric = TASKS[task].concept, (("task", task),), TASKS[task].metric_name
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
-            found.append(VerdictTest(requirement(task), method(task, ESTIMATES[f"black-box {variant}"]),
-                                     f"black-box gap, {concept} {stated}", "cases", own, metric, GAP_EPSILON))
+            name = method(task, ESTIMATES[f"black-box {variant}"])
+            found.append(VerdictTest(requirement=requirement(task), name=name,
+                                     label=f"black-box gap, {concept} {stated}", resampled="cases", instruments=own,
+                                     metric=metric, epsilon=GAP_EPSILON))
         main = CONCEPT_VECTORS[concept][0]
-        found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
-                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main)), metric,
-                                 SLOPE_EPSILON, needs=method(task, "whitebox_dependence")))
+        found.append(VerdictTest(requirement=requirement(task), name=method(task, "whitebox_slope"),
+                                 label=f"white-box slope, steering {main}", resampled="cases",
+                                 instruments=(*own, ("vector", main)), metric=metric, epsilon=SLOPE_EPSILON,
+                                 needs=method(task, "whitebox_dependence")))
         if (concept_relevant := TASKS[task].relevant) is not None:
             found += [
-                VerdictTest(dependence(task), method(task, "blackbox_dependence"),
-                            f"black-box dependence, {concept_relevant} varied in the prompt", "cases", own, metric,
-                            LEVEL_EPSILON, kind="dependence"),
-                VerdictTest(dependence(task), method(task, "whitebox_dependence"),
-                            f"white-box dependence, steering the {concept_relevant} vector", "cases", own, metric,
-                            SLOPE_EPSILON, kind="dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, "blackbox_dependence"),
+                            label=f"black-box dependence, {concept_relevant} varied in the prompt", resampled="cases",
+                            instruments=own, metric=metric, epsilon=LEVEL_EPSILON, kind="dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, "whitebox_dependence"),
+                            label=f"white-box dependence, steering the {concept_relevant} vector", resampled="cases",
+                            instruments=own, metric=metric, epsilon=SLOPE_EPSILON, kind="dependence"),
             ]
     return found
 
@@ -180,12 +183,13 @@ def _headlines(task: str) -> tuple[Headline, ...]:
 
 
 GATES = (
-    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", 0.0, 1, True,
-         "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
-         "the task has no gold answer or decisive fact"),
+    Gate(instrument="task", name=COMPETENCE, label="competence lower bound", column="lo", threshold="task_competence",
+         default=0.0, top=1, strict=True,
+         failing="the interval does not exclude chance: the model's decisions carry no task signal to be biased",
+         unrecorded="the task has no gold answer or decisive fact"),
 )
 
-CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
-                   section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES, results=RESULTS,
-                   headlines=tuple(h for task in TASKS for h in _headlines(task)))
+CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
+                      section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES, results=RESULTS,
+                      headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -76,8 +76,8 @@ HEADLINES = (
     MASS.headline("BBQ answer mass"),
 )
 
-CHAPTER = ChapterSpec("similarity", "Similarity",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.similarity"),
-                   section="similarity", params=SimilarityParams, headlines=HEADLINES,
-                   results=RESULTS)
+CHAPTER = ChapterSpec(key="similarity", title="Similarity",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.similarity"),
+                      section="similarity", params=SimilarityParams, headlines=HEADLINES,
+                      results=RESULTS)

@@ -94,13 +94,16 @@ HEADLINES = tuple(
 
 CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
 GATES = (
-    Gate("vector", CORR, "corr", "value", "vector_corr", 0.2, 1, False,
-         "its projection hardly tracks the {concept} score: not a {concept} direction on this model", concepts=CONCEPT),
-    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", 0.5, 2, False,
-         "steering along it hardly moves the {concept} score: not a {concept} direction on this model",
+    Gate(instrument="vector", name=CORR, label="corr", column="value", threshold="vector_corr", default=0.2, top=1,
+         strict=False,
+         failing="its projection hardly tracks the {concept} score: not a {concept} direction on this model",
+         concepts=CONCEPT),
+    Gate(instrument="vector", name=SCORE_SPAN, label="steered score span", column="value", threshold="vector_span",
+         default=0.5, top=2, strict=False,
+         failing="steering along it hardly moves the {concept} score: not a {concept} direction on this model",
          concepts=CONCEPT),
 )
 
-CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "chapters.steering_vectors"),
-                   section="steering", params=SteeringParams, headlines=HEADLINES, gates=GATES,
-                   results=RESULTS)
+CHAPTER = ChapterSpec(key="steering_vectors", title="Steering vectors",
+                      computing=("data", "models", "chapters.steering_vectors"), section="steering",
+                      params=SteeringParams, headlines=HEADLINES, gates=GATES, results=RESULTS)
