@@ -723,9 +723,10 @@ def sibling(reports: Path, name: str) -> Path:
 
 def left_out(reports: Path, own: str) -> str:
     """The index built for `own` (which must still be in it): its HTML page."""
+    from llmaudit.report.audited import read_audited
     from llmaudit.report.index import build_index
 
-    build_index(reports, own=own)
+    build_index(reports, own=read_audited(reports / own))
     page = (reports / "index.html").read_text()
     assert f'<a href="{own}/report.html">{own}</a>' in page
     return page

@@ -24,7 +24,7 @@ from llmaudit.chapters.similarity.plots import matrix, stereotype_scores
 from llmaudit.chapters.similarity.saved import FOLDER, load_stereoset_answers, load_systems
 from llmaudit.chapters.similarity.stereoset import stereoset_scores
 from llmaudit.errors import AuditError
-from llmaudit.report.card import CARD, read_json
+from llmaudit.report.audited import Audited, read_audited
 from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison_files import comparison_pages, page_label
@@ -32,9 +32,7 @@ from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.myst import literal, raw_html
-from llmaudit.report.results import Results
 from llmaudit.verdict.gates import NOT_CHECKED
-from llmaudit.verdict.verdicts import from_card
 
 SIMILARITY = ("Each audited model and its gender-steered versions answer the same BBQ questions (similarity chapter): "
               "how alike their answers are (histogram cosine), how often one abstains where the other follows the "
@@ -48,19 +46,17 @@ COMPARE = ("Two audited models compared test by test on the cases both drew (`ll
            "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
 
 
-def audited(reports: Path, own: str | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """Verdict tables of every report folder that has a model card and a results file, by model name; and, for each
-    folder whose files are damaged, why it was left out (one bad folder never stops another model's index; the
-    `own` folder, the one just audited, stops with its error)."""
+def audited(reports: Path, own: Audited | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Verdict tables of every report folder that has a model card and a results file, by model name (the `own`
+    folder's, the one just audited, as its run read it); and, for each other folder whose files are damaged, why it
+    was left out (one bad folder never stops another model's index)."""
     found, skipped = {}, []
     for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
         try:
-            card, results = read_json(folder / CARD), folder / "results.csv"
-            if card and results.exists():
-                found[folder.name] = from_card(Results(results).table(), card)
+            read = own if own is not None and folder.name == own.folder.name else read_audited(folder)
+            if read.complete:
+                found[folder.name] = read.verdicts
         except AuditError as err:
-            if folder.name == own:
-                raise
             skipped.append(f"{folder.name}: {err}")
     return found, skipped
 
@@ -202,12 +198,13 @@ def _html(grid: pd.DataFrame, figure: str, comparisons: str = "", skipped: tuple
             f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{left_out}{body}\n</body>\n</html>\n")
 
 
-def build_index(reports: Path, own: str | None = None) -> Path:
-    """Write reports/index.md and reports/index.html, leaving out and naming damaged or copied sibling folders (a
-    damaged `own` folder, the one just audited, stops with its error); returns the HTML path."""
+def build_index(reports: Path, own: Audited | None = None) -> Path:
+    """Write reports/index.md and reports/index.html, leaving out and naming damaged or copied sibling folders (the
+    `own` folder's results, the audit just run, as read once; its damaged similarity files stop with their error);
+    returns the HTML path."""
     reports = Path(reports)
     tables, damaged = audited(reports, own)
-    figure, copied = similarity_figure(reports, list(tables), own)
+    figure, copied = similarity_figure(reports, list(tables), None if own is None else own.folder.name)
     grid, skipped = side_by_side(tables), damaged + copied
     write_atomic(reports / "index.md", _markdown(grid, figure, skipped))
     return write_atomic(reports / "index.html", _html(grid, figure, _comparisons(reports), tuple(skipped)))
