@@ -748,7 +748,7 @@ def test_a_fifo_in_a_sibling_folder_is_left_out_without_blocking(tmp_path, no_ha
 @pytest.mark.parametrize("name", ["answers.csv", "representations.safetensors"])
 def test_a_fifo_among_a_siblings_similarity_files_is_left_out_without_blocking(tmp_path, no_hang, name) -> None:
     """The old loader opened a FIFO as a sibling's similarity answers or representations and waited for a writer."""
-    from llmaudit.report.index import similarity_figure
+    from llmaudit.chapters.similarity.across import similarity_charts
 
     reports = tmp_path / "reports"
     for model in ("own", "other"):
@@ -756,8 +756,8 @@ def test_a_fifo_among_a_siblings_similarity_files_is_left_out_without_blocking(t
     path = reports / "other" / "similarity" / name
     path.unlink()
     os.mkfifo(path)
-    svg, skipped = similarity_figure(reports, ["own", "other"], own="own")
-    assert "<svg" in svg and len(skipped) == 1 and "other: " in skipped[0] and "regular file" in skipped[0]
+    charts, skipped = similarity_charts(reports, ["own", "other"], own="own")
+    assert charts and len(skipped) == 1 and "other: " in skipped[0] and "regular file" in skipped[0]
 
 
 DAMAGED_CASES = {  # the old reader took both: a list as a group, and 1e400 (read as inf) as a unit's value

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
-from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.errors import ConfigError
 from llmaudit.models.memory import AUTO, BatchTokens
 from llmaudit.models.spec import ModelSpec
@@ -283,11 +282,12 @@ def read_profile(profile: str | Path) -> dict[str, Any]:
 
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
-    (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
-    weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
-    30% / 70% quantiles, as the default model's are."""
+    (`models.standin`) in `dtype` on `device`, and the sections its chapters declare a stand-in reads otherwise
+    (`ChapterSpec.standin`)."""
     params = read_profile(profile)
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
-    params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
+    for spec in CHAPTERS:
+        if spec.standin is not None and spec.section is not None:
+            params[spec.section] = spec.standin(params.get(spec.section, {}))
     return params

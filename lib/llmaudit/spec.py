@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -140,6 +141,21 @@ def no_tests(params: Any) -> list[VerdictTest]:
     return []
 
 
+def no_check(params: Any, reports: Path) -> None:
+    """For chapters with nothing to check before an audit's chapters run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexFigure:
+    """A section a chapter adds to the cross-model index: its title, what it shows, and `charts(reports, models,
+    own)`: the charts comparing the audited `models` (none where none has its results) and why a model was left out;
+    damaged files of the `own` folder, the audit just run, stop with their error."""
+
+    title: str
+    text: str
+    charts: Callable[[Path, list[str], str | None], tuple[list[Any], list[str]]]
+
+
 @declaration(frozen=True, kw_only=True)
 class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
@@ -148,7 +164,12 @@ class ChapterSpec:
     ('models', 'chapters.decision_tasks'; part of every cache key);
     `verdict_tests(params)`: the tests its results feed, for a run with these params (None: every test it can feed);
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
-    results.json)."""
+    results.json). Its steps in the audit's generic parts, declared here so that no generic module imports a chapter:
+    `preflight(params, reports)`, a check before any chapter of an audit that lists it runs (a one-line ConfigError);
+    `standin(section)`, its params section as a random-weight stand-in's audit reads it (None: as shipped); `index`,
+    its section of the cross-model index; `answers(tokenizer, params)`, why a tokenizer cannot run its section's
+    decisions ('' where it can; checked for an audit of --model that reads the section); `concepts`, the concept
+    each instrument it saves for the other chapters stands for."""
 
     key: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a notebook stem's tail and a params key
     title: Text
@@ -160,6 +181,11 @@ class ChapterSpec:
     headlines: tuple[Headline, ...] = ()
     results: tuple[Result, ...] = ()
     gates: tuple[Gate, ...] = ()
+    preflight: Callable[[Any, Path], None] = field(default=no_check)
+    standin: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    index: IndexFigure | None = None
+    answers: Callable[[Any, Any], str] | None = None
+    concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def declared(self, name: str) -> Result:
         """The declaration of a result this chapter records; an undeclared name is a one-line AuditError naming the

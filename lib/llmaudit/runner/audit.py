@@ -20,11 +20,11 @@ from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.atomic import open_lock, writable, write_atomic
-from llmaudit.chapters.similarity.saved import FOLDER
-from llmaudit.config import Params, ParamsFile, params_path, read_params_file
+from llmaudit.config import ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
+from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import notebook
 from llmaudit.report import build_report
 from llmaudit.report.audited import Audited, read_audited
@@ -135,8 +135,8 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
                           f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
-    if "similarity" in chosen:
-        _compared_ready(params, reports)
+    for chapter in chosen:
+        chapter_spec(chapter).preflight(params, reports)
     with _held(report_dir):
         if write:
             write_atomic(run.path, run.text)
@@ -160,21 +160,6 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
         report = build_report(audited, f"Bias audit of {params.name}", notebooks)
         build_index(reports, audited)
     return report
-
-
-def _compared_ready(params: Params, reports: Path) -> None:
-    """Stop before any chapter runs when `similarity.compare_with` names the audited model itself (it would be
-    compared with its own answers) or a model with no similarity results yet, rather than after the chapters before
-    it."""
-    if params.name in params.similarity.compare_with:
-        raise ConfigError(f"similarity.compare_with names {params.name}, the model this params file audits: list other "
-                          "audited models")
-    missing = [name for name in params.similarity.compare_with
-               if not (reports / name / FOLDER / "answers.csv").is_file()]
-    if missing:
-        raise ConfigError(f"similarity.compare_with names {', '.join(missing)}, with no similarity results in "
-                          f"{reports}: audit {' and '.join(missing)} first (`llmaudit audit NAME`; the second offline "
-                          "model's weights come with `make second-model`)")
 
 
 def _say_mixed(audited: Audited, params_file: Path) -> None:

@@ -8,8 +8,9 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
+from llmaudit.errors import AuditError
 from llmaudit.sections import Section, at_least, coefficients, sizes
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, VerdictTest, result
 
@@ -111,6 +112,23 @@ def tasks_run(params: Any) -> list[str]:
     return [name for name in TASKS if params is None or params.tasks.run(name)]
 
 
+def _answers(tokenizer: Any, params: Any) -> str:
+    """Why `tokenizer` cannot run the tasks these params run: two answer words of a task with one first token, so
+    that one next-token distribution cannot tell them apart ('' where it can)."""
+    clashes = []
+    for task in tasks_run(params):
+        try:
+            answer_ids(tokenizer, TASKS[task].answers)
+        except AuditError:
+            clashes.append(task)
+    if not clashes:
+        return ""
+    words = "; ".join(f"{task}: {', '.join(TASKS[task].answers)}" for task in clashes)
+    skip = " ".join(f"--set tasks.sizes.{task}=0" for task in clashes)
+    return (f"answer words share a first token for its tokenizer, so one next-token distribution cannot tell them "
+            f"apart ({words}): skip those tasks with {skip}")
+
+
 def _tests(params: Any) -> list[VerdictTest]:
     """Per task run: the black-box gaps of its variants, the white-box slope along its concept's main vector (which
     needs the task's white-box dependence test to pass), then its dependence tests where it has a task-relevant
@@ -191,5 +209,5 @@ GATES = (
 
 CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
-                      section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES, results=RESULTS,
-                      headlines=tuple(h for task in TASKS for h in _headlines(task)))
+                      section="tasks", params=TaskParams, verdict_tests=_tests, answers=_answers, gates=GATES,
+                      results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -1,12 +1,14 @@
-"""The similarity chapter's declaration ("Bias Similarity Measurement"): its params section."""
+"""The similarity chapter's declaration ("Bias Similarity Measurement"): its params section, and its steps across
+audits (the models compared with must be audited first; the index compares every audited model's systems)."""
 
 from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
+from llmaudit.chapters.similarity.across import TEXT, compared_ready, similarity_charts
 from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
-from llmaudit.spec import ChapterSpec, Result
+from llmaudit.spec import ChapterSpec, IndexFigure, Result
 
 
 class SimilarityParams(Section):
@@ -80,4 +82,5 @@ CHAPTER = ChapterSpec(key="similarity", title="Similarity",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.similarity"),
                       section="similarity", params=SimilarityParams, headlines=HEADLINES,
-                      results=RESULTS)
+                      results=RESULTS, preflight=compared_ready,
+                      index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts))

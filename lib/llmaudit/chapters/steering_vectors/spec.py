@@ -3,6 +3,8 @@ gates read (a vector must track and move its concept)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import field_validator
 
 from llmaudit.chapters.steering_vectors.recipes import CONCEPT_VECTORS, RECIPES
@@ -104,6 +106,14 @@ GATES = (
          concepts=CONCEPT),
 )
 
+def _standin(section: dict[str, Any]) -> dict[str, Any]:
+    """The section as a random-weight stand-in's audit reads it: a random model reads every concept weakly and
+    one-sidedly, so the scores are normalised (the preference among the target words) and split at their 30% / 70%
+    quantiles, as the default model's are."""
+    return {**section, "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
+
+
 CHAPTER = ChapterSpec(key="steering_vectors", title="Steering vectors",
                       computing=("data", "models", "chapters.steering_vectors"), section="steering",
-                      params=SteeringParams, headlines=HEADLINES, gates=GATES, results=RESULTS)
+                      params=SteeringParams, headlines=HEADLINES, gates=GATES, results=RESULTS, standin=_standin,
+                      concepts=CONCEPT)
