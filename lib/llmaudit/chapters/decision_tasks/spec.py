@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
@@ -32,11 +32,12 @@ LEVEL_EPSILON = Epsilon(key="level", unit="metric per unit concept score", defau
 
 
 class TaskParams(Section):
-    """Sizes of the decision tasks (main paper §4.2-4.4): cases per task (each task named; null: all its cases, 0
-    skips it), the lambda grid of the white-box sweep, bootstrap resamples for intervals, and how many lambdas share
-    one pass over the upper blocks. The margins their verdicts use are the params' `epsilon` section."""
+    """Sizes of the decision tasks (main paper §4.2-4.4): cases per task (null: all its cases, 0 skips it; a task not
+    named draws its own default, `Task.size`, the paper's), the lambda grid of the white-box sweep, bootstrap
+    resamples for intervals, and how many lambdas share one pass over the upper blocks. The margins their verdicts
+    use are the params' `epsilon` section."""
 
-    sizes: dict[str, int | None] = {}
+    sizes: dict[str, int | None] = Field(default={}, validate_default=True)
     lambdas: list[float] = [round(-1 + 0.2 * i, 1) for i in range(11)]
     bootstrap: int = 2000
     lambda_batch: int = 1
@@ -44,7 +45,9 @@ class TaskParams(Section):
     @field_validator("sizes")
     @classmethod
     def _sizes(cls, value: dict[str, int | None]) -> dict[str, int | None]:
-        return sizes(value, TASKS, "cases")
+        """The sizes given, then each task not named at its own default."""
+        given = sizes(value, TASKS, "cases")
+        return {**given, **{name: task.size for name, task in TASKS.items() if name not in given}}
 
     @field_validator("lambdas")
     @classmethod
@@ -65,13 +68,6 @@ class TaskParams(Section):
     @classmethod
     def _batch(cls, value: int) -> int:
         return at_least(value, 1)
-
-    def complete(self) -> None:
-        """A size for every task: one left out would run all its cases unasked."""
-        missing = [name for name in TASKS if name not in self.sizes]
-        if missing:
-            raise ValueError(f"tasks: sizes gives no size for task '{missing[0]}' (give its number of cases, null for "
-                             "all of them, or 0 to skip it)")
 
     def run(self, task: str) -> bool:
         """Whether the chapter runs `task` (a size of 0 skips it)."""
