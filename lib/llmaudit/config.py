@@ -9,16 +9,16 @@ import hashlib
 import reprlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from llmaudit.errors import ConfigError
 from llmaudit.models.memory import AUTO, BatchTokens
 from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
-from llmaudit.registry import CHAPTERS, KEYS
+from llmaudit.registry import CHAPTERS, KEYS, Sections
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.margins import EpsilonParams
@@ -85,17 +85,8 @@ class RunSettings(Section):
         return self
 
 
-# Everything one audit run of one model needs: the run's settings and one section per registered chapter that has one.
-if TYPE_CHECKING:  # the sections are known at run time only: the type checker reads any of them as a Section
-    class Params(RunSettings):
-        def __getattr__(self, section: str) -> Any: ...
-else:
-    Params = create_model(
-        "Params",
-        __base__=RunSettings,
-        __doc__="Everything one audit run of one model needs: the run's settings and each chapter's section.",
-        **{spec.section: (spec.params, Field(default_factory=spec.params)) for spec in CHAPTERS if spec.section},
-    )
+class Params(Sections, RunSettings):
+    """Everything one audit run of one model needs: the run's settings, then each chapter's section (`Sections`)."""
 
 
 def available_models() -> list[str]:
