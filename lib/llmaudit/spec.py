@@ -166,7 +166,8 @@ class ChapterSpec:
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
     results.json). Its steps in the audit's generic parts, declared here so that no generic module imports a chapter:
     `preflight(params, reports)`, a check before any chapter of an audit that lists it runs (a one-line ConfigError);
-    `standin(section)`, its params section as a random-weight stand-in's audit reads it (None: as shipped); `index`,
+    `standin(section)`, its params section as a random-weight stand-in's audit reads it (None: as shipped);
+    `reused(section)`, its section of a shipped profile as the audit of another model (--model) reads it; `index`,
     its section of the cross-model index; `answers(tokenizer, params)`, why a tokenizer cannot run its section's
     decisions ('' where it can; checked for an audit of --model that reads the section); `concepts`, the concept
     each instrument it saves for the other chapters stands for."""
@@ -183,6 +184,7 @@ class ChapterSpec:
     gates: tuple[Gate, ...] = ()
     preflight: Callable[[Any, Path], None] = field(default=no_check)
     standin: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    reused: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     index: IndexFigure | None = None
     answers: Callable[[Any, Any], str] | None = None
     concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)

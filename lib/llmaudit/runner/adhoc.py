@@ -68,15 +68,18 @@ def override(params: dict[str, Any], setting: str) -> None:
 def built_params(model: str, *, profile: str = "default", device: str | None = None,
                  settings: Sequence[str] = ()) -> dict[str, Any]:
     """The shipped `profile`'s params for `model`: named after it, its model section the model with the profile's
-    dtype and device (`device` if given), and no other audit to compare with (those name the profile's own model's
-    partners); then each `--set` in order."""
+    dtype and device (`device` if given), each chapter's section as another model's audit reads it
+    (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
     source, params = model_source(model), read_profile(PROFILES[profile])
     placed = {key: value for key, value in params.get("model", {}).items() if key in PLACEMENT}
     params["name"] = report_name(model)
     params["model"] = {**source, **placed, **({"device": device} if device else {})}
-    params.get("similarity", {}).pop("compare_with", None)
+    for spec in CHAPTERS:
+        section = params.get(spec.section or "")
+        if spec.reused is not None and spec.section and isinstance(section, dict):
+            params[spec.section] = spec.reused(section)
     for setting in settings:
         override(params, setting)
     return params

@@ -3,6 +3,8 @@ audits (the models compared with must be audited first; the index compares every
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import field_validator, model_validator
 
 from llmaudit.chapters.similarity.across import TEXT, compared_ready, similarity_charts
@@ -78,9 +80,15 @@ HEADLINES = (
     MASS.headline("BBQ answer mass"),
 )
 
+def _reused(section: dict[str, Any]) -> dict[str, Any]:
+    """A profile's section for the audit of another model: the audits a profile compares with are its own model's
+    partners, so another model's audit compares with none."""
+    return {key: value for key, value in section.items() if key != "compare_with"}
+
+
 CHAPTER = ChapterSpec(key="similarity", title="Similarity",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.similarity"),
                       section="similarity", params=SimilarityParams, headlines=HEADLINES,
-                      results=RESULTS, preflight=compared_ready,
+                      results=RESULTS, preflight=compared_ready, reused=_reused,
                       index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts))
