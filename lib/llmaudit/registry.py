@@ -1,5 +1,7 @@
-"""The audit's chapters in book order: one registration line each. The audit's chapter list, the params file's
-sections, the cache's code hash, the verdict page's tests and gates and the book's contents are all read from here."""
+"""The audit's chapters in book order: one registration line each (and one typed field of `Sections` for a chapter
+with a params section). The audit's chapter list, the params file's sections, the cache's code hash, the verdict
+page's tests and gates and the book's contents are all read from here; it is the one generic module that imports
+the chapter packages."""
 
 from __future__ import annotations
 

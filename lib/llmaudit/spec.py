@@ -1,8 +1,9 @@
 """What a chapter declares about itself, in one place (its package's `spec` module): its key, its params section,
-the results it records, the gates of its instruments, the verdict tests its results feed, and the packages whose
-code decides its forward passes. `llmaudit.registry`
-lists the declarations; the audit's chapter list, params file, cache hash, verdict page and book contents are built
-from them, so adding a chapter touches its own package, its notebook and one registration line."""
+the results it records, the gates of its instruments, the verdict tests its results feed, the packages whose code
+decides its forward passes, and its steps in the audit's generic parts (hooks). `llmaudit.registry` lists the
+declarations; the audit's chapter list, params file, cache hash, verdict page and book contents are built from them,
+so adding a chapter touches its own package, its notebook and the registry (one line, and one more for a params
+section, which `Params` types). Declarations are keyword-only and checked as they are made (pydantic dataclasses)."""
 
 from __future__ import annotations
 
