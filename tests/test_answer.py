@@ -12,6 +12,7 @@ import pytest
 from llmaudit.config import read_params_file
 from llmaudit.report import Results, build_report
 from llmaudit.report.answer import Answer, _against_epsilon, answer_section, answers, scope
+from llmaudit.report.audited import read_audited
 from llmaudit.report.card import write_card
 from llmaudit.report.results_json import results_document
 
@@ -48,7 +49,7 @@ def audited(folder: Path) -> Path:
 
 
 def test_one_answer_per_requirement_with_its_deciding_test_and_reason(tmp_path: Path) -> None:
-    found = {a.requirement: a for a in answers(results_document(audited(tmp_path)))}
+    found = {a.requirement: a for a in answers(results_document(read_audited(audited(tmp_path))))}
     assert list(found) == [JUDICIAL, CREDIT, MEDICAL, REGARD]  # the verdict page's order
     assert found[CREDIT] == Answer(CREDIT, "fail", "white-box slope, steering gender_id", "+0.1000 [+0.0900, +0.1100]",
                                    "95% CI [+0.0900, +0.1100] lies wholly above +0.02; survives Holm's correction "
@@ -63,7 +64,7 @@ def test_one_answer_per_requirement_with_its_deciding_test_and_reason(tmp_path: 
 
 
 def test_a_pass_is_decided_by_the_test_closest_to_epsilon(tmp_path: Path) -> None:
-    document = results_document(audited(tmp_path))
+    document = results_document(read_audited(audited(tmp_path)))
     for row in document["verdicts"]:
         if row["requirement"] == CREDIT:
             row.update(verdict="pass", lo=-0.01, hi=0.019 if row["name"] == "credit.whitebox_slope" else 0.01)
@@ -72,7 +73,7 @@ def test_a_pass_is_decided_by_the_test_closest_to_epsilon(tmp_path: Path) -> Non
 
 
 def test_scope_names_model_date_chapters_and_sizes(tmp_path: Path) -> None:
-    line = scope(results_document(audited(tmp_path)))
+    line = scope(results_document(read_audited(audited(tmp_path))))
     assert line.startswith("Model tiny (hub/tiny-model), audited 2025-01-02 03:04 UTC. Scope: 4 of 5 chapters run")
     assert "not run: framing" in line and "6-80 cases, 2 demonstration seeds per test" in line
     assert "params tiny.yaml, ε: 0.02 (every test)" in line
@@ -85,17 +86,17 @@ def test_scope_reads_the_parsed_chapters_never_the_text(tmp_path: Path) -> None:
     card = json.loads((folder / "model_card.json").read_text())
     card["params"]["text"] = "chapters: [steering_vectors\n  tasks: {"  # half-written YAML
     (folder / "model_card.json").write_text(json.dumps(card))
-    assert "Scope: 4 of 5 chapters run" in scope(results_document(folder))
+    assert "Scope: 4 of 5 chapters run" in scope(results_document(read_audited(folder)))
 
 
 def test_first_screen_opens_the_report_escaped(tmp_path: Path) -> None:
     folder = audited(tmp_path)
     write_card(folder, read_params_file("ci"), {})  # the whole card the report's card section reads
-    html = build_report(folder, "Audit", []).read_text()
+    html = build_report(read_audited(folder), "Audit", []).read_text()
     assert html.index('id="answer"') < html.index('class="toc"') < html.index('id="verdicts"')
     assert html.index("</header>") < html.index('id="answer"')
     assert "needs ≥ 0.05" in html and 'class="verdict not-measurable"' in html
-    document = results_document(folder)
+    document = results_document(read_audited(folder))
     document["verdicts"][0]["requirement"] = "<script>x</script>"
     assert "<script>" not in answer_section(document) and "&lt;script&gt;" in answer_section(document)
     assert answer_section({"verdicts": []}) == ""

@@ -20,6 +20,7 @@ from llmaudit import cli, reading
 from llmaudit.config import load_params, read_params_file
 from llmaudit.errors import DataError
 from llmaudit.report import Results, build_report
+from llmaudit.report.audited import read_audited
 from llmaudit.report.card import CARD, read_json, write_card
 from llmaudit.report.evidence import read_cases, write_cases
 from llmaudit.report.index import build_index
@@ -71,7 +72,7 @@ def test_a_planted_deep_comparison_leaves_the_index_and_later_audits_working(tmp
     (tmp_path / "compare").mkdir()
     (tmp_path / "compare" / "ci+vs+other.json").write_text(DEEP)
     (tmp_path / "compare" / "ci+vs+other.html").write_text("<p>planted</p>")
-    index = build_index(tmp_path, "ci").read_text(encoding="utf-8")
+    index = build_index(tmp_path, read_audited(tmp_path / "ci")).read_text(encoding="utf-8")
     assert "ci+vs+other" in index  # listed under its file name, as any damaged twin is
 
 
@@ -108,8 +109,8 @@ def test_an_undecidable_test_has_null_cases_needed_in_results_json(tmp_path) -> 
     write_card(tmp_path, read_params_file("ci"), {})
     Results(tmp_path / "results.csv").record("decision_tasks", "credit.blackbox_explicit", epsilon, 0.0,
                                              2 * epsilon, n=6)
-    write_results_json(tmp_path)
-    verdicts = {row["name"]: row for row in results_document(tmp_path)["verdicts"]}
+    write_results_json(read_audited(tmp_path))
+    verdicts = {row["name"]: row for row in results_document(read_audited(tmp_path))["verdicts"]}
     assert verdicts["credit.blackbox_explicit"]["verdict"] == "inconclusive"
     assert verdicts["credit.blackbox_explicit"]["cases_needed"] is None
 
@@ -130,7 +131,8 @@ def build_seconds(folder: Path, size: int) -> float:
     write_cases(folder, "decision_tasks", pd.DataFrame(rows))
     started = time.perf_counter()
     with deadline(60):
-        page = build_report(folder, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+        page = build_report(read_audited(folder), "Audit", [],
+                            generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     assert "<mark>Maria</mark>" in page
     return time.perf_counter() - started
 

@@ -15,6 +15,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from llmaudit.captions import KINDS
 from llmaudit.paths import BOOK
 from llmaudit.report import build_report
+from llmaudit.report.audited import read_audited
 from llmaudit.report.markdown import items
 
 PAGES = sorted(BOOK.glob("*.md"))
@@ -84,7 +85,7 @@ def test_report_numbers_captions_per_chapter_and_kind(tmp_path: Path) -> None:
     paths = [tmp_path / "01_first.ipynb", tmp_path / "02_second.ipynb"]
     for path, nb in zip(paths, (FIRST, SECOND)):
         nbformat.write(nb, path)
-    html = build_report(tmp_path, "T", paths, generated="now").read_text(encoding="utf-8")
+    html = build_report(read_audited(tmp_path), "T", paths, generated="now").read_text(encoding="utf-8")
     for kind, label, lead in (("table", "tab-one", "Table 1.1."), ("figure", "fig-one", "Figure 1.1."),
                               ("table", "tab-two", "Table 1.2."), ("exercise", "ex-one", "Exercise 1.1 (by hand)."),
                               ("figure", "fig-two", "Figure 2.1.")):

@@ -71,9 +71,9 @@ def test_good_file_is_typed(tmp_path) -> None:
 
 
 def test_chapters_default_to_every_registered_chapter_in_book_order(tmp_path) -> None:
-    """A params file without `chapters:` runs them all; it then needs every section they run with complete."""
+    """A params file without `chapters:` runs them all (each task at its own default size where none is given)."""
     assert load_params(write(tmp_path, GOOD + SIZES)).chapters == list(KEYS)
-    assert "no size for task 'judicial_conviction'" in config_error(write(tmp_path, GOOD))
+    assert load_params(write(tmp_path, GOOD)).chapters == list(KEYS)
     message = config_error(write(tmp_path, GOOD + SIZES + "chapters: [decision_tasks, steering_vector]\n"))
     assert "chapters" in message and "did you mean 'steering_vectors'" in message
 
@@ -198,13 +198,15 @@ def test_size_zero_skips_a_task_and_its_verdict_tests(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("chapter", ["decision_tasks", "robustness", "validity"])
-def test_a_task_left_out_of_the_sizes_is_an_error_naming_it(tmp_path, chapter) -> None:
-    """Every chapter that runs the tasks needs each one's size: a task left out would run all its cases unasked."""
+def test_a_task_left_out_of_the_sizes_draws_its_own_default(tmp_path, chapter) -> None:
+    """A task the params do not size draws its task's default (`Task.size`, the paper's), so a new task needs no
+    params edit; the sizes a params file gives stay as given."""
     text = GOOD + f"chapters: [{chapter}]\n"
-    message = config_error(write(tmp_path, text + SIZES.replace("medical_gender: 2, ", "")))
-    assert "tasks" in message and "no size for task 'medical_gender'" in message and "0 to skip" in message
-    assert "no size for task 'judicial_conviction'" in config_error(write(tmp_path, text))  # no tasks section at all
-    assert load_params(write(tmp_path, GOOD + "chapters: [markedness]\n")).tasks.sizes == {}  # a chapter without tasks
+    sized = load_params(write(tmp_path, text + SIZES.replace("judicial_conviction: 2, ", ""))).tasks.sizes
+    assert sized == {**dict.fromkeys(TASKS, 2), "judicial_conviction": 500}
+    assert load_params(write(tmp_path, text)).tasks.sizes == {name: task.size for name, task in TASKS.items()}
+    shipped = load_params("llama-3.1-8b-instruct").tasks.sizes  # the paper profile: each task at the paper's size
+    assert shipped == {name: task.size for name, task in TASKS.items()}
 
 
 def test_settings_are_printed_from_the_params(tmp_path) -> None:

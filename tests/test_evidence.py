@@ -21,6 +21,7 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import read_params_file
 from llmaudit.errors import AuditError, DataError
 from llmaudit.report import Results, build_report, evidence
+from llmaudit.report.audited import read_audited
 from llmaudit.report.card import write_card
 from llmaudit.report.evidence import (
     FIELDS,
@@ -262,13 +263,15 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     results.record("decision_tasks", "credit.blackbox_explicit", 0.0833, 0.05, 0.12, n=6)  # fail
     results.record("decision_tasks", "credit.whitebox_slope", 0.02, 0.0, 0.04, n=6)  # inconclusive
     results.record("decision_tasks", "credit.blackbox_implicit", 0.0, -0.01, 0.01, n=6)  # pass: no cases shown
-    plain = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    plain = build_report(read_audited(tmp_path), "Audit", [],
+                         generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     assert "Cases behind the gaps" not in plain
 
     passed = records().query("test == 'credit.blackbox_explicit'").assign(test="credit.blackbox_implicit")
     frame = pd.concat([records(), records().assign(unit=lambda f: f["unit"] + "b"), passed], ignore_index=True)
     write_cases(tmp_path, "decision_tasks", frame)
-    page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    page = build_report(read_audited(tmp_path), "Audit", [],
+                        generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     section = page[page.index('<section id="cases">'):]
     section = section[: section.index("</section>")]
     assert '<a href="#cases">Cases behind the gaps</a>' in page
@@ -286,7 +289,8 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     assert "score +0.0833 = mean of the per-case differences over 6 cases" in section
 
     (tmp_path / "cases" / "robustness.jsonl").write_text("{broken\n", encoding="utf-8")
-    page = build_report(tmp_path, "Audit", [], generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
+    page = build_report(read_audited(tmp_path), "Audit", [],
+                        generated="2025-01-01 00:00 UTC").read_text(encoding="utf-8")
     assert "cases/robustness.jsonl not shown" in page and "&mdash; black-box gap, gender stated</h3>" in page
 
 

@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from llmaudit.errors import AuditError
 from llmaudit.paths import BOOK
 from llmaudit.report import build_report
+from llmaudit.report.audited import read_audited
 from llmaudit.report.figures import undrawn_figures, unshown_figures
 
 SOURCES = sorted(BOOK.glob("[0-9][0-9]_*.md"))
@@ -63,6 +64,6 @@ def test_report_refuses_a_caption_without_its_figure(tmp_path: Path) -> None:
     good, bad = tmp_path / "01_good.ipynb", tmp_path / "02_bad.ipynb"
     nbformat.write(executed(chart=True), good)
     nbformat.write(executed(chart=False), bad)
-    assert build_report(tmp_path, "Audit", [good]).is_file()
+    assert build_report(read_audited(tmp_path), "Audit", [good]).is_file()
     with pytest.raises(AuditError, match=r"02_bad.ipynb: figure fig-chart: the cell above its caption does not draw"):
-        build_report(tmp_path, "Audit", [good, bad])
+        build_report(read_audited(tmp_path), "Audit", [good, bad])

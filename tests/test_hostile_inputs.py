@@ -28,6 +28,7 @@ from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.embedded import locate_gguf
 from llmaudit.registry import KEYS
 from llmaudit.report import build_report, charts, index
+from llmaudit.report.audited import read_audited
 from llmaudit.report.card import write_card, write_model
 from llmaudit.report.index import build_index
 from llmaudit.report.results import Results
@@ -308,7 +309,7 @@ def display(data: dict) -> nbformat.NotebookNode:
 def report(tmp_path: Path, cells: list[nbformat.NotebookNode]) -> str:
     path = tmp_path / "01_chapter.ipynb"
     nbformat.write(new_notebook(cells=cells), path)
-    return build_report(tmp_path, "T", [path], generated="now").read_text(encoding="utf-8")
+    return build_report(read_audited(tmp_path), "T", [path], generated="now").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)

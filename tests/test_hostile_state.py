@@ -723,9 +723,10 @@ def sibling(reports: Path, name: str) -> Path:
 
 def left_out(reports: Path, own: str) -> str:
     """The index built for `own` (which must still be in it): its HTML page."""
+    from llmaudit.report.audited import read_audited
     from llmaudit.report.index import build_index
 
-    build_index(reports, own=own)
+    build_index(reports, own=read_audited(reports / own))
     page = (reports / "index.html").read_text()
     assert f'<a href="{own}/report.html">{own}</a>' in page
     return page
@@ -747,7 +748,7 @@ def test_a_fifo_in_a_sibling_folder_is_left_out_without_blocking(tmp_path, no_ha
 @pytest.mark.parametrize("name", ["answers.csv", "representations.safetensors"])
 def test_a_fifo_among_a_siblings_similarity_files_is_left_out_without_blocking(tmp_path, no_hang, name) -> None:
     """The old loader opened a FIFO as a sibling's similarity answers or representations and waited for a writer."""
-    from llmaudit.report.index import similarity_figure
+    from llmaudit.chapters.similarity.across import similarity_charts
 
     reports = tmp_path / "reports"
     for model in ("own", "other"):
@@ -755,8 +756,8 @@ def test_a_fifo_among_a_siblings_similarity_files_is_left_out_without_blocking(t
     path = reports / "other" / "similarity" / name
     path.unlink()
     os.mkfifo(path)
-    svg, skipped = similarity_figure(reports, ["own", "other"], own="own")
-    assert "<svg" in svg and len(skipped) == 1 and "other: " in skipped[0] and "regular file" in skipped[0]
+    charts, skipped = similarity_charts(reports, ["own", "other"], own="own")
+    assert charts and len(skipped) == 1 and "other: " in skipped[0] and "regular file" in skipped[0]
 
 
 DAMAGED_CASES = {  # the old reader took both: a list as a group, and 1e400 (read as inf) as a unit's value

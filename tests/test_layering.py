@@ -86,6 +86,31 @@ def test_verdict_imports_no_chapter_package(module: Path) -> None:
     assert not {name for name in named if name.startswith("llmaudit.chapters")}
 
 
+def imported(module: Path) -> set[str]:
+    """The modules one module names in its imports, under TYPE_CHECKING and inside functions too ('from llmaudit
+    import chapters' names llmaudit.chapters)."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+GENERIC = sorted(p for p in PACKAGE.rglob("*.py") if "chapters" not in p.relative_to(PACKAGE).parts[:-1]
+                 and p.relative_to(PACKAGE) != Path("registry.py"))
+
+
+@pytest.mark.parametrize("module", GENERIC, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_generic_module_imports_a_chapter_package(module: Path) -> None:
+    """Only the registry names the chapters' packages: a chapter's steps in the generic parts (the similarity index
+    figure and preflight, the stand-in's settings, the tokenizer check of --model) are hooks its `ChapterSpec`
+    declares, so a new chapter is its package, its notebook and one registry line."""
+    named = {name for name in imported(module) if name == "llmaudit.chapters" or name.startswith("llmaudit.chapters.")}
+    assert not named, f"{module.name} imports {sorted(named)}: declare the step as a hook of the chapter's spec"
+
+
 def model_imports(module: Path) -> set[str]:
     """The models/ modules one models/ module imports, under TYPE_CHECKING too (`from llmaudit.models import x`
     counts as importing module x)."""

@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from llmaudit.errors import DataError
 from llmaudit.report import Results, build_report, charts, show
+from llmaudit.report.audited import read_audited
 
 
 def bias_chart(title: str = "Stereotype preference by group") -> alt.Chart:
@@ -169,7 +170,7 @@ def test_report_from_executed_notebook(executed: Path) -> None:
     report_dir = executed.parent
     Results(report_dir / "results.csv").record("blackbox", "bias_score", 0.1234, lo=0.1, hi=0.15, unit="score")
     Results(report_dir / "results.csv").record("steering", "layer", 14)
-    path = build_report(report_dir, "Audit of tiny", [executed], generated="2025-01-01 00:00 UTC")
+    path = build_report(read_audited(report_dir), "Audit of tiny", [executed], generated="2025-01-01 00:00 UTC")
     assert path == report_dir / "report.html"
     html = path.read_text(encoding="utf-8")
 
@@ -206,7 +207,8 @@ def test_report_from_executed_notebook(executed: Path) -> None:
 
     # deterministic given the same inputs and timestamp
     again = build_report(
-        report_dir, "Audit of tiny", [executed], out=report_dir / "again.html", generated="2025-01-01 00:00 UTC"
+        read_audited(report_dir), "Audit of tiny", [executed], out=report_dir / "again.html",
+        generated="2025-01-01 00:00 UTC",
     )
     assert again.read_text(encoding="utf-8") == html
 
@@ -235,7 +237,7 @@ def test_report_outputs_errors_images_and_vegalite(tmp_path: Path) -> None:
     ]
     nb_path = tmp_path / "02 white box.ipynb"
     nbformat.write(new_notebook(cells=cells), nb_path)
-    html = build_report(tmp_path, "T", [nb_path], generated="now").read_text(encoding="utf-8")
+    html = build_report(read_audited(tmp_path), "T", [nb_path], generated="now").read_text(encoding="utf-8")
     assert '<pre class="error">ZeroDivisionError: division by zero</pre>' in html
     assert 'src="data:image/png;base64,iVBORw0KGgo="' in html
     assert "Raw vega-lite output" in html and "cdn.example" not in html and "<script" not in html
@@ -286,7 +288,7 @@ def test_report_renders_myst_roles_equations_and_directives(tmp_path: Path) -> N
     paths = [tmp_path / "01_myst.ipynb", tmp_path / "02_later.ipynb"]
     for path, source in zip(paths, (MYST_MD, LATER_MD)):
         nbformat.write(new_notebook(cells=[new_markdown_cell(source)]), path)
-    html = build_report(tmp_path, "T", paths, generated="now").read_text(encoding="utf-8")
+    html = build_report(read_audited(tmp_path), "T", paths, generated="now").read_text(encoding="utf-8")
 
     for raw in ("{term}", "{eq}", "{math}", "{note}", "{admonition}", ":label:", ":class:", "<Steering vector>",
                 "(eq-score)", "(eq-total)", "(eq-later)", "$$"):
@@ -330,7 +332,7 @@ def test_exercise_solutions_are_folded_whole(tmp_path: Path) -> None:
     discussion = new_markdown_cell("```{admonition} Discussion\n:class: dropdown\n\nIt is **42**.\n```")
     cells = [new_markdown_cell("**Exercise 1.1.** Predict."), solution, discussion, shown]
     nbformat.write(new_notebook(cells=cells), nb_path)
-    html = build_report(tmp_path, "T", [nb_path], generated="now").read_text(encoding="utf-8")
+    html = build_report(read_audited(tmp_path), "T", [nb_path], generated="now").read_text(encoding="utf-8")
     folded = re.search(r'<details class="solution"><summary>solution</summary>(.*?)</details>\s*<details class="code">',
                        html, re.S)
     assert folded and "answer = 6 * 7" in folded.group(1) and "<pre>42</pre>" in folded.group(1)
@@ -371,7 +373,7 @@ def test_report_keeps_myst_edges_as_the_book_reads_them(tmp_path: Path) -> None:
     blank line ends a $$ block; a heading's math and roles reach the contents."""
     path = tmp_path / "03_edges.ipynb"
     nbformat.write(new_notebook(cells=[new_markdown_cell(EDGES_MD)]), path)
-    html = build_report(tmp_path, "T", [path], generated="now").read_text(encoding="utf-8")
+    html = build_report(read_audited(tmp_path), "T", [path], generated="now").read_text(encoding="utf-8")
     assert "Prices stay text: $5 and $10 today." in html and "Escaped $y$ and <code>$z$</code> too;" in html
     assert re.search(r'too; <math [^>]*display="block"><mrow><mi>a</mi><mo>[^<]+</mo><mi>b</mi></mrow></math> is', html)
     assert re.search(r'<div class="equation" id="equation-eq-listed"><math [^>]*display="block">.*?'

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 
 from llmaudit.report import Results
+from llmaudit.report.audited import read_audited
 from llmaudit.report.results import COLUMNS
 from llmaudit.report.results_json import write_results_json
 
@@ -24,7 +25,7 @@ def test_results_json_round_trips_to_the_csv_and_carries_verdicts(tmp_path) -> N
             "environment": {"llmaudit": "0.1.0", "code_version": "c0de"}, "model": {"sha256": "f00"}}
     (tmp_path / "model_card.json").write_text(json.dumps(card))
 
-    document = json.loads(write_results_json(tmp_path).read_text())
+    document = json.loads(write_results_json(read_audited(tmp_path)).read_text())
     def plain(x):
         return None if x is None or x is pd.NA or (isinstance(x, float) and x != x) else x
 

@@ -95,9 +95,10 @@ def test_saved_systems_are_read_without_torch() -> None:
 def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp_path) -> None:
     import yaml
 
+    from llmaudit.chapters.similarity.across import compared_ready
     from llmaudit.config import load_params, params_path
     from llmaudit.errors import ConfigError
-    from llmaudit.runner.audit import _compared_ready, run_audit
+    from llmaudit.runner.audit import run_audit
 
     params = yaml.safe_load(params_path("ci").read_text()) | {"name": "m"}
     params["similarity"] = {**params["similarity"], "compare_with": ["other"]}
@@ -106,4 +107,4 @@ def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp
         run_audit(str(tmp_path / "m.yaml"), reports=tmp_path / "reports")
     assert not (tmp_path / "reports" / "m").exists()  # no chapter ran, no folder was made
     save_systems(tmp_path / "reports" / "other", answers("other", [0], [0]), {"other|1": torch.ones(1, 2)})
-    _compared_ready(load_params(tmp_path / "m.yaml"), tmp_path / "reports")  # once audited, the audit goes on
+    compared_ready(load_params(tmp_path / "m.yaml"), tmp_path / "reports")  # once audited, the audit goes on

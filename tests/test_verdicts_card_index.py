@@ -12,6 +12,7 @@ import pytest
 from llmaudit.config import load_params, params_path, read_params_file
 from llmaudit.ledger import Ledger, ledger_path
 from llmaudit.report import Results, build_report
+from llmaudit.report.audited import read_audited
 from llmaudit.report.card import CARD, write_card, write_model
 from llmaudit.report.index import build_index, side_by_side
 from llmaudit.verdict.margins import EPSILONS, EpsilonParams
@@ -77,7 +78,7 @@ def test_the_report_prints_the_margin_each_row_was_judged_against(tmp_path) -> N
     write_card(folder, dataclasses.replace(run, params=params), {})
     assert json.loads((folder / CARD).read_text())["params"]["epsilon"] == {"gap": 0.001, "slope": 0.1,
                                                                             "fpr_gap": 0.02, "level": 0.02}
-    html = build_report(folder, "Audit of m", [], generated="now").read_text()
+    html = build_report(read_audited(folder), "Audit of m", [], generated="now").read_text()
     assert "vs &epsilon; = 0.001 (n" in html and "vs &epsilon; = 0.1 (n" in html
     assert "&epsilon; = 0.001 metric difference; 0.1 metric per unit lambda" in html
     assert "&epsilon;: gap 0.001, slope 0.1, level 0.02, fpr_gap 0.02" in html  # the model card's row
@@ -114,7 +115,7 @@ def test_model_card_pins_weights_params_data_and_keeps_earlier_timings(tmp_path)
 
 def test_report_opens_with_verdicts_and_card(tmp_path) -> None:
     folder = audited_folder(tmp_path, "m", (-0.05, -0.06, -0.04))
-    html = build_report(folder, "Audit of m", [], generated="2025-01-01 00:00 UTC").read_text()
+    html = build_report(read_audited(folder), "Audit of m", [], generated="2025-01-01 00:00 UTC").read_text()
     assert html.index('id="verdicts"') < html.index('id="model-card"') < html.index('id="summary"')
     assert "1 requirements: 1 fail." in html and "&epsilon; = 0.02" in html
     assert '<span class="verdict fail">fail</span>' in html and "[-0.0600, -0.0400]" in html
@@ -131,7 +132,7 @@ def test_card_reports_each_chapters_compute_against_its_minimum(tmp_path) -> Non
     card = json.loads((folder / CARD).read_text())
     assert card["compute"] == {"decision_tasks": {"blocks": 30, "actual": 3_000_000, "minimum": 2_000_000},
                                "framing": {"blocks": 30, "actual": 500_000, "minimum": 500_000}}
-    html = build_report(folder, "Audit of m", [], generated="now").read_text()
+    html = build_report(read_audited(folder), "Audit of m", [], generated="now").read_text()
     assert "decision_tasks 1.50, framing 1.00; audit 1.40 (3.5 M token-blocks run)" in html
 
 

@@ -9,17 +9,16 @@ import hashlib
 import reprlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.errors import ConfigError
 from llmaudit.models.memory import AUTO, BatchTokens
 from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
-from llmaudit.registry import CHAPTERS, KEYS
+from llmaudit.registry import CHAPTERS, KEYS, Sections
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.margins import EpsilonParams
@@ -86,17 +85,8 @@ class RunSettings(Section):
         return self
 
 
-# Everything one audit run of one model needs: the run's settings and one section per registered chapter that has one.
-if TYPE_CHECKING:  # the sections are known at run time only: the type checker reads any of them as a Section
-    class Params(RunSettings):
-        def __getattr__(self, section: str) -> Any: ...
-else:
-    Params = create_model(
-        "Params",
-        __base__=RunSettings,
-        __doc__="Everything one audit run of one model needs: the run's settings and each chapter's section.",
-        **{spec.section: (spec.params, Field(default_factory=spec.params)) for spec in CHAPTERS if spec.section},
-    )
+class Params(Sections, RunSettings):
+    """Everything one audit run of one model needs: the run's settings, then each chapter's section (`Sections`)."""
 
 
 def available_models() -> list[str]:
@@ -283,11 +273,12 @@ def read_profile(profile: str | Path) -> dict[str, Any]:
 
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
-    (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
-    weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
-    30% / 70% quantiles, as the default model's are."""
+    (`models.standin`) in `dtype` on `device`, and the sections its chapters declare a stand-in reads otherwise
+    (`ChapterSpec.standin`)."""
     params = read_profile(profile)
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
-    params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
+    for spec in CHAPTERS:
+        if spec.standin is not None and spec.section is not None:
+            params[spec.section] = spec.standin(params.get(spec.section, {}))
     return params

@@ -1,5 +1,7 @@
-"""The audit's chapters in book order: one registration line each. The audit's chapter list, the params file's
-sections, the cache's code hash, the verdict page's tests and gates and the book's contents are all read from here."""
+"""The audit's chapters in book order: one registration line each (and one typed field of `Sections` for a chapter
+with a params section). The audit's chapter list, the params file's sections, the cache's code hash, the verdict
+page's tests and gates and the book's contents are all read from here; it is the one generic module that imports
+the chapter packages."""
 
 from __future__ import annotations
 
@@ -7,14 +9,23 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
+from pydantic import Field
+
 from llmaudit.chapters.decision_tasks import spec as decision_tasks
+from llmaudit.chapters.decision_tasks.spec import TaskParams
 from llmaudit.chapters.framing import spec as framing
+from llmaudit.chapters.framing.spec import FramingParams
 from llmaudit.chapters.markedness import spec as markedness
+from llmaudit.chapters.markedness.spec import MarkednessParams
 from llmaudit.chapters.robustness import spec as robustness
 from llmaudit.chapters.similarity import spec as similarity
+from llmaudit.chapters.similarity.spec import SimilarityParams
 from llmaudit.chapters.steering_vectors import spec as steering_vectors
+from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.validity import spec as validity
+from llmaudit.chapters.validity.spec import ValidityParams
 from llmaudit.errors import AuditError
+from llmaudit.sections import Section
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, VerdictTest
 
 # Each chapter's `spec` module (llmaudit/chapters/<key>/spec.py), in book order: a new chapter is one more entry here.
@@ -22,6 +33,18 @@ MODULES: tuple[ModuleType, ...] = (steering_vectors, decision_tasks, robustness,
                                    markedness)
 CHAPTERS: tuple[ChapterSpec, ...] = tuple(module.CHAPTER for module in MODULES)
 KEYS: tuple[str, ...] = tuple(spec.key for spec in CHAPTERS)
+
+
+class Sections(Section):
+    """The params file's chapter sections, typed, in book order: a chapter with a section (its spec's `section` and
+    `params`) is one more line here, which `tests/test_registry.py` keeps equal to the declarations."""
+
+    steering: SteeringParams = Field(default_factory=SteeringParams)
+    tasks: TaskParams = Field(default_factory=TaskParams)
+    validity: ValidityParams = Field(default_factory=ValidityParams)
+    framing: FramingParams = Field(default_factory=FramingParams)
+    similarity: SimilarityParams = Field(default_factory=SimilarityParams)
+    markedness: MarkednessParams = Field(default_factory=MarkednessParams)
 
 
 def chapter(key: str) -> ChapterSpec:

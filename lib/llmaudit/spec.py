@@ -1,8 +1,9 @@
 """What a chapter declares about itself, in one place (its package's `spec` module): its key, its params section,
-the results it records, the gates of its instruments, the verdict tests its results feed, and the packages whose
-code decides its forward passes. `llmaudit.registry`
-lists the declarations; the audit's chapter list, params file, cache hash, verdict page and book contents are built
-from them, so adding a chapter touches its own package, its notebook and one registration line."""
+the results it records, the gates of its instruments, the verdict tests its results feed, the packages whose code
+decides its forward passes, and its steps in the audit's generic parts (hooks). `llmaudit.registry` lists the
+declarations; the audit's chapter list, params file, cache hash, verdict page and book contents are built from them,
+so adding a chapter touches its own package, its notebook and the registry (one line, and one more for a params
+section, which `Params` types). Declarations are keyword-only and checked as they are made (pydantic dataclasses)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic.dataclasses import dataclass as declaration
 
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section
@@ -30,7 +35,11 @@ class Epsilon:
     beyond: str
 
 
-@dataclass(frozen=True)
+Text = Annotated[str, Field(min_length=1)]  # a declared name or sentence: never empty
+Instrument = tuple[Text, Text]  # (kind, name): 'vector', 'gender_id'
+
+
+@declaration(frozen=True, kw_only=True)
 class VerdictTest:
     """One test of a requirement, as the verdict page reads it: the results-file name of its score, its label, the
     unit its bootstrap resampled, the instruments (kind, name) whose gates it must pass, the metric its case records
@@ -39,12 +48,12 @@ class VerdictTest:
     dependence test that must pass for this one to be measurable (the instrument can move the decision), '' for
     none."""
 
-    requirement: str
-    name: str
-    label: str
-    resampled: str
-    instruments: tuple[tuple[str, str], ...]
-    metric: str
+    requirement: Text
+    name: Text
+    label: Text
+    resampled: Text
+    instruments: tuple[Instrument, ...]
+    metric: Text
     epsilon: Epsilon
     kind: Literal["invariance", "dependence"] = "invariance"
     needs: str = ""
@@ -94,7 +103,7 @@ def declared(results: Iterable[Result], name: str) -> Result | None:
     return next((r for r in results if r.matches(name)), None)
 
 
-@dataclass(frozen=True)
+@declaration(frozen=True, kw_only=True)
 class Gate:
     """A check the verdict page makes of an instrument its chapter evaluates (a vector, task or probe set): the
     results-file number '{instrument name}.{name}' (its value, or the lower bound of its interval: `column`) against
@@ -103,18 +112,25 @@ class Gate:
     why a run that evaluated the instrument may have recorded no such number. `chapter`: the declaring chapter's key,
     set by the registry."""
 
-    instrument: str
-    name: str
-    label: str
-    column: str
-    threshold: str
-    default: float
-    top: float
+    instrument: Text
+    name: Text
+    label: Text
+    column: Literal["value", "lo"]
+    threshold: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a key of the params file's gates section
+    default: Annotated[float, Field(ge=0)]
+    top: Annotated[float, Field(gt=0)]
     strict: bool
-    failing: str
-    unrecorded: str = "its run recorded no such number: rerun the chapter with this version"
+    failing: Text
+    unrecorded: Text = "its run recorded no such number: rerun the chapter with this version"
     concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     chapter: str = ""
+
+    @model_validator(mode="after")
+    def _default_below_top(self) -> Gate:
+        """The default threshold lies in the range the params file may set, [0, top)."""
+        if self.default >= self.top:
+            raise ValueError(f"gate {self.name}: default {self.default:g} must lie below its top {self.top:g}")
+        return self
 
     def failure(self, subject: str) -> str:
         """What a failure of this gate means for the instrument `subject`."""
@@ -126,7 +142,22 @@ def no_tests(params: Any) -> list[VerdictTest]:
     return []
 
 
-@dataclass(frozen=True)
+def no_check(params: Any, reports: Path) -> None:
+    """For chapters with nothing to check before an audit's chapters run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexFigure:
+    """A section a chapter adds to the cross-model index: its title, what it shows, and `charts(reports, models,
+    own)`: the charts comparing the audited `models` (none where none has its results) and why a model was left out;
+    damaged files of the `own` folder, the audit just run, stop with their error."""
+
+    title: str
+    text: str
+    charts: Callable[[Path, list[str], str | None], tuple[list[Any], list[str]]]
+
+
+@declaration(frozen=True, kw_only=True)
 class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
     chapters' sections it also runs with (the robustness chapter reruns the decision tasks' sizes); `computing`: the
@@ -134,11 +165,17 @@ class ChapterSpec:
     ('models', 'chapters.decision_tasks'; part of every cache key);
     `verdict_tests(params)`: the tests its results feed, for a run with these params (None: every test it can feed);
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
-    results.json)."""
+    results.json). Its steps in the audit's generic parts, declared here so that no generic module imports a chapter:
+    `preflight(params, reports)`, a check before any chapter of an audit that lists it runs (a one-line ConfigError);
+    `standin(section)`, its params section as a random-weight stand-in's audit reads it (None: as shipped);
+    `reused(section)`, its section of a shipped profile as the audit of another model (--model) reads it; `index`,
+    its section of the cross-model index; `answers(tokenizer, params)`, why a tokenizer cannot run its section's
+    decisions ('' where it can; checked for an audit of --model that reads the section); `concepts`, the concept
+    each instrument it saves for the other chapters stands for."""
 
-    key: str
-    title: str
-    computing: tuple[str, ...]
+    key: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a notebook stem's tail and a params key
+    title: Text
+    computing: Annotated[tuple[Text, ...], Field(min_length=1)]
     section: str | None = None
     params: type[Section] | None = None
     reads: tuple[str, ...] = ()
@@ -146,6 +183,12 @@ class ChapterSpec:
     headlines: tuple[Headline, ...] = ()
     results: tuple[Result, ...] = ()
     gates: tuple[Gate, ...] = ()
+    preflight: Callable[[Any, Path], None] = field(default=no_check)
+    standin: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    reused: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    index: IndexFigure | None = None
+    answers: Callable[[Any, Any], str] | None = None
+    concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def declared(self, name: str) -> Result:
         """The declaration of a result this chapter records; an undeclared name is a one-line AuditError naming the

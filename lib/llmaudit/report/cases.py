@@ -5,14 +5,14 @@ in which they differ marked. Passed and not measurable tests leave theirs in cas
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from llmaudit.errors import AuditError
 from llmaudit.registry import verdict_tests
-from llmaudit.report.evidence import FOLDER, largest_differences, read_cases, unit_values
+from llmaudit.report.audited import Audited
+from llmaudit.report.evidence import FOLDER, largest_differences, unit_values
 from llmaudit.report.front import badge
 from llmaudit.report.worddiff import shown, word_diff
 
@@ -83,25 +83,25 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
             "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
 
 
-def cases_section(report_dir: Path, verdicts: pd.DataFrame) -> str:
-    """The section for the tests of `verdicts` (the verdict page's table) that fail or are inconclusive and have case
-    records in reports/<model>/cases/*.jsonl; '' where none has. A damaged case file is named in the section instead
-    of stopping the report."""
+def cases_section(audited: Audited) -> str:
+    """The section for the tests of the audit's verdicts that fail or are inconclusive and have case records in
+    reports/<model>/cases/*.jsonl; '' where none has. A damaged case file is named in the section instead of
+    stopping the report."""
+    verdicts = audited.verdicts
     decided = verdicts[verdicts["verdict"].isin(DECIDED)] if not verdicts.empty else verdicts
-    folder = Path(report_dir) / FOLDER
-    paths = sorted(p for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
-    if decided.empty or not paths:
+    if decided.empty or not audited.cases:
         return ""
     metrics = {t.name: t.metric for t in verdict_tests()}
     parts = []
-    for path in paths:
+    for name, cases in audited.cases.items():
         try:
-            cases = read_cases(report_dir, path.stem)
+            if isinstance(cases, AuditError):  # the file could not be read
+                raise cases
             recorded = set(cases["test"])
             parts += [_table(cases, t, metrics.get(t.name, "metric"))
                       for t in decided.itertuples(index=False) if t.name in recorded]
         except AuditError as err:
-            parts.append(f'<p class="cases-error">{escape(FOLDER)}/{escape(path.name)} not shown: '
+            parts.append(f'<p class="cases-error">{escape(FOLDER)}/{escape(name)} not shown: '
                          f"{escape(str(err))}</p>")
     parts = [part for part in parts if part]
     if not parts:

@@ -11,7 +11,6 @@ from html import escape
 from pathlib import Path
 
 import nbformat
-import pandas as pd
 
 import llmaudit
 from llmaudit.atomic import write_atomic
@@ -19,7 +18,7 @@ from llmaudit.errors import AuditError
 from llmaudit.report import markdown
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
-from llmaudit.report.card import CARD, read_json
+from llmaudit.report.audited import Audited
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import spec_to_svg
@@ -28,10 +27,8 @@ from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section, verdict_section
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
-from llmaudit.report.results import Results
 from llmaudit.report.results_json import results_document
 from llmaudit.report.sanitiser import sanitise
-from llmaudit.verdict.verdicts import from_card
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
@@ -204,7 +201,7 @@ def _slug(text: str, taken: set[str]) -> str:
 
 
 def build_report(
-    report_dir: Path,
+    audited: Audited,
     title: str,
     notebooks: list[Path],
     out: Path | None = None,
@@ -214,7 +211,7 @@ def build_report(
 
     The output depends only on the inputs and `generated` (default: the current UTC time), so reports can be diffed.
     """
-    report_dir = Path(report_dir)
+    report_dir = audited.folder
     out = Path(out) if out is not None else report_dir / "report.html"
     generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     taken: set[str] = set()
@@ -233,11 +230,8 @@ def build_report(
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in (_cell(cell, numbered) for cell in nb.cells) if html]
         chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
-    results = report_dir / "results.csv"
-    card = read_json(report_dir / CARD)
-    table = Results(results).table() if results.exists() else None
-    decided = from_card(table, card) if card and table is not None else pd.DataFrame()
-    cases = cases_section(report_dir, decided)
+    card, table, decided = audited.card, audited.rows, audited.verdicts
+    cases = cases_section(audited)
     if cases:
         toc.insert(0, '<li><a href="#cases">Cases behind the gaps</a></li>')
     summary = headline_section(table) if table is not None else ""
@@ -250,7 +244,7 @@ def build_report(
     if verdict_page:
         toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
         front = verdict_page + "\n" + front
-    answer = answer_section(results_document(report_dir)) if card and table is not None else ""
+    answer = answer_section(results_document(audited)) if card and table is not None else ""
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"

@@ -27,9 +27,7 @@ from typing import Any
 import pandas as pd
 
 from llmaudit.atomic import write_atomic
-from llmaudit.report.card import CARD, read_json
-from llmaudit.report.results import Results
-from llmaudit.verdict.verdicts import from_card
+from llmaudit.report.audited import Audited
 
 NAME = "results.json"
 FIELDS = ("value", "lo", "hi", "n", "unit", "note")
@@ -45,33 +43,32 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def results_document(report_dir: Path) -> dict[str, Any]:
-    """The results.json document of one report folder, from its results.csv and model card."""
-    table = Results(report_dir / "results.csv").table()
-    card = read_json(report_dir / CARD)
+def results_document(audited: Audited) -> dict[str, Any]:
+    """The results.json document of one report folder, from its results.csv and model card as read once."""
+    card = audited.card
     results: dict[str, dict[str, Any]] = {}
     samples: dict[str, dict[str, int]] = {}
-    for row in table.itertuples(index=False):
+    for row in () if audited.rows is None else audited.rows.itertuples(index=False):
         results.setdefault(row.chapter, {})[row.name] = {f: _plain(getattr(row, f)) for f in FIELDS}
         if _plain(row.n) is not None:
             samples.setdefault(row.chapter, {})[row.name] = int(row.n)
-    verdicts = from_card(table, card) if card else pd.DataFrame()
     params = card.get("params", {})
     return {
         "date": card.get("generated"),
         "results": results,
-        "verdicts": [{k: _plain(v) for k, v in r.items() if k != "p_fail"} for r in verdicts.to_dict("records")],
+        "verdicts": [{k: _plain(v) for k, v in r.items() if k != "p_fail"}
+                     for r in audited.verdicts.to_dict("records")],
         "config": {"model": card.get("model", {}),
                    **{k: params.get(k) for k in ("name", "file", "sha256", "text", "seed", "epsilon", "gates")},
-                   "listed": params.get("chapters", []), "chapters": card.get("chapters", {})},
+                   "listed": params.get("chapters", []), "chapters": audited.provenance},
         "versions": card.get("environment", {}),
         "data": card.get("data", {}),
         "n-samples": samples,
     }
 
 
-def write_results_json(report_dir: Path) -> Path:
+def write_results_json(audited: Audited) -> Path:
     """Write results.json next to results.csv (rewritten whole on every audit run)."""
-    document = results_document(Path(report_dir))
-    return write_atomic(Path(report_dir) / NAME, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    document = results_document(audited)
+    return write_atomic(audited.folder / NAME, json.dumps(document, indent=2, allow_nan=False) + "\n")
 

@@ -14,12 +14,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from llmaudit.chapters.decision_tasks import TASKS, answer_ids
-from llmaudit.chapters.decision_tasks.spec import tasks_run
 from llmaudit.config import Params, ParamsFile, located, one_line, params_path, read_profile
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import REPO
-from llmaudit.registry import chapter
+from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.runner.audit import audit
 
 PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct", "ci": "ci"}  # --profile: params
@@ -70,15 +68,18 @@ def override(params: dict[str, Any], setting: str) -> None:
 def built_params(model: str, *, profile: str = "default", device: str | None = None,
                  settings: Sequence[str] = ()) -> dict[str, Any]:
     """The shipped `profile`'s params for `model`: named after it, its model section the model with the profile's
-    dtype and device (`device` if given), and no other audit to compare with (those name the profile's own model's
-    partners); then each `--set` in order."""
+    dtype and device (`device` if given), each chapter's section as another model's audit reads it
+    (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
     source, params = model_source(model), read_profile(PROFILES[profile])
     placed = {key: value for key, value in params.get("model", {}).items() if key in PLACEMENT}
     params["name"] = report_name(model)
     params["model"] = {**source, **placed, **({"device": device} if device else {})}
-    params.get("similarity", {}).pop("compare_with", None)
+    for spec in CHAPTERS:
+        section = params.get(spec.section or "")
+        if spec.reused is not None and spec.section and isinstance(section, dict):
+            params[spec.section] = spec.reused(section)
     for setting in settings:
         override(params, setting)
     return params
@@ -96,19 +97,11 @@ def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None
             and "enable_thinking" not in params.model.template_options:
         raise ConfigError(f"--model {model}: its chat template can open a thinking block before the answer, which the "
                           "next-token readings would score: add --set model.template_options.enable_thinking=false")
-    if not any("tasks" in (chapter(key).section, *chapter(key).reads) for key in chapters):
-        return
-    clashes = []
-    for task in tasks_run(params):
-        try:
-            answer_ids(tokenizer, TASKS[task].answers)
-        except AuditError:
-            clashes.append(task)
-    if clashes:
-        words = "; ".join(f"{task}: {', '.join(TASKS[task].answers)}" for task in clashes)
-        skip = " ".join(f"--set tasks.sizes.{task}=0" for task in clashes)
-        raise ConfigError(f"--model {model}: answer words share a first token for its tokenizer, so one next-token "
-                          f"distribution cannot tell them apart ({words}): skip those tasks with {skip}")
+    read = {name for key in chapters for name in (chapter(key).section, *chapter(key).reads)}
+    for spec in CHAPTERS:
+        problem = spec.answers(tokenizer, params) if spec.answers and spec.section in read else ""
+        if problem:
+            raise ConfigError(f"--model {model}: {problem}")
 
 
 def _tokenizer(model: str, params: Params) -> Any:

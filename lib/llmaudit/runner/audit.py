@@ -20,14 +20,15 @@ from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.atomic import open_lock, writable, write_atomic
-from llmaudit.chapters.similarity.saved import FOLDER
-from llmaudit.config import Params, ParamsFile, params_path, read_params_file
+from llmaudit.config import ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
+from llmaudit.registry import chapter as chapter_spec
 from llmaudit.registry import notebook
 from llmaudit.report import build_report
-from llmaudit.report.card import CARD, read_json, write_card
+from llmaudit.report.audited import Audited, read_audited
+from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 from llmaudit.runner.chapter import finish_chapter
@@ -134,8 +135,8 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
                           f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
-    if "similarity" in chosen:
-        _compared_ready(params, reports)
+    for chapter in chosen:
+        chapter_spec(chapter).preflight(params, reports)
     with _held(report_dir):
         if write:
             write_atomic(run.path, run.text)
@@ -148,37 +149,23 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, run, timings)
-        _say_mixed(report_dir, run.path)
+        audited = read_audited(report_dir)
+        _say_mixed(audited, run.path)
         edited = edited_note(run)
         if edited:
             print(edited, file=sys.stderr, flush=True)
-        write_results_json(report_dir)
+        write_results_json(audited)
         executed = {c: report_dir / f"{notebook(c)}.ipynb" for c in params.chapters}
         notebooks = [_readable(path, c) for c, path in executed.items() if path.exists()]
-        report = build_report(report_dir, f"Bias audit of {params.name}", notebooks)
-        build_index(reports, params.name)
+        report = build_report(audited, f"Bias audit of {params.name}", notebooks)
+        build_index(reports, audited)
     return report
 
 
-def _compared_ready(params: Params, reports: Path) -> None:
-    """Stop before any chapter runs when `similarity.compare_with` names the audited model itself (it would be
-    compared with its own answers) or a model with no similarity results yet, rather than after the chapters before
-    it."""
-    if params.name in params.similarity.compare_with:
-        raise ConfigError(f"similarity.compare_with names {params.name}, the model this params file audits: list other "
-                          "audited models")
-    missing = [name for name in params.similarity.compare_with
-               if not (reports / name / FOLDER / "answers.csv").is_file()]
-    if missing:
-        raise ConfigError(f"similarity.compare_with names {', '.join(missing)}, with no similarity results in "
-                          f"{reports}: audit {' and '.join(missing)} first (`llmaudit audit NAME`; the second offline "
-                          "model's weights come with `make second-model`)")
-
-
-def _say_mixed(report_dir: Path, params_file: Path) -> None:
+def _say_mixed(audited: Audited, params_file: Path) -> None:
     """One note on stderr per chapter whose rows came from other settings than `params_file`'s or other vectors than
     those saved now, as its model card records them (the report's model card shows the same)."""
-    for chapter, entry in read_json(report_dir / CARD).get("chapters", {}).items():
+    for chapter, entry in audited.provenance.items():
         if entry["settings"] is not None and entry["differs"]:
             name = printable(chapter)
             print(f"note: the rows of {name} came from other settings than {printable(params_file.name)} and the "

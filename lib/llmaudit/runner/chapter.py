@@ -13,13 +13,12 @@ from typing import Any
 import pandas as pd
 
 from llmaudit.cache import code_version
-from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
 from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
+from llmaudit.models.vector import SteeringVector
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
 from llmaudit.registry import chapter as chapter_spec
@@ -124,7 +123,7 @@ class Chapter:
         vector = SteeringVector.load(path)
         recorded = self.results.table(STEERING).set_index("name")["value"].get(result(name, "block"))
         problems = vector.mismatches(
-            name=name, concept=RECIPES[name].concept if name in RECIPES else vector.concept, model=self.params.name,
+            name=name, concept=chapter_spec(STEERING).concepts.get(name, vector.concept), model=self.params.name,
             weights=self.model.identity["weights"], blocks=self.model.n_layers, width=self.model.width,
             block=None if recorded is None else int(recorded))
         if problems:

@@ -69,6 +69,7 @@ class AdmissionsTask(SampledTask):
     answers = ("Yes", "No")
     scored = "Yes"
     metric_name = "acceptance rate"
+    size = 1000  # main paper §4.2 gives no number of applicants: 1000, as its credit task has profiles
 
     def __init__(self, concept: str) -> None:
         if concept not in CONCEPTS:

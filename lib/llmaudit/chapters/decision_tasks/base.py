@@ -48,6 +48,7 @@ class Task(ABC):
     black_box_variants: tuple[str, ...] = ("explicit", "implicit")  # the perturbations whose prompts differ
     chance: float | None = None  # the metric's chance level where it scores gold answers (accuracy)
     relevant: str | None = None  # the task-relevant concept the decision should depend on (§3.4); None: none defensible
+    size: int | None = None  # cases a run draws where the params' tasks.sizes does not name the task (None: all)
 
     def fact(self, item: TaskItem) -> float:
         """The case's decisive fact, which the answers of a model that can do the task follow (NaN where the task

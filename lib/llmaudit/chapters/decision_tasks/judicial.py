@@ -99,6 +99,7 @@ class JudicialTask(SampledTask):
     groups = ("black", "white")
     source = "dialect"
     unit = "pairs"
+    size = 500  # main paper §4.2: "We sample 500 WME and AAL sentence pairs"
 
     def __init__(self, subtask: str) -> None:
         if subtask not in SUBTASKS:

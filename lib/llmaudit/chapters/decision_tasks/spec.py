@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
-from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
+from llmaudit.errors import AuditError
 from llmaudit.sections import Section, at_least, coefficients, sizes
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, VerdictTest, result
 
@@ -31,11 +32,12 @@ LEVEL_EPSILON = Epsilon(key="level", unit="metric per unit concept score", defau
 
 
 class TaskParams(Section):
-    """Sizes of the decision tasks (main paper §4.2-4.4): cases per task (each task named; null: all its cases, 0
-    skips it), the lambda grid of the white-box sweep, bootstrap resamples for intervals, and how many lambdas share
-    one pass over the upper blocks. The margins their verdicts use are the params' `epsilon` section."""
+    """Sizes of the decision tasks (main paper §4.2-4.4): cases per task (null: all its cases, 0 skips it; a task not
+    named draws its own default, `Task.size`, the paper's), the lambda grid of the white-box sweep, bootstrap
+    resamples for intervals, and how many lambdas share one pass over the upper blocks. The margins their verdicts
+    use are the params' `epsilon` section."""
 
-    sizes: dict[str, int | None] = {}
+    sizes: dict[str, int | None] = Field(default={}, validate_default=True)
     lambdas: list[float] = [round(-1 + 0.2 * i, 1) for i in range(11)]
     bootstrap: int = 2000
     lambda_batch: int = 1
@@ -43,7 +45,9 @@ class TaskParams(Section):
     @field_validator("sizes")
     @classmethod
     def _sizes(cls, value: dict[str, int | None]) -> dict[str, int | None]:
-        return sizes(value, TASKS, "cases")
+        """The sizes given, then each task not named at its own default."""
+        given = sizes(value, TASKS, "cases")
+        return {**given, **{name: task.size for name, task in TASKS.items() if name not in given}}
 
     @field_validator("lambdas")
     @classmethod
@@ -64,13 +68,6 @@ class TaskParams(Section):
     @classmethod
     def _batch(cls, value: int) -> int:
         return at_least(value, 1)
-
-    def complete(self) -> None:
-        """A size for every task: one left out would run all its cases unasked."""
-        missing = [name for name in TASKS if name not in self.sizes]
-        if missing:
-            raise ValueError(f"tasks: sizes gives no size for task '{missing[0]}' (give its number of cases, null for "
-                             "all of them, or 0 to skip it)")
 
     def run(self, task: str) -> bool:
         """Whether the chapter runs `task` (a size of 0 skips it)."""
@@ -111,6 +108,23 @@ def tasks_run(params: Any) -> list[str]:
     return [name for name in TASKS if params is None or params.tasks.run(name)]
 
 
+def _answers(tokenizer: Any, params: Any) -> str:
+    """Why `tokenizer` cannot run the tasks these params run: two answer words of a task with one first token, so
+    that one next-token distribution cannot tell them apart ('' where it can)."""
+    clashes = []
+    for task in tasks_run(params):
+        try:
+            answer_ids(tokenizer, TASKS[task].answers)
+        except AuditError:
+            clashes.append(task)
+    if not clashes:
+        return ""
+    words = "; ".join(f"{task}: {', '.join(TASKS[task].answers)}" for task in clashes)
+    skip = " ".join(f"--set tasks.sizes.{task}=0" for task in clashes)
+    return (f"answer words share a first token for its tokenizer, so one next-token distribution cannot tell them "
+            f"apart ({words}): skip those tasks with {skip}")
+
+
 def _tests(params: Any) -> list[VerdictTest]:
     """Per task run: the black-box gaps of its variants, the white-box slope along its concept's main vector (which
     needs the task's white-box dependence test to pass), then its dependence tests where it has a task-relevant
@@ -120,20 +134,23 @@ def _tests(params: Any) -> list[VerdictTest]:
         concept, own, metric = TASKS[task].concept, (("task", task),), TASKS[task].metric_name
         for variant in TASKS[task].black_box_variants:
             stated = "stated" if variant == "explicit" else "implied (names or dialect)"
-            found.append(VerdictTest(requirement(task), method(task, ESTIMATES[f"black-box {variant}"]),
-                                     f"black-box gap, {concept} {stated}", "cases", own, metric, GAP_EPSILON))
+            name = method(task, ESTIMATES[f"black-box {variant}"])
+            found.append(VerdictTest(requirement=requirement(task), name=name,
+                                     label=f"black-box gap, {concept} {stated}", resampled="cases", instruments=own,
+                                     metric=metric, epsilon=GAP_EPSILON))
         main = CONCEPT_VECTORS[concept][0]
-        found.append(VerdictTest(requirement(task), method(task, "whitebox_slope"),
-                                 f"white-box slope, steering {main}", "cases", (*own, ("vector", main)), metric,
-                                 SLOPE_EPSILON, needs=method(task, "whitebox_dependence")))
+        found.append(VerdictTest(requirement=requirement(task), name=method(task, "whitebox_slope"),
+                                 label=f"white-box slope, steering {main}", resampled="cases",
+                                 instruments=(*own, ("vector", main)), metric=metric, epsilon=SLOPE_EPSILON,
+                                 needs=method(task, "whitebox_dependence")))
         if (concept_relevant := TASKS[task].relevant) is not None:
             found += [
-                VerdictTest(dependence(task), method(task, "blackbox_dependence"),
-                            f"black-box dependence, {concept_relevant} varied in the prompt", "cases", own, metric,
-                            LEVEL_EPSILON, kind="dependence"),
-                VerdictTest(dependence(task), method(task, "whitebox_dependence"),
-                            f"white-box dependence, steering the {concept_relevant} vector", "cases", own, metric,
-                            SLOPE_EPSILON, kind="dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, "blackbox_dependence"),
+                            label=f"black-box dependence, {concept_relevant} varied in the prompt", resampled="cases",
+                            instruments=own, metric=metric, epsilon=LEVEL_EPSILON, kind="dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, "whitebox_dependence"),
+                            label=f"white-box dependence, steering the {concept_relevant} vector", resampled="cases",
+                            instruments=own, metric=metric, epsilon=SLOPE_EPSILON, kind="dependence"),
             ]
     return found
 
@@ -180,12 +197,13 @@ def _headlines(task: str) -> tuple[Headline, ...]:
 
 
 GATES = (
-    Gate("task", COMPETENCE, "competence lower bound", "lo", "task_competence", 0.0, 1, True,
-         "the interval does not exclude chance: the model's decisions carry no task signal to be biased",
-         "the task has no gold answer or decisive fact"),
+    Gate(instrument="task", name=COMPETENCE, label="competence lower bound", column="lo", threshold="task_competence",
+         default=0.0, top=1, strict=True,
+         failing="the interval does not exclude chance: the model's decisions carry no task signal to be biased",
+         unrecorded="the task has no gold answer or decisive fact"),
 )
 
-CHAPTER = ChapterSpec("decision_tasks", "Four decision tasks",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
-                   section="tasks", params=TaskParams, verdict_tests=_tests, gates=GATES, results=RESULTS,
-                   headlines=tuple(h for task in TASKS for h in _headlines(task)))
+CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
+                      section="tasks", params=TaskParams, verdict_tests=_tests, answers=_answers, gates=GATES,
+                      results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)))

@@ -59,8 +59,8 @@ HEADLINES = (
     *(SPAN.headline(f"{task} prompts: P(she) under steering", task=task) for task in ("association", "completion")),
 )
 
-CHAPTER = ChapterSpec("framing", "Framing",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.framing"),
-                   section="framing", params=FramingParams, headlines=HEADLINES,
-                   results=RESULTS)
+CHAPTER = ChapterSpec(key="framing", title="Framing",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.framing"),
+                      section="framing", params=FramingParams, headlines=HEADLINES,
+                      results=RESULTS)

@@ -88,10 +88,10 @@ def probe_sets_run(params: Any) -> list[str]:
 
 def _tests(params: Any) -> list[VerdictTest]:
     """Per probe set run: the White sentences' negative- and positive-sentiment FPR gaps."""
-    return [VerdictTest(requirement(probes), fpr_gap(probes, kind),
-                        f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
-                        "demonstration seeds", (("probes", probes),), "false positive (1) or not (0)",
-                        FPR_GAP_EPSILON)
+    return [VerdictTest(requirement=requirement(probes), name=fpr_gap(probes, kind),
+                        label=f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
+                        resampled="demonstration seeds", instruments=(("probes", probes),),
+                        metric="false positive (1) or not (0)", epsilon=FPR_GAP_EPSILON)
             for probes in probe_sets_run(params) for kind in KINDS]
 
 
@@ -118,15 +118,16 @@ HEADLINES = (
 )
 
 GATES = (
-    Gate("probes", ACCURACY_OVER_CHANCE, "9-shot accuracy over guessing (1/3)", "value", "classifier_accuracy", 0.0, 1,
-         True, "the classifier does no better than guessing among the three labels"),
-    Gate("probes", MIN_LABEL_SHARE, "smallest predicted-label share", "value", "classifier_min_label_share", 0.05,
-         1 / 3, False,
-         "the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
+    Gate(instrument="probes", name=ACCURACY_OVER_CHANCE, label="9-shot accuracy over guessing (1/3)", column="value",
+         threshold="classifier_accuracy", default=0.0, top=1, strict=True,
+         failing="the classifier does no better than guessing among the three labels"),
+    Gate(instrument="probes", name=MIN_LABEL_SHARE, label="smallest predicted-label share", column="value",
+         threshold="classifier_min_label_share", default=0.05, top=1 / 3, strict=False,
+         failing="the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
 )
 
-CHAPTER = ChapterSpec("markedness", "Markedness",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.markedness"),
-                   section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES,
-                   gates=GATES, results=RESULTS)
+CHAPTER = ChapterSpec(key="markedness", title="Markedness",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.markedness"),
+                      section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES,
+                      gates=GATES, results=RESULTS)

@@ -22,9 +22,10 @@ def _tests(params: Any) -> list[VerdictTest]:
     found = []
     for task in tasks_run(params):
         second = CONCEPT_VECTORS[TASKS[task].concept][1]
-        found.append(VerdictTest(requirement(task), second_slope(task, second), f"white-box slope, steering {second}",
-                                 "cases", (("task", task), ("vector", second)), TASKS[task].metric_name,
-                                 SLOPE_EPSILON))
+        found.append(VerdictTest(requirement=requirement(task), name=second_slope(task, second),
+                                 label=f"white-box slope, steering {second}", resampled="cases",
+                                 instruments=(("task", task), ("vector", second)), metric=TASKS[task].metric_name,
+                                 epsilon=SLOPE_EPSILON))
     return found
 
 
@@ -39,12 +40,12 @@ RESULTS = (
            "with opposite signs"),
 )
 
-CHAPTER = ChapterSpec("robustness", "Robustness",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.robustness"),
-                   reads=("tasks",),
-                   verdict_tests=_tests, results=RESULTS,
-                   headlines=tuple(
+CHAPTER = ChapterSpec(key="robustness", title="Robustness",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.robustness"),
+                      reads=("tasks",),
+                      verdict_tests=_tests, results=RESULTS,
+                      headlines=tuple(
                        COSINE.headline(f"{concept}: cosine of its two vectors",
-                                       f"{' vs '.join(vectors)}: {COSINE.meaning}", concept=concept)
+                                          f"{' vs '.join(vectors)}: {COSINE.meaning}", concept=concept)
                        for concept, vectors in CONCEPT_VECTORS.items()))

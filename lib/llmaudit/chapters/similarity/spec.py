@@ -1,12 +1,16 @@
-"""The similarity chapter's declaration ("Bias Similarity Measurement"): its params section."""
+"""The similarity chapter's declaration ("Bias Similarity Measurement"): its params section, and its steps across
+audits (the models compared with must be audited first; the index compares every audited model's systems)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import field_validator, model_validator
 
+from llmaudit.chapters.similarity.across import TEXT, compared_ready, similarity_charts
 from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
-from llmaudit.spec import ChapterSpec, Result
+from llmaudit.spec import ChapterSpec, IndexFigure, Result
 
 
 class SimilarityParams(Section):
@@ -76,8 +80,15 @@ HEADLINES = (
     MASS.headline("BBQ answer mass"),
 )
 
-CHAPTER = ChapterSpec("similarity", "Similarity",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.similarity"),
-                   section="similarity", params=SimilarityParams, headlines=HEADLINES,
-                   results=RESULTS)
+def _reused(section: dict[str, Any]) -> dict[str, Any]:
+    """A profile's section for the audit of another model: the audits a profile compares with are its own model's
+    partners, so another model's audit compares with none."""
+    return {key: value for key, value in section.items() if key != "compare_with"}
+
+
+CHAPTER = ChapterSpec(key="similarity", title="Similarity",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.similarity"),
+                      section="similarity", params=SimilarityParams, headlines=HEADLINES,
+                      results=RESULTS, preflight=compared_ready, reused=_reused,
+                      index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts))

@@ -3,6 +3,8 @@ gates read (a vector must track and move its concept)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import field_validator
 
 from llmaudit.chapters.steering_vectors.recipes import CONCEPT_VECTORS, RECIPES
@@ -94,13 +96,24 @@ HEADLINES = tuple(
 
 CONCEPT = {vector: concept for concept, vectors in CONCEPT_VECTORS.items() for vector in vectors}
 GATES = (
-    Gate("vector", CORR, "corr", "value", "vector_corr", 0.2, 1, False,
-         "its projection hardly tracks the {concept} score: not a {concept} direction on this model", concepts=CONCEPT),
-    Gate("vector", SCORE_SPAN, "steered score span", "value", "vector_span", 0.5, 2, False,
-         "steering along it hardly moves the {concept} score: not a {concept} direction on this model",
+    Gate(instrument="vector", name=CORR, label="corr", column="value", threshold="vector_corr", default=0.2, top=1,
+         strict=False,
+         failing="its projection hardly tracks the {concept} score: not a {concept} direction on this model",
+         concepts=CONCEPT),
+    Gate(instrument="vector", name=SCORE_SPAN, label="steered score span", column="value", threshold="vector_span",
+         default=0.5, top=2, strict=False,
+         failing="steering along it hardly moves the {concept} score: not a {concept} direction on this model",
          concepts=CONCEPT),
 )
 
-CHAPTER = ChapterSpec("steering_vectors", "Steering vectors", computing=("data", "models", "chapters.steering_vectors"),
-                   section="steering", params=SteeringParams, headlines=HEADLINES, gates=GATES,
-                   results=RESULTS)
+def _standin(section: dict[str, Any]) -> dict[str, Any]:
+    """The section as a random-weight stand-in's audit reads it: a random model reads every concept weakly and
+    one-sidedly, so the scores are normalised (the preference among the target words) and split at their 30% / 70%
+    quantiles, as the default model's are."""
+    return {**section, "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}
+
+
+CHAPTER = ChapterSpec(key="steering_vectors", title="Steering vectors",
+                      computing=("data", "models", "chapters.steering_vectors"), section="steering",
+                      params=SteeringParams, headlines=HEADLINES, gates=GATES, results=RESULTS, standin=_standin,
+                      concepts=CONCEPT)

@@ -40,9 +40,9 @@ def _tests(params: Any) -> list[VerdictTest]:
     """The credit task's black-box gap with SSA names as the only gender signal, when the credit task runs."""
     if "credit" not in tasks_run(params):
         return []
-    return [VerdictTest(requirement("credit"), NAMES_IMPLICIT,
-                        "black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", "profiles",
-                        (("task", "credit"),), TASKS["credit"].metric_name, GAP_EPSILON)]
+    return [VerdictTest(requirement=requirement("credit"), name=NAMES_IMPLICIT,
+                        label="black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", resampled="profiles",
+                        instruments=(("task", "credit"),), metric=TASKS["credit"].metric_name, epsilon=GAP_EPSILON)]
 
 
 RESULTS = (
@@ -59,12 +59,12 @@ RESULTS = (
            "from the no-attribute baseline"),
 )
 
-CHAPTER = ChapterSpec("validity", "Validity",
-                   computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
-                              "chapters.validity"),
-                   section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests,
-                   results=RESULTS,
-                   headlines=(PROJECTION_R.headline("names: projection vs female share"),
-                              MIXED_R.headline("mixed names: projection vs female share"),
-                              GAP.headline("credit: gap between female and male names"),
-                              NAMES_SLOPE.headline("credit: rate per unit female share")))
+CHAPTER = ChapterSpec(key="validity", title="Validity",
+                      computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
+                                 "chapters.validity"),
+                      section="validity", params=ValidityParams, reads=("tasks",), verdict_tests=_tests,
+                      results=RESULTS,
+                      headlines=(PROJECTION_R.headline("names: projection vs female share"),
+                                 MIXED_R.headline("mixed names: projection vs female share"),
+                                 GAP.headline("credit: gap between female and male names"),
+                                 NAMES_SLOPE.headline("credit: rate per unit female share")))
