@@ -71,9 +71,18 @@ def current_chapter(reference: Path) -> nbformat.NotebookNode:
     return chapter
 
 
+def toc_files(entries: list[dict]) -> list[str]:
+    """Every file of a toc's parts or chapters, each followed by its sections', in reading order."""
+    files: list[str] = []
+    for entry in entries:
+        files += [entry["file"]] if "file" in entry else []
+        files += toc_files(entry.get("chapters", []) + entry.get("sections", []))
+    return files
+
+
 def write_book(source: Path) -> list[str]:
     """Lay out the root book in `source`: both root config files as they are, the intro and the other pages of book/
-    (the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
+    (the reference pages, the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
     entry (the audited-models index, which the audit writes) as a small stand-in page; return the chapters' toc
     paths. The book's static files (its CSS) come along."""
     shutil.copy(ROOT / "_config.yml", source / "_config.yml")
@@ -81,14 +90,14 @@ def write_book(source: Path) -> list[str]:
     shutil.copytree(BOOK / "_static", source / "book" / "_static")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     chapters: list[str] = []
-    for entry in [toc["root"], *(entry["file"] for part in toc["parts"] for entry in part["chapters"])]:
+    for entry in [toc["root"], *toc_files(toc["parts"])]:
         target = source / entry
         target.parent.mkdir(parents=True, exist_ok=True)
         reference = NOTEBOOKS / f"{target.name}.ipynb"
         if reference.exists():
             nbformat.write(current_chapter(reference), target.with_suffix(".ipynb"))
             chapters.append(entry)
-        elif (ROOT / entry).parent == BOOK:
+        elif (ROOT / entry).is_relative_to(BOOK):
             shutil.copy(ROOT / f"{entry}.md", target.with_suffix(".md"))
         else:
             target.with_suffix(".md").write_text("# Audited models\n\nThe audited models side by side.\n")
