@@ -82,9 +82,9 @@ def toc_files(entries: list[dict]) -> list[str]:
 
 def write_book(source: Path) -> list[str]:
     """Lay out the root book in `source`: both root config files as they are, the intro and the other pages of book/
-    (the reference pages, the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
-    entry (the audited-models index, which the audit writes) as a small stand-in page; return the chapters' toc
-    paths. The book's static files (its CSS) come along."""
+    (the reference pages, the glossary) as they are, each chapter as `current_chapter` of its nbval reference
+    notebook, and any other toc entry (the audited-models index, which the audit writes) as a small stand-in page;
+    return the chapters' toc paths. The book's static files (its CSS) come along."""
     shutil.copy(ROOT / "_config.yml", source / "_config.yml")
     shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
     shutil.copytree(BOOK / "_static", source / "book" / "_static")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import nbformat
 
+from llmaudit.captions import SOLUTION_TAG
+
 FOLD = "hide-input"  # myst-nb's tag: the source behind a "Show code cell source" toggle, the outputs shown
-# Tags that already decide how the source shows: folded with or without its outputs, or left out.
-DECIDED = frozenset({"hide-input", "hide-cell", "remove-input", "remove_input", "remove-cell"})
+# Tags that already decide how the source shows: folded with or without its outputs, left out, or a solution's.
+DECIDED = frozenset({"hide-input", "hide-cell", "remove-input", "remove_input", "remove-cell", SOLUTION_TAG})
 
 
 def fold_code(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
