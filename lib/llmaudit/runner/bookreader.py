@@ -30,9 +30,9 @@ def fold_code(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def plain(markdown: str) -> str:
-    """MyST text as plain words for an alt attribute: a role as its text (else its target), no emphasis, code or
-    math marks, one line."""
-    text = ROLE.sub(lambda found: found["text"] or found["target"] or "", markdown)
+    """MyST text as plain words for an alt attribute: a role as its text without a number placeholder (else its
+    target), no emphasis, code or math marks, one line."""
+    text = ROLE.sub(lambda found: found["text"].replace("%s", "").strip() or found["target"] or "", markdown)
     return " ".join(re.sub(r"[*_`$\\]", "", text).split())
 
 
