@@ -297,3 +297,14 @@ def test_charts_take_their_captions_as_alt_text() -> None:
     alts = [cell.metadata.get("mystnb", {}).get("image", {}).get("alt") for cell in alt_texts(notebook).cells]
     assert alts == ["Each task's slope against lambda, as in tab-y and Table. A second sentence.", None,
                     "Figure: the sweep by task", None, None]
+
+
+def test_printed_output_and_wide_tables_stay_in_the_column(book: BuiltBook) -> None:
+    """Every chapter page loads the book's stylesheet, which wraps printed output (a settings line, a prompt) inside
+    the text column and scrolls a wide table there instead of cutting it."""
+    css = (book.html / "_static" / "book.css").read_text(encoding="utf-8")
+    assert re.search(r"div\.cell_output div\.output pre \{[^}]*white-space: pre-wrap;", css)
+    assert re.search(r"div\.cell_output table\.dataframe \{[^}]*overflow-x: auto;", css)
+    for chapter in book.chapters:
+        assert re.search(r'<link rel="stylesheet"[^>]*href="[^"]*_static/book\.css',
+                         (book.html / f"{chapter}.html").read_text(encoding="utf-8")), chapter
