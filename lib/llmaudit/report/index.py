@@ -47,8 +47,8 @@ INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.
 LEAD = ("The chapters explained each test on the default model; this page puts every audited model's verdicts side "
         "by side, one column per model, its header linking that model's own report (verdict page, model card, the "
         "cases behind each test). Read a row across the models to see whether a requirement holds for all of them, "
-        "and a column down to see one model's audit at a glance. An empty cell is a test that model's audit did not "
-        "run.")
+        "and a column down to see one model's audit at a glance. A cell that reads \"not run\" is a test that model's "
+        "audit did not run.")
 BADGED = frozenset({"pass", "fail", "inconclusive", NOT_MEASURABLE})  # the verdicts a cell shows as a coloured badge
 NOT_RUN = "not run"  # a cell whose model's audit did not run the test
 COMPARE = ("Two audited models compared test by test on the cases both drew (`llmaudit compare A B`): "
