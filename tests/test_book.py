@@ -21,7 +21,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from llmaudit.captions import WORDS
 from llmaudit.runner.book import offline_problems
-from llmaudit.runner.bookreader import fold_code
+from llmaudit.runner.bookreader import alt_texts, fold_code
 from llmaudit.runner.contents import DEFAULT_MODEL, chapter_pages, main, table_of_contents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +40,11 @@ EQUATION_LINK = re.compile(r'<a class="reference internal" href="#equation-[^"]+
 CODE_INPUT = re.compile(r'<div class="cell_input[ "]')
 FOLDED_INPUT = re.compile(r'</summary>\s*<div class="cell_input[ "]')  # inside a <details> toggle
 CAPTION_LEAD = re.compile(r'<div class="numbered (\w+)" id="[^"]+">\s*<p><strong>(\w+) (\d+)\.(\d+)[ .]')
+EXERCISE_LEAD = re.compile(r'<div class="exercise admonition" id="([^"]+)">\s*<p class="admonition-title">'
+                           r'<span class="caption-number">Exercise (\d+)\.(\d+) </span>')
+SOLUTION_LEAD = re.compile(r'<div class="solution dropdown admonition"[^>]*>\s*<p class="admonition-title">Solution to'
+                           r'<a class="reference internal" href="#([^"]+)"> Exercise (\d+\.\d+)')
+SOLUTION_CELL = re.compile(r'<div class="cell tag_solution[ "]')
 NUMREF_LINK = re.compile(r'<a class="reference internal" href="[^"]*#[^"]+"><span class="std std-numref">\w+ \d')
 NAV_CHAPTER = re.compile(r'<a class="reference internal" href="[^"]*/(\d\d)_\w+\.html">(\d+)\. ')
 PROGRESS = "forward passes: 100%|##########| 4/4 [00:01<00:00,  3.9it/s]\n"  # a tqdm bar as the audit records it
@@ -71,24 +76,33 @@ def current_chapter(reference: Path) -> nbformat.NotebookNode:
     return chapter
 
 
+def toc_files(entries: list[dict]) -> list[str]:
+    """Every file of a toc's parts or chapters, each followed by its sections', in reading order."""
+    files: list[str] = []
+    for entry in entries:
+        files += [entry["file"]] if "file" in entry else []
+        files += toc_files(entry.get("chapters", []) + entry.get("sections", []))
+    return files
+
+
 def write_book(source: Path) -> list[str]:
     """Lay out the root book in `source`: both root config files as they are, the intro and the other pages of book/
-    (the glossary) as they are, each chapter as `current_chapter` of its nbval reference notebook, and any other toc
-    entry (the audited-models index, which the audit writes) as a small stand-in page; return the chapters' toc
-    paths. The book's static files (its CSS) come along."""
+    (the reference pages, the glossary) as they are, each chapter as `current_chapter` of its nbval reference
+    notebook, and any other toc entry (the audited-models index, which the audit writes) as a small stand-in page;
+    return the chapters' toc paths. The book's static files (its CSS) come along."""
     shutil.copy(ROOT / "_config.yml", source / "_config.yml")
     shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
     shutil.copytree(BOOK / "_static", source / "book" / "_static")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     chapters: list[str] = []
-    for entry in [toc["root"], *(entry["file"] for part in toc["parts"] for entry in part["chapters"])]:
+    for entry in [toc["root"], *toc_files(toc["parts"])]:
         target = source / entry
         target.parent.mkdir(parents=True, exist_ok=True)
         reference = NOTEBOOKS / f"{target.name}.ipynb"
         if reference.exists():
             nbformat.write(current_chapter(reference), target.with_suffix(".ipynb"))
             chapters.append(entry)
-        elif (ROOT / entry).parent == BOOK:
+        elif (ROOT / entry).is_relative_to(BOOK):
             shutil.copy(ROOT / f"{entry}.md", target.with_suffix(".md"))
         else:
             target.with_suffix(".md").write_text("# Audited models\n\nThe audited models side by side.\n")
@@ -157,36 +171,49 @@ def test_chapters_link_terms_and_number_equations(book: BuiltBook) -> None:
 
 def test_chapters_number_captions_and_exercises(book: BuiltBook) -> None:
     """Each chapter numbers its figures, tables and exercises per kind from 1, after its own number (chapter 2's
-    Table 2.1, Table 2.2, ...; lib/llmaudit/runner/bookcaptions.py), and cites them by {numref} as links; none is
-    left raw."""
+    Table 2.1, Table 2.2, ...; lib/llmaudit/runner/bookcaptions.py for captions, sphinx-exercise for exercises),
+    follows each exercise with its folded solution titled by the exercise's number and linked to it, and cites them
+    by {numref} as links; none is left raw."""
     for chapter in book.chapters:
         page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
         numbers: dict[str, list[int]] = {}
         for kind, word, number, k in CAPTION_LEAD.findall(page):
             assert word == WORDS[kind] and int(number) == int(Path(chapter).name[:2]), (chapter, word, number)
             numbers.setdefault(kind, []).append(int(k))
+        exercises = EXERCISE_LEAD.findall(page)
+        assert exercises and all(int(number) == int(Path(chapter).name[:2]) for _, number, _ in exercises), chapter
+        numbers["exercise"] = [int(k) for _, _, k in exercises]
+        solved = [(label, f"{number}.{k}") for label, number, k in exercises]
+        assert SOLUTION_LEAD.findall(page) == solved, chapter
         assert numbers and all(ks == list(range(1, len(ks) + 1)) for ks in numbers.values()), (chapter, numbers)
         assert NUMREF_LINK.search(page), chapter
-        assert "{numref}" not in page and "{figure-caption}" not in page, chapter
+        assert "{numref}" not in page and "{figure-caption}" not in page and "{solution-" not in page, chapter
 
 
 def test_navigation_numbers_the_chapters_only(book: BuiltBook) -> None:
     """The side navigation numbers each chapter as its notebook's place in the book (1. Steering vectors) and
-    leaves the introduction, the audited-models page and the glossary unnumbered."""
+    leaves the introduction, the audited-models page (after the chapters), the reference and the glossary
+    unnumbered."""
     page = (book.html / "book" / "intro.html").read_text(encoding="utf-8")
     numbered = NAV_CHAPTER.findall(page)
     assert sorted(int(stem) for stem, _ in numbered) == list(range(1, len(book.chapters) + 1))
     assert all(int(stem) == int(number) for stem, number in numbered)
-    assert re.search(r'href="[^"]*index\.html">Audited models</a>', page)
+    audited = re.search(r'href="[^"]*reports/index\.html">Audited models</a>', page)
+    last_chapter = max(found.end() for found in NAV_CHAPTER.finditer(page))
+    assert audited and audited.start() > last_chapter
+    assert re.search(r'href="reference/index\.html">Using and extending the audit</a>', page)
+    assert re.search(r'href="reference/extending\.html">Extending the audit</a>', page)
     assert re.search(r'href="glossary\.html">Glossary</a>', page)
 
 
 def test_pages_fold_code_and_leave_stderr_out(book: BuiltBook) -> None:
-    """Every chapter's code is folded behind a toggle with its outputs shown, and no stderr output (the progress bar
-    every code cell of the test book records) reaches a page."""
+    """Every chapter's code is folded behind a toggle with its outputs shown, but for the exercises' solution code,
+    which shows whole inside its folded solution, and no stderr output (the progress bar every code cell of the
+    test book records) reaches a page."""
     for chapter in book.chapters:
         page = (book.html / f"{chapter}.html").read_text(encoding="utf-8")
-        assert len(FOLDED_INPUT.findall(page)) == len(CODE_INPUT.findall(page)) > 0, chapter
+        solutions = len(SOLUTION_CELL.findall(page))
+        assert solutions > 0 and len(FOLDED_INPUT.findall(page)) + solutions == len(CODE_INPUT.findall(page)), chapter
         assert 'class="cell_output' in page, chapter
         assert "forward passes: 100%" not in page and 'class="output stderr' not in page, chapter
 
@@ -254,3 +281,30 @@ def test_offline_check_catches_network_resources(tmp_path: Path) -> None:
         "page.html: missing _static/gone.png",
         "page.html: math but no local MathJax script",
     ]
+
+
+def test_charts_take_their_captions_as_alt_text() -> None:
+    """A chart's alt text is its figure caption's first sentences as plain words (myst-nb's default is the image
+    file's path); a chart without a caption below it is named by its cell's first comment; text outputs get none."""
+    svg = new_output("display_data", data={"image/svg+xml": "<svg/>", "text/plain": "<SVGFigure>"})
+    caption = ("```{figure-caption}\n:name: fig-x\n\nEach task's *slope* against $\\lambda$, as in {numref}`tab-y` "
+               "and {numref}`Table %s <tab-z>`. A second sentence. A third one.\n```")
+    notebook = new_notebook(cells=[
+        new_code_cell("show(chart)", outputs=[svg]), new_markdown_cell(caption),
+        new_code_cell("# the sweep by task\nshow(other)", outputs=[svg]), new_markdown_cell("Prose."),
+        new_code_cell("table", outputs=[new_output("execute_result", data={"text/plain": "1"}, execution_count=1)]),
+    ])
+    alts = [cell.metadata.get("mystnb", {}).get("image", {}).get("alt") for cell in alt_texts(notebook).cells]
+    assert alts == ["Each task's slope against lambda, as in tab-y and Table. A second sentence.", None,
+                    "Figure: the sweep by task", None, None]
+
+
+def test_printed_output_and_wide_tables_stay_in_the_column(book: BuiltBook) -> None:
+    """Every chapter page loads the book's stylesheet, which wraps printed output (a settings line, a prompt) inside
+    the text column and scrolls a wide table there instead of cutting it."""
+    css = (book.html / "_static" / "book.css").read_text(encoding="utf-8")
+    assert re.search(r"div\.cell_output div\.output pre \{[^}]*white-space: pre-wrap;", css)
+    assert re.search(r"div\.cell_output table\.dataframe \{[^}]*overflow-x: auto;", css)
+    for chapter in book.chapters:
+        assert re.search(r'<link rel="stylesheet"[^>]*href="[^"]*_static/book\.css',
+                         (book.html / f"{chapter}.html").read_text(encoding="utf-8")), chapter

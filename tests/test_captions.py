@@ -1,6 +1,7 @@
 """Figure, table and exercise numbers come from the book's own numbering, never typed: every chapter captions and
-cites by label ({figure-caption}, {table-caption}, {exercise} and {numref}), every cited label exists, and the
-report numbers them per chapter and kind as the book does."""
+cites by label ({figure-caption}, {table-caption}, sphinx-exercise's {exercise} and {numref}), every cited label
+exists, every exercise has a hint and a solution, and the report numbers them per chapter and kind as the book does,
+each solution titled with its exercise's number."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from llmaudit.captions import KINDS
+from llmaudit.captions import EXERCISE, KINDS, LABELS, SOLUTION_TAG
 from llmaudit.paths import BOOK
 from llmaudit.report import build_report
 from llmaudit.report.audited import read_audited
@@ -21,7 +22,8 @@ from llmaudit.report.markdown import items
 PAGES = sorted(BOOK.glob("*.md"))
 TYPED = re.compile(r"\b(?:Figure|Table|Exercise)s?\s+\d+\.\d+")  # "Table 3.1" typed (the paper's "Table 3" is fine)
 NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`<>]+)>?`")
-DIRECTIVE = re.compile(r"^```\{(" + "|".join(KINDS) + r")\}", re.M)
+DIRECTIVE = re.compile(r"^`{3,}\{(" + "|".join(LABELS) + r")\}", re.M)
+NUMBERED = {*KINDS.values(), EXERCISE}
 
 
 def markdown_cells(page: Path) -> list[str]:
@@ -32,7 +34,7 @@ def markdown_cells(page: Path) -> list[str]:
 def labels() -> list[str]:
     """Every caption's and exercise's label over the book's pages."""
     return [item.label for page in PAGES for source in markdown_cells(page) for item in items(source)
-            if item.kind in KINDS.values()]
+            if item.kind in NUMBERED]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
@@ -43,7 +45,7 @@ def test_no_typed_numbers(page: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
 def test_every_caption_and_exercise_is_labelled(page: Path) -> None:
     for source in markdown_cells(page):
-        numbered = [item for item in items(source) if item.kind in KINDS.values()]
+        numbered = [item for item in items(source) if item.kind in NUMBERED]
         assert len(numbered) == len(DIRECTIVE.findall(source)), source[:200]
 
 
@@ -55,16 +57,22 @@ def test_every_numref_target_exists_once() -> None:
 
 
 def caption(directive: str, label: str, text: str) -> str:
-    """A caption's or an exercise's markdown cell, as the chapters write it."""
-    return f"```{directive}\n:name: {label}\n\n{text}\n```"
+    """A caption's or an exercise's markdown cell, as the chapters write it (an exercise labelled by `:label:`)."""
+    option = "label" if directive.startswith("{exercise}") else "name"
+    return f"```{directive}\n:{option}: {label}\n\n{text}\n```"
 
 
 def chapter(*cells: str | None) -> nbformat.NotebookNode:
-    """An executed chapter of these markdown cells, None standing for a cell that draws a chart."""
+    """An executed chapter of these markdown cells, None standing for a cell that draws a chart and SOLVED for an
+    exercise's solution code."""
     chart = new_code_cell("show(chart)", outputs=[new_output("display_data", data=SVG)])
-    return new_notebook(cells=[chart if cell is None else new_markdown_cell(cell) for cell in cells])
+    solved = new_code_cell("6 * 7", metadata={"tags": [SOLUTION_TAG, "remove-stderr"]},
+                           outputs=[new_output("execute_result", data={"text/plain": "42"}, execution_count=1)])
+    return new_notebook(cells=[chart if cell is None else solved if cell == SOLVED else new_markdown_cell(cell)
+                               for cell in cells])
 
 
+SOLVED = "(solution code)"
 SVG = {"image/svg+xml": "<svg xmlns='http://www.w3.org/2000/svg'><rect width='1' height='1'/></svg>"}
 FIRST = chapter(
     "# First",
@@ -73,6 +81,9 @@ FIRST = chapter(
     caption("{figure-caption}", "fig-one", "A figure."),
     caption("{table-caption}", "tab-two", "Another table."),
     caption("{exercise} by hand", "ex-one", "Redo {numref}`Table %s <tab-two>` and {numref}`tab-nowhere`."),
+    "```{solution-start} ex-one\n:class: dropdown\n```",
+    SOLVED,
+    "It is 42.\n\n```{solution-end}\n```",
 )
 SECOND = chapter(
     "# Second", None, caption("{figure-caption}", "fig-two", "Beside {numref}`tab-one` and {numref}`ex-one`."),
@@ -95,5 +106,28 @@ def test_report_numbers_captions_per_chapter_and_kind(tmp_path: Path) -> None:
     assert re.search("Redo " + link.format("table", "tab-two", r"Table 1\.2") + " and tab-nowhere", html)
     assert re.search("Beside " + link.format("table", "tab-one", r"Table 1\.1") + " and "
                      + link.format("exercise", "ex-one", r"Exercise 1\.1"), html)
-    for raw in ("{numref}", "{figure-caption}", "{table-caption}", "{exercise}", ":name:"):
+    solution = re.search(r'<p class="directive-title solution">Solution to (.*?)</p>\s*<details class="solution">'
+                         r'<summary>solution</summary>(.*?)</details>\s*<p>It is 42', html, re.S)
+    assert solution and re.fullmatch(link.format("exercise", "ex-one", r"Exercise 1\.1"), solution[1])
+    assert "6 * 7" in solution[2] and "<pre>42</pre>" in solution[2] and "It is 42." in html
+    for raw in ("{numref}", "{figure-caption}", "{table-caption}", "{exercise}", "{solution-", ":name:", ":label:"):
         assert raw not in html, raw
+
+
+EXERCISE_BLOCK = re.compile(r"^(`{3,})\{exercise\}[^\n]*\n:label: (\S+)\n(.*?)^\1$", re.M | re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+def test_every_exercise_has_a_hint_and_a_folded_solution(page: Path) -> None:
+    """Each exercise states a hint (the calls it needs) and has one gated, folded solution of its own label, whose
+    code cell is tagged as a solution's (shown inside it, never behind a second "Show code" toggle)."""
+    text = page.read_text(encoding="utf-8")
+    exercises = EXERCISE_BLOCK.findall(text)
+    assert len(exercises) == text.count("{exercise}"), page.name
+    for _, label, body in exercises:
+        assert re.search(r"```\{hint\}\nThe calls it needs: [^\n]*`[^`\n]+`", body), label  # names a call
+        assert re.search(r"^```\{solution-start\} " + re.escape(label) + r"\n:class: dropdown\n```", text, re.M), label
+    assert text.count("{solution-start}") == text.count("{solution-end}") == len(exercises)
+    assert "hide-cell" not in text, page.name
+    solutions = re.findall(r"^```\{solution-start\}.*?^```\{solution-end\}", text, re.M | re.S)
+    assert all(f":tags: [{SOLUTION_TAG}, remove-stderr]" in solution for solution in solutions)

@@ -13,7 +13,7 @@ from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.spec import ModelSpec
 from llmaudit.registry import KEYS, verdict_tests
-from llmaudit.runner.chapter import Chapter
+from llmaudit.runner.chapter import PRINTED, Chapter
 
 GOOD = """\
 name: tiny
@@ -210,8 +210,13 @@ def test_a_task_left_out_of_the_sizes_draws_its_own_default(tmp_path, chapter) -
 
 
 def test_settings_are_printed_from_the_params(tmp_path) -> None:
+    """The settings print as the params give them, each line wrapped to fit the book's column (at most PRINTED
+    columns, continuation lines indented), so that no printed line runs past it."""
     params = load_params(write(tmp_path, GOOD + "chapters: [robustness]\n" + SIZES))
     text = Chapter("robustness", params, tmp_path, params_file="p.yaml").describe()
-    assert text.splitlines()[0] == "tiny (params: p.yaml), seed 3, batch_tokens 512"
-    assert text.splitlines()[1].startswith("tasks: sizes={'judicial_conviction': 2,")  # the section robustness reads
-    assert "lambdas=[-1.0, -0.8," in text.splitlines()[1]
+    lines = text.splitlines()
+    assert lines[0] == "tiny (params: p.yaml), seed 3, batch_tokens 512"
+    assert lines[1].startswith("tasks: sizes={'judicial_conviction': 2,")  # the section robustness reads
+    assert "lambdas=[-1.0, -0.8," in " ".join(text.split())
+    assert len(lines) > 2 and all(len(line) <= PRINTED for line in lines)
+    assert all(line.startswith("    ") for line in lines[2:])

@@ -14,7 +14,7 @@ from llmaudit.ledger import Ledger, ledger_path
 from llmaudit.report import Results, build_report
 from llmaudit.report.audited import read_audited
 from llmaudit.report.card import CARD, write_card, write_model
-from llmaudit.report.index import build_index, side_by_side
+from llmaudit.report.index import LEAD, build_index, side_by_side
 from llmaudit.verdict.margins import EPSILONS, EpsilonParams
 from llmaudit.verdict.verdicts import card_margins, overall, verdicts
 
@@ -142,8 +142,13 @@ def test_index_puts_models_side_by_side(tmp_path) -> None:
     (tmp_path / "no-card").mkdir()  # a folder without an audit is skipped
     path = build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert "| a | b |" in page
-    assert "fail (gate not checked) -0.050 [-0.060, -0.040] | pass (gate not checked) +0.000" in page
+    assert "| [a](a/report.html) | [b](b/report.html) |" in page  # each model's column links its report
+    assert ('<span class="verdict fail">fail</span> (gate not checked) -0.050 [-0.060, -0.040] | '
+            '<span class="verdict pass">pass</span> (gate not checked) +0.000') in page
+    assert page.startswith("# Audited models\n\n" + LEAD)
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "report.html" not in line]
+    requirements = [row.split(" | ")[0].removeprefix("| ") for row in rows]
+    assert len(rows) > 1 and requirements[0] and not any(requirements[1:])  # one requirement, named once
     assert '<a href="a/report.html">a</a>' in path.read_text()
     assert side_by_side({}).empty
 

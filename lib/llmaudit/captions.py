@@ -1,9 +1,14 @@
-"""Numbered captions, which both renderers number the same way: a figure's or a table's caption and an exercise are
-MyST directives labelled by `:name:`, numbered per chapter in reading order ("Table 3.1") and cited with {numref}."""
+"""Numbered captions and exercises, which both renderers number the same way: a figure's or a table's caption is a
+MyST directive labelled by `:name:`, an exercise sphinx-exercise's directive labelled by `:label:`; each is numbered
+per chapter in reading order ("Table 3.1") and cited with {numref}."""
 
 from __future__ import annotations
 
-KINDS = {"figure-caption": "figure", "table-caption": "table", "exercise": "exercise"}  # directive -> what it numbers
+KINDS = {"figure-caption": "figure", "table-caption": "table"}  # the book's caption directives -> what they number
+EXERCISE = "exercise"  # sphinx-exercise's directive and kind; its solutions open with `solution-start` (`SOLUTION`)
+SOLUTION = ("solution-start", "solution-end")  # a gated solution: the cells between them, code cells included
+SOLUTION_TAG = "solution"  # a solution's code cell: shown whole inside its folded solution, not folded again
+LABELS = {**{directive: "name" for directive in KINDS}, EXERCISE: "label"}  # each numbered directive's label option
 WORDS = {"figure": "Figure", "table": "Table", "exercise": "Exercise"}  # how a number reads: "Table 3.1"
 
 

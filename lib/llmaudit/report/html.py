@@ -14,6 +14,7 @@ import nbformat
 
 import llmaudit
 from llmaudit.atomic import write_atomic
+from llmaudit.captions import SOLUTION_TAG
 from llmaudit.errors import AuditError
 from llmaudit.report import markdown
 from llmaudit.report.answer import CSS as ANSWER_CSS
@@ -169,9 +170,9 @@ def _output(out: nbformat.NotebookNode) -> str:
 
 
 def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
-    """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell cell (an exercise's solution)
-    whole, code and outputs; papermill's big red error banners are dropped too. `numbered` numbers the labelled
-    items of markdown cells (`numbers`)."""
+    """One cell as HTML, honouring jupyter-book's remove-* tags and folding a hide-cell or `solution` cell (an
+    exercise's solution code) whole, code and outputs; papermill's big red error banners are dropped too.
+    `numbered` numbers the labelled items of markdown cells (`numbers`)."""
     if _removed(cell):
         return ""
     if cell.cell_type == "markdown":
@@ -187,7 +188,8 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
         shown = [out for out in cell.outputs if not ("remove-stderr" in tags and out.get("name") == "stderr")]
         parts.extend(_output(out) for out in shown)
     body = "\n".join(p for p in parts if p)
-    return f'<details class="solution"><summary>solution</summary>{body}</details>' if "hide-cell" in tags else body
+    folded = tags & {"hide-cell", SOLUTION_TAG}
+    return f'<details class="solution"><summary>solution</summary>{body}</details>' if folded else body
 
 
 def _slug(text: str, taken: set[str]) -> str:

@@ -23,11 +23,19 @@ from llmaudit.report.html import CSS, sanitise
 from llmaudit.report.myst import literal, raw_html
 from llmaudit.spec import IndexFigure
 from llmaudit.verdict.gates import NOT_CHECKED
+from llmaudit.verdict.verdicts import NOT_MEASURABLE
 
 Shown = list[tuple[IndexFigure, str]]  # each chapter's index section with its charts as inline SVG
 INTRO = ("Each column is one model's audit (its report: `reports/<model>/report.html`); each row one invariance test. "
          "A cell gives the verdict against that model's epsilon and gate thresholds (not measurable: the test's "
          "instrument failed a gate on that model) and the score with its 95% interval.")
+LEAD = ("The chapters explained each test on the default model; this page puts every audited model's verdicts side "
+        "by side, one column per model, its header linking that model's own report (verdict page, model card, the "
+        "cases behind each test). Read a row across the models to see whether a requirement holds for all of them, "
+        "and a column down to see one model's audit at a glance. A cell that reads \"not run\" is a test that model's "
+        "audit did not run.")
+BADGED = frozenset({"pass", "fail", "inconclusive", NOT_MEASURABLE})  # the verdicts a cell shows as a coloured badge
+NOT_RUN = "not run"  # a cell whose model's audit did not run the test
 COMPARE = ("Two audited models compared test by test on the cases both drew (`llmaudit compare A B`): "
            "D = |score A| - |score B| with a paired bootstrap interval, tied or one model more biased against epsilon.")
 
@@ -80,19 +88,34 @@ def _unchecked(cell: tuple) -> str:
 
 
 def _cell_text(cell: tuple | None) -> str:
-    return "" if cell is None else f"{literal(cell[0] + _unchecked(cell))} {_score(cell)}"
+    """A book cell: the verdict as a coloured badge (a verdict the audit does not give stays inert text), a note
+    where the gate was not checked, the score and its interval; "not run" where the model has no such test."""
+    if cell is None:
+        return NOT_RUN
+    shown = badge(cell[0]) if cell[0] in BADGED else literal(cell[0])
+    return f"{shown}{literal(_unchecked(cell))} {_score(cell)}"
+
+
+def _report_link(model: str) -> str:
+    """A model column's header: its name linking its report, the folder's name percent-quoted in the path (so no
+    character of it is Markdown syntax) and escaped as text."""
+    return f"[{literal(model)}]({quote(model, safe='')}/report.html)"
 
 
 def _markdown(grid: pd.DataFrame, shown: Shown, skipped: list[str]) -> str:
-    """The index as a MyST page of the book (the chapters' figures as inline SVG), naming the folders left out."""
-    lines = ["# Audited models", "", INTRO, ""]
+    """The index as a MyST page of the book (the chapters' figures as inline SVG), naming the folders left out: a
+    lead paragraph, then one row per test with the requirement named on its first test's row only."""
+    lines = ["# Audited models", "", LEAD, "", INTRO, ""]
     lines += [f"Left out: {literal(reason)}" for reason in skipped] + ([""] if skipped else [])
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
-    models = " | ".join(map(literal, grid.columns))
+    models = " | ".join(map(_report_link, grid.columns))
     lines += [f"| Requirement | Test | {models} |", "|---|---|" + "---|" * len(grid.columns)]
+    previous = None
     for (requirement, test), row in grid.iterrows():
-        lines.append(f"| {literal(requirement)} | {literal(test)} | " + " | ".join(_cell_text(c) for c in row) + " |")
+        named = literal(requirement) if requirement != previous else ""
+        previous = requirement
+        lines.append(f"| {named} | {literal(test)} | " + " | ".join(_cell_text(c) for c in row) + " |")
     for section, svg in shown:
         lines += ["", f"## {section.title}", "", section.text, "", raw_html(svg)]
     return "\n".join([*lines, ""])

@@ -1,7 +1,9 @@
 """Chapter markdown (MyST) as the HTML the report shows, the way the book shows it: CommonMark with tables, math as
 MathML (no MathJax, no network), roles ({term}, {eq}, {numref}, ...) and labelled equations read by markdown-it's MyST
 plugins (`dollarmath`, `myst_role`), directives as titled boxes, and labelled equations, figure and table captions and
-exercises (`llmaudit.captions`) numbered per chapter, cited by {eq} and {numref}. The HTML is not yet sanitised: the
+sphinx-exercise's exercises (`llmaudit.captions`) numbered per chapter, cited by {eq} and {numref}; a gated solution's
+opening (`solution-start`) is a "Solution to Exercise 2.1" heading and its end marks nothing, since the report renders
+cell by cell and folds the solution's code cell itself. The HTML is not yet sanitised: the
 page assembly sanitises it with everything else a notebook brings."""
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.myst_role import myst_role_plugin
 
-from llmaudit.captions import KINDS, citation, lead
+from llmaudit.captions import EXERCISE, KINDS, LABELS, SOLUTION, citation, lead
 
 
 class Item(NamedTuple):
@@ -69,8 +71,9 @@ def items(source: str) -> list[Item]:
 
 def _directives(state: StateCore) -> None:
     """Core rule: a MyST directive, a fence opened by ```{name} argument, becomes a labelled display equation
-    ({math}, its :label: option), a `numbered` token (a caption or an exercise, its :name: option its label) or a
-    `directive` token, whose body the renderer parses; other option lines are dropped."""
+    ({math}, its :label: option), a `numbered` token (a caption, its :name: option its label, or an exercise, its
+    :label:), a `solution` token (a gated solution's start, its argument the exercise's label; its end renders
+    empty) or a `directive` token, whose body the renderer parses; other option lines are dropped."""
     for token in state.tokens:
         found = _DIRECTIVE.fullmatch(token.info.strip()) if token.type == "fence" else None
         if found is None:
@@ -84,9 +87,12 @@ def _directives(state: StateCore) -> None:
         if found[1] == "math":
             label = options.get("label")
             token.type, token.content, token.info = ("math_block_label" if label else "math_block"), body, label or ""
-        elif found[1] in KINDS:
+        elif found[1] in LABELS:
             token.type, token.content = "numbered", body
-            token.meta = {"kind": KINDS[found[1]], "label": options.get("name", ""), "title": found[2]}
+            kind = KINDS.get(found[1], EXERCISE)
+            token.meta = {"kind": kind, "label": options.get(LABELS[found[1]], ""), "title": found[2]}
+        elif found[1] in SOLUTION:
+            token.type, token.content, token.info = "solution", "", found[2] if found[1] == SOLUTION[0] else ""
         else:
             folded = "dropdown" in options.get("class", "").split()  # as the book's theme folds it
             token.type, token.content = "directive", body
@@ -129,6 +135,18 @@ def _numbered(token: Token, env: dict) -> str:
     opening = f"<strong>{escape(lead(kind, _number(env, label), token.meta['title']))}</strong> "
     body = f"<p>{opening}{body[3:]}" if body.startswith("<p>") else f"<p>{opening}</p>{body}"
     return f'<div class="numbered {kind}" id="{kind}-{escape(label)}">{body}</div>'
+
+
+def _solution(token: Token, env: dict) -> str:
+    """A gated solution's start as the book titles it, "Solution to Exercise 2.1" linked to the exercise (its label
+    where the report has no such exercise); its end as nothing."""
+    if not token.info:
+        return ""
+    number = _number(env, token.info)
+    if number is None:
+        return f'<p class="directive-title solution">Solution to {escape(token.info)}</p>'
+    link = f'<a href="#{EXERCISE}-{escape(token.info)}">{escape(citation(EXERCISE, number))}</a>'
+    return f'<p class="directive-title solution">Solution to {link}</p>'
 
 
 def _numref(content: str, env: dict) -> str:
@@ -185,6 +203,7 @@ def _markdown() -> MarkdownIt:
         "math_block_label": _equation,
         "myst_role": _role,
         "numbered": _numbered,
+        "solution": _solution,
         "directive": _directive,
     }
     for kind, rule in rules.items():

@@ -1,6 +1,7 @@
-"""The book's numbered captions (a Sphinx extension, listed in _config.yml): the {figure-caption}, {table-caption}
-and {exercise} directives of `llmaudit.captions` as paragraphs opened by their number, which Sphinx's numfig counts
-per chapter under the figure, table and exercise kinds, so {numref} cites them from any chapter."""
+"""The book's numbered captions (a Sphinx extension, listed in _config.yml): the {figure-caption} and {table-caption}
+directives of `llmaudit.captions` as paragraphs opened by their number, which Sphinx's numfig counts per chapter
+under the figure and table kinds, so {numref} cites them from any chapter. Exercises and their solutions are
+sphinx-exercise's, numbered under its exercise kind the same way."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from llmaudit.captions import KINDS, WORDS, lead
 
 
 class numbered(nodes.General, nodes.Element):  # noqa: N801 (docutils names node classes in lower case)
-    """A caption or an exercise: its paragraphs, with its kind, its title and its label as ids."""
+    """A caption: its paragraphs, with its kind, its title and its label as ids."""
 
 
 # numfig counts a node under its class's kind, so each kind has its own class.
@@ -29,19 +30,15 @@ class table_caption(numbered):  # noqa: N801
     """A table's caption."""
 
 
-class exercise(numbered):  # noqa: N801
-    """An exercise's statement."""
-
-
-NODES: dict[str, type[numbered]] = {"figure": figure_caption, "table": table_caption, "exercise": exercise}
+NODES: dict[str, type[numbered]] = {"figure": figure_caption, "table": table_caption}
 
 
 class number_lead(nodes.Inline, nodes.Element):  # noqa: N801
-    """Where the bold "Figure 1.2." goes: at the start of the item's first paragraph."""
+    """Where the bold "Figure 1.2." goes: at the start of the caption's first paragraph."""
 
 
 class Numbered(SphinxDirective):
-    """```{figure-caption}, ```{table-caption} or ```{exercise} title, with a `:name:` label and markdown content."""
+    """```{figure-caption} or ```{table-caption}, with a `:name:` label and markdown content."""
 
     optional_arguments = 1
     final_argument_whitespace = True
@@ -63,7 +60,7 @@ class Numbered(SphinxDirective):
 
 
 def _title(node: numbered) -> str:
-    """What numfig needs to count the item and {numref}'s {name} shows: the exercise's title, else its text."""
+    """What numfig needs to count the caption and {numref}'s {name} shows: its title, else its text."""
     return node["title"] or node.astext()
 
 
@@ -87,12 +84,12 @@ def _visit_lead(self: HTML5Translator, node: number_lead) -> None:
 
 
 def _formats(app: Sphinx, config: Config) -> None:
-    """{numref}'s default text per kind, "Table %s", as the captions read."""
+    """{numref}'s default text per kind, "Table %s", as the captions and exercises read."""
     config.numfig_format = {**config.numfig_format, **{kind: f"{word} %s" for kind, word in WORDS.items()}}
 
 
 def setup(app: Sphinx) -> dict[str, object]:
-    """Register the directives, their nodes (numfig counts them as figures, tables and exercises) and their HTML."""
+    """Register the directives, their nodes (numfig counts them as figures and tables) and their HTML."""
     for kind, node in NODES.items():
         # Sphinx types the title getter for any node; it calls it on nodes of the class registered with it only
         app.add_enumerable_node(node, kind, _title, html=(_visit, _depart))  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ first use), the data mirror, the results file, and the folders for saved vectors
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,6 +32,7 @@ from llmaudit.spec import result
 
 RESULTS = "results.csv"
 STEERING = "steering_vectors"  # the chapter that saves the vectors the others read
+PRINTED = 76  # columns of a printed line that fit the book's ~650 px text column in its monospace font
 
 
 @dataclass
@@ -77,14 +79,16 @@ class Chapter:
 
     def describe(self) -> str:
         """The settings this run uses, as the params file gives them: the model, seed and token budget, then each
-        params section the chapter reads, one line each. Chapters print it at the top, so that the prose never has
-        to state a number the params may change."""
+        params section the chapter reads, each wrapped to `PRINTED` columns (continuation lines indented) so that it
+        fits the book's column. Chapters print it at the top, so that the prose never has to state a number the
+        params may change."""
         lines = [f"{self.params.name} (params: {self.params_file}), seed {self.params.seed}, "
                  f"batch_tokens {self.params.batch_tokens}"]
         for name in sections(self.name):
             values = getattr(self.params, name).model_dump()
             lines.append(f"{name}: " + ", ".join(f"{key}={value!r}" for key, value in values.items()))
-        return "\n".join(lines)
+        return "\n".join(wrapped for line in lines for wrapped in textwrap.wrap(
+            line, PRINTED, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False))
 
     def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
         """Record a result this chapter declares (`ChapterSpec.results`; any other name is an AuditError), `n`: the

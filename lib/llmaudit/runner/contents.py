@@ -1,6 +1,7 @@
-"""The book's table of contents, built from the registered chapters: the introduction, the audited-models index,
-each chapter as the default model's executed notebook (numbered 1, 2, ..., so figures and equations read 2.1),
-then the glossary the chapters' terms link to. `python -m llmaudit.runner.contents [FILE]` writes it (default _toc.yml),
+"""The book's table of contents, built from the registered chapters: the introduction, each chapter as the default
+model's executed notebook (numbered 1, 2, ..., so figures and equations read 2.1), the audited-models index the
+chapters lead up to, then the reference pages (running, verdicts, guarantees, engines, extending) and the glossary
+the chapters' terms link to. `python -m llmaudit.runner.contents [FILE]` writes it (default _toc.yml),
 as `make book` does before each build, and stops with one line when the audit has not written the pages yet."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from llmaudit.registry import KEYS, notebook
 DEFAULT_MODEL = "smollm2-135m-instruct"  # the model whose executed chapters the book shows (make audit's default)
 INDEX = "reports/index"  # the audited-models page every audit rewrites (llmaudit.report.index.build_index)
 GLOSSARY = "book/glossary"  # the {glossary} page every chapter's {term} roles resolve to
+REFERENCE = "book/reference/index"  # the tool's reference: what moved out of the README
+REFERENCE_PAGES = ("running", "verdicts", "guarantees", "engines", "extending")  # its sections, in reading order
 
 
 def chapter_pages(model: str = DEFAULT_MODEL) -> list[str]:
@@ -24,12 +27,13 @@ def chapter_pages(model: str = DEFAULT_MODEL) -> list[str]:
 
 
 def table_of_contents(model: str = DEFAULT_MODEL) -> str:
-    """The _toc.yml text of a book showing `model`'s report folder: the index and the glossary unnumbered around
-    the numbered chapters."""
+    """The _toc.yml text of a book showing `model`'s report folder: the numbered chapters, then, unnumbered, the
+    index of audited models and the reference with the glossary."""
+    reference = {"file": REFERENCE, "sections": [{"file": f"book/reference/{page}"} for page in REFERENCE_PAGES]}
     parts = [
-        {"caption": "Results", "chapters": [{"file": INDEX}]},
         {"caption": "Chapters", "numbered": True, "chapters": [{"file": page} for page in chapter_pages(model)]},
-        {"caption": "Reference", "chapters": [{"file": GLOSSARY}]},
+        {"caption": "Results", "chapters": [{"file": INDEX}]},
+        {"caption": "Reference", "chapters": [reference, {"file": GLOSSARY}]},
     ]
     header = "# Written by `python -m llmaudit.runner.contents` from the chapter registry (lib/llmaudit/registry.py).\n"
     return header + yaml.safe_dump({"format": "jb-book", "root": "book/intro", "parts": parts}, sort_keys=False)

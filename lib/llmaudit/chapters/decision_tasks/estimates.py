@@ -97,8 +97,9 @@ def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> p
 
 
 def summary(found: Estimates, audits: Mapping[str, TaskAudit], verdicts: Sequence[str]) -> pd.DataFrame:
-    """Per task: its estimates side by side, the white-box interval and its verdict (`verdicts`, in task order), the
-    answer mass, the competence with its interval and the number of cases."""
+    """Per task: the white-box slope's verdict (`verdicts`, in task order) first with what explains it (the slope
+    and its interval, the competence with its interval, the answer mass, the number of cases), then the other
+    estimates side by side, so that a table wider than its page still shows why a task is not measurable."""
     table = found.table
     wide = table.pivot_table(index="task", columns="method", values="value", sort=False)
     slopes = table[table["method"] == "white-box slope"].set_index("task")
@@ -108,7 +109,8 @@ def summary(found: Estimates, audits: Mapping[str, TaskAudit], verdicts: Sequenc
     wide["competence"] = [f"{c.value:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}]" if (c := found.competences[name]) else "n/a"
                           for name in wide.index]
     wide["cases"] = [audits[name].white["case"].nunique() for name in wide.index]
-    return wide
+    first = ["verdict", "white-box slope", "white-box 95% CI", "competence", "answer mass", "cases"]
+    return wide[first + [column for column in wide.columns if column not in first]]
 
 
 def per_dialect(audit: TaskAudit) -> bool:

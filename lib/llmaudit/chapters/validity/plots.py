@@ -42,7 +42,7 @@ def sobol(table: pd.DataFrame) -> alt.FacetChart:
         color=alt.Color("method:N", title=None, sort=None),
     )
     return alt.layer(
-        base.mark_rule().encode(x=alt.X("lo:Q", title="first-order Sobol' index S_i"), x2="hi:Q"),
+        base.mark_rule().encode(x=alt.X("lo:Q", title="first-order Sobol' index Sob_i"), x2="hi:Q"),
         base.mark_point(filled=True, size=30).encode(x="value:Q", tooltip=["variable", "method", "value", "lo", "hi"]),
         data=table,
     ).properties(width=420, height=alt.Step(7)).facet(row=alt.Row("task:N", title=None)).resolve_scale(y="independent")

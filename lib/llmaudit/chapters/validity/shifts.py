@@ -39,7 +39,7 @@ def shifts(indices: pd.DataFrame) -> Findings:
     shift = wide.drop(columns=BASELINE).sub(wide[BASELINE], axis=0)
     largest = shift.abs().stack().dropna().groupby(level=["task", "method"]).idxmax()  # -> (task, variable, method)
     found = [{"name": f"{name}.sobol_shift.{method.replace(' ', '_')}", "value": float(shift.loc[where[:2], method]),
-              "note": f"largest change of S_i from the no-attribute baseline ({where[1]})"}
+              "note": f"largest change of Sob_i from the no-attribute baseline ({where[1]})"}
              for (name, method), where in largest.items()]
     top = wide.groupby(level="task", group_keys=False).apply(lambda t: t.nlargest(5, BASELINE))
     return Findings(top, results_frame(found))

@@ -1,7 +1,7 @@
-"""First-order Sobol' indices S_i = Var(E[y | x_i]) / Var(y) estimated from a given table of audited cases.
+"""First-order Sobol' indices Sob_i = Var(E[y | x_i]) / Var(y) estimated from a given table of audited cases.
 
 Estimator. E[y | x_i] is estimated by the mean of y within each class of x_i: the levels of a categorical input (or
-of a numeric one with at most M distinct values), otherwise M equal-count classes of its ranks. S_i is the
+of a numeric one with at most M distinct values), otherwise M equal-count classes of its ranks. Sob_i is the
 between-class share of the variance of y, bias-corrected (epsilon squared: subtract the (k - 1) within-class mean
 squares that k classes pick up by chance from n cases), so an input with no effect scores about 0 rather than
 (k - 1) / n.
@@ -19,7 +19,7 @@ rank scale) the squared bias is O(M^-4). The mean squared error is smallest for 
 SALib's given-data estimators (`delta`, `rbd_fast`) take numeric inputs only, its `delta` first-order index is the
 uncorrected share, and neither averages over groups, so the estimator is written here.
 
-Assumptions. Inputs are independent (otherwise S_i also credits what moves with x_i; see `associations`);
+Assumptions. Inputs are independent (otherwise Sob_i also credits what moves with x_i; see `associations`);
 E[y | x_i] is smooth within a class (effects that oscillate over less than a class width are partly lost); the
 correction assumes a within-class variance of y that is about the same in every class.
 
