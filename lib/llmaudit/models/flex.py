@@ -31,7 +31,7 @@ def _kernel() -> Callable[..., torch.Tensor] | None:
         from torch.nn.attention.flex_attention import flex_attention
     except ImportError:
         return None
-    return torch.compile(flex_attention, dynamic=True)  # type: ignore[return-value]
+    return torch.compile(flex_attention, dynamic=True)
 
 
 def block_mask(mask: torch.Tensor) -> Any:
