@@ -5,8 +5,8 @@ them for that prompt alone (at the call's temperature, 1 unless set, over the wh
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
 batch's texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache
-is copied to its answers; the answers of many prompts then decode together, and an
-answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
+is copied to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the
+budget holds in key/value cache (`call_batches`), and an answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
 `generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
 the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
 discarded). So the draws use the same random numbers and give the same tokens, up to float rounding of the
