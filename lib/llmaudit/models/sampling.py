@@ -6,13 +6,13 @@ A `generate` call with `num_return_sequences = n` runs its prompt n times and de
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
 batch's texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache
 is copied to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the
-budget holds in key/value cache (`call_batches`), and an answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
-`generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
-the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
-discarded). So the draws use the same random numbers and give the same tokens, up to float rounding of the
-probabilities (tests/test_sampling.py compares the two). The prefill's last position is also the next-token
-distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and block outputs too,
-so a chapter that scores and samples the same prompts runs them once."""
+budget holds in key/value cache (`call_batches`), and an answer that has ended leaves the batch. Each prompt keeps
+its own random stream: a generator seeded as `generate` would be, asked at every step, until all the prompt's answers
+have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer takes part
+with a dummy row whose token is discarded). So the draws use the same random numbers and give the same tokens, up to
+float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last position is also
+the next-token distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and
+block outputs too, so a chapter that scores and samples the same prompts runs them once."""
 
 from __future__ import annotations
 
