@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark ndif ndif-stop clean
+.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark gpu-check ndif ndif-stop clean
 
 install: $(VENV)/.installed
 
@@ -73,6 +73,13 @@ benchmark: install
 	$(PY) benchmarks/prefix.py 64
 	$(PY) benchmarks/sampling.py 44
 	$(PY) benchmarks/ledger.py reports/$(MODEL)
+
+# One short call on a lent GPU (benchmarks/gpu_check.py: Llama-3.1-8B's shape in bfloat16, each engine on a slice of
+# the chapters' prompts, ~5 min on one H100); its JSON goes under benchmarks/results/ named after the card.
+# benchmarks/projection.py projects the paper-size audit's time from it and the scale test's ledger.
+GPU_CHECK ?= benchmarks/results/gpu-check.json
+gpu-check: install
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK)
 
 # A local NDIF server on 127.0.0.1 for params/smollm2-135m-instruct-remote.yaml (scripts/ndif/README.md: it starts
 # and takes requests, but places models only on a GPU node and sizes them from the Hugging Face Hub).

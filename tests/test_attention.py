@@ -76,3 +76,70 @@ def test_masked_attention_in_query_chunks_equals_one_call(monkeypatch) -> None:
     chunked, _ = attention.grouped_sdpa(torch.nn.Module(), query, key, value, mask)
     assert seen == [5] * 7 + [2]
     assert torch.allclose(chunked, whole, atol=1e-6, rtol=0)
+
+
+def test_token_trees_on_flex_attention_equal_the_plain_forward(tiny_model, monkeypatch) -> None:
+    """With the fused kernel switched on (FlexAttention's eager reference on a CPU), the packed token-tree forward
+    runs every tree-masked block on it and gives the traced forward's numbers; the decoding steps and unmasked calls
+    stay on SDPA."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from llmaudit.models import flex
+    from llmaudit.models.prefix import forward_shared_prefix
+    from test_prefix import variant_texts
+
+    calls: list[tuple[int, ...]] = []
+
+    def recording(query, key, value, **kwargs):
+        calls.append(tuple(query.shape))
+        return flex_attention(query, key, value, **kwargs)
+
+    texts, labels = variant_texts(tiny_model), tiny_model.single_token_ids(["she", "he", "good"])
+    want = tiny_model.forward(texts, labels, layers=[1, 3], traced=True)
+    monkeypatch.setattr(flex, "supported", lambda device: True)
+    monkeypatch.setattr(flex, "_kernel", lambda: recording)
+    got = forward_shared_prefix(tiny_model.handle, texts, labels, layers=[1, 3])
+    assert len(calls) == 2 * tiny_model.n_layers  # the common beginning, then one batch of tree rows, every block
+    assert all(shape[2] > 1 for shape in calls) and calls[-1][0] > 1
+    torch.testing.assert_close(got.probs, want.probs, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got.acts, want.acts, atol=1e-4, rtol=1e-4)
+
+
+def test_a_block_mask_is_made_once_per_mask_and_keeps_the_mask_s_pattern() -> None:
+    """Every block of a pass gets the same mask object: its block mask is made once; the block mask allows exactly
+    what the boolean mask allows (FlexAttention with it equals SDPA with the mask)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from llmaudit.models import flex
+
+    torch.manual_seed(0)
+    query, key, value = torch.randn(2, 4, 37, 8), torch.randn(2, 2, 45, 8), torch.randn(2, 2, 45, 8)
+    mask = torch.rand(2, 1, 37, 45) > 0.3
+    mask[..., 0] = True
+    assert flex.block_mask(mask) is flex.block_mask(mask)
+    assert flex.block_mask(mask.clone()) is not flex.block_mask(mask)
+    got = flex_attention(query, key, value, block_mask=flex.block_mask(mask), scale=0.3, enable_gqa=True)
+    want = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=0.3,
+                                                            enable_gqa=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_failing_fused_kernel_falls_back_on_chunked_sdpa_once(monkeypatch) -> None:
+    """A kernel that fails on this card (a compiler error) warns once, turns itself off and leaves the call to chunked
+    SDPA, whose result it returns: an audit never stops on the fast path."""
+    from llmaudit.models import attention, flex
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("triton: no kernel for this card\nlong trace")
+
+    monkeypatch.setattr(flex, "_failed", "")
+    monkeypatch.setattr(flex, "_kernel", lambda: broken)
+    monkeypatch.setattr(flex, "supported", lambda device: not flex._failed)
+    torch.manual_seed(0)
+    query, key, value = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()[None, None]
+    with pytest.warns(UserWarning, match="FlexAttention failed .RuntimeError: triton: no kernel for this card.;"):
+        got, _ = attention.grouped_sdpa(torch.nn.Module(), query, key, value, mask)
+    want = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(got, want.transpose(1, 2))
+    assert flex._failed.startswith("RuntimeError") and not flex.supported(query.device)

@@ -13,6 +13,7 @@ import torch
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.batching import pad
+from llmaudit.models.memory import Shape
 from llmaudit.models.prefix import Branch, branches, shareable
 from llmaudit.models.sampling import SampleCall, call_batches
 from test_sweep_architectures import build_model
@@ -119,13 +120,21 @@ def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
 
 
 def test_call_batches_keep_order_and_budget(tiny_model) -> None:
+    """A batch's prefill (its texts padded to the longest) fits the budget, and its answers' key/value cache the memory
+    a pass of the budget takes: more answer rows than the budget's tokens would allow a prefill of them."""
     calls = calls_of(tiny_model) * 3
-    longest = [max(len(e) for e in tiny_model.encode(c.texts)) + NEW for c in calls]
-    budget = 2 * max(c.rows * n for c, n in zip(calls, longest))
+    longest = [max(len(e) for e in tiny_model.encode(c.texts)) for c in calls]
+    budget = 2 * max(len(c.texts) * n for c, n in zip(calls, longest))
+    cached = Shape.of(tiny_model.hf).decode_tokens(budget)
     batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
     assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
     for batch in batches:
-        assert len(batch) == 1 or sum(calls[i].rows for i in batch) * max(longest[i] for i in batch) <= budget
+        width = max(longest[i] for i in batch)
+        assert len(batch) == 1 or (sum(len(calls[i].texts) for i in batch) * width <= budget
+                                   and sum(calls[i].rows for i in batch) * (width + NEW) <= cached)
+    # the decode holds no prefill's working activations: more answers a batch than the budget's tokens
+    assert cached > budget and max(sum(calls[i].rows for i in b) * (max(longest[i] for i in b) + NEW)
+                                   for b in batches) > budget
 
 
 def test_sampling_needs_a_local_model(tiny_model, monkeypatch) -> None:

@@ -7,14 +7,18 @@ implementation with SDPA's masks.
 
 A given mask (a padded batch, a token tree) keeps PyTorch from its fused kernels for grouped heads, and the math
 kernel it falls back on holds every score, batch x heads x queries x keys: quadratic in a packed row's length (an
-8B model's tree rows of 4,000 tokens need 2 GiB a row). So queries run in chunks whose scores fit `SCORE_BYTES`:
-each query's softmax is over its own row of scores, so a chunk computes exactly what the whole would."""
+8B model's tree rows of 4,000 tokens need 2 GiB a row). So on a GPU a boolean mask over several queries (a token tree,
+a padded prefill) runs on a fused kernel instead (`models.flex`: FlexAttention with a block mask), and elsewhere
+queries run in chunks whose scores fit `SCORE_BYTES`: each query's softmax is over its own row of scores, so a chunk
+computes exactly what the whole would."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import torch
+
+from llmaudit.models import flex
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -43,6 +47,12 @@ def grouped_sdpa(
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = q_length > 1 and attention_mask is None and causal
     grouped = query.shape[1] != key.shape[1]
+    if attention_mask is not None and attention_mask.dtype == torch.bool and q_length > 1 and dropout == 0.0 \
+            and flex.supported(query.device):
+        try:
+            return flex.attend(query, key, value, attention_mask, scaling).transpose(1, 2).contiguous(), None
+        except Exception as error:  # not yet run on every card and compiler: the exact fallback below stays
+            flex.give_up(error)
     chunk = query_chunk(query.shape[0] * query.shape[1], q_length, key.shape[2]) if attention_mask is not None \
         else q_length
     parts = [

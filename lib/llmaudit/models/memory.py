@@ -89,6 +89,11 @@ class Shape:
             return stacked * 2 * working * self.item
         return stacked * (working + 2 * self.blocks * self.keys) * self.item
 
+    def decode_tokens(self, batch_tokens: int) -> int:
+        """How many tokens of key/value cache take the memory a pass of `batch_tokens` tokens plans for: what a
+        sampler's decoding steps may hold (each step's activations are one token a row)."""
+        return batch_tokens * self.token_bytes() // (2 * self.blocks * self.keys * self.item)
+
 
 def planned_tokens(shape: Shape, free: int, stacked: int = 1, derivative: bool = False) -> int:
     """The batch size in tokens a pass plans with `free` bytes: what `USABLE` of them hold beside the attention scores'

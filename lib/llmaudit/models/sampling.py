@@ -5,14 +5,14 @@ them for that prompt alone (at the call's temperature, 1 unless set, over the wh
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
 batch's texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache
-is copied to its answers; the answers of many prompts then decode together, and an
-answer that has ended leaves the batch. Each prompt keeps its own random stream: a generator seeded as
-`generate` would be, asked at every step, until all the prompt's answers have ended, for one draw over its rows in
-the (rows, vocabulary) shape `generate` asks for (an ended answer takes part with a dummy row whose token is
-discarded). So the draws use the same random numbers and give the same tokens, up to float rounding of the
-probabilities (tests/test_sampling.py compares the two). The prefill's last position is also the next-token
-distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and block outputs too,
-so a chapter that scores and samples the same prompts runs them once."""
+is copied to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the
+budget holds in key/value cache (`call_batches`), and an answer that has ended leaves the batch. Each prompt keeps
+its own random stream: a generator seeded as `generate` would be, asked at every step, until all the prompt's answers
+have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer takes part
+with a dummy row whose token is discarded). So the draws use the same random numbers and give the same tokens, up to
+float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last position is also
+the next-token distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and
+block outputs too, so a chapter that scores and samples the same prompts runs them once."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout
 from llmaudit.models.handle import Handle
 from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
+from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 from llmaudit.models.required import required
@@ -80,19 +80,22 @@ class SampleCall:
 def call_batches(
     model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
-    """Consecutive runs of call indices whose answers, at their longest, hold at most `batch_tokens` tokens
-    (`memory.batch_budget` for auto; a call larger than that alone)."""
-    batch_tokens = batch_budget(model.hf, model.device, batch_tokens)
+    """Consecutive runs of call indices (a call larger than the budget alone) whose prefill, their texts padded to the
+    longest, holds at most `batch_tokens` tokens (`memory.batch_budget` for auto), and whose answers' key/value cache
+    at their longest takes no more memory than a pass of `batch_tokens` tokens (`memory.Shape.decode_tokens`): the
+    decoding steps, which hold one token's activations a row, run as many rows as that memory allows."""
+    budget = batch_budget(model.hf, model.device, batch_tokens)
+    cached = Shape.of(model.hf).decode_tokens(budget)
     batch: list[int] = []
-    longest = 0
+    texts = rows = longest = 0
     for i, call in enumerate(calls):
-        length = max(len(e) for e in model.encode(call.texts)) + max_new_tokens
-        rows = sum(calls[j].rows for j in batch) + call.rows
-        if batch and rows * max(longest, length) > batch_tokens:
+        length = max(len(e) for e in model.encode(call.texts))
+        grown = (texts + len(call.texts), rows + call.rows, max(longest, length))
+        if batch and (grown[0] * grown[2] > budget or grown[1] * (grown[2] + max_new_tokens) > cached):
             yield batch
-            batch, longest = [], 0
+            batch, grown = [], (len(call.texts), call.rows, length)
         batch.append(i)
-        longest = max(longest, length)
+        texts, rows, longest = grown
     if batch:
         yield batch
 
@@ -137,7 +140,7 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
         cache.batch_select_indices(text_of.to(model.device))
         logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
         for step in range(max_new_tokens):
-            drawn = _draw(logits / temperature[call_of[live], None], live, call_of, generators)
+            drawn = _draw(logits, live, call_of, generators, temperature[call_of[live]])
             tokens[live, step] = drawn
             going = (drawn != eos).nonzero().squeeze(-1)
             if step == max_new_tokens - 1 or not len(going):
@@ -193,15 +196,25 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     return logits, out.past_key_values, mask, [read[layer] for layer in layers], states
 
 
-def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor,
-          generators: list[torch.Generator]) -> torch.Tensor:
-    """A token for each live answer row (`logits` holds theirs, in order): every call with a live row draws once over
-    all its rows, ended ones given a dummy distribution, as `generate` draws over a batch with finished rows."""
-    probs = torch.zeros(len(call_of), logits.shape[-1])
-    probs[:, 0] = 1.0
-    probs[live] = torch.softmax(logits, dim=-1)
-    drawn = torch.empty(len(call_of), dtype=torch.long)
-    for c in call_of[live].unique().tolist():
-        rows = (call_of == c).nonzero().squeeze(-1)
-        drawn[rows] = torch.multinomial(probs[rows], num_samples=1, generator=generators[c]).squeeze(1)
-    return drawn[live]
+def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor, generators: list[torch.Generator],
+          temperature: torch.Tensor) -> torch.Tensor:
+    """A token for each live answer row (`logits` holds theirs, in order, `temperature` their calls'): every call
+    with a live row draws once over all its rows, ended ones given a dummy distribution, as `generate` draws over a
+    batch with finished rows. The one full-vocabulary pass besides the draw is the live rows' softmax (a temperature
+    of 1 divides nothing)."""
+    probs = torch.softmax(logits if bool((temperature == 1).all()) else logits / temperature[:, None], dim=-1)
+    calls = call_of[live]
+    drawn = torch.empty(len(live), dtype=torch.long)
+    first = torch.searchsorted(call_of, calls)  # each live row's call's first row (rows are call-major)
+    for c in calls.unique_consecutive().tolist():
+        mine = (calls == c).nonzero().squeeze(-1)
+        rows = int((call_of == c).sum())
+        if len(mine) == rows:  # every row of the call live: its probabilities as they are
+            call_probs = probs[mine[0]: mine[-1] + 1]
+        else:  # ended rows draw from a dummy distribution, whose draw is discarded
+            call_probs = torch.zeros(rows, probs.shape[-1])
+            call_probs[:, 0] = 1.0
+            call_probs[live[mine] - first[mine]] = probs[mine]
+        drawn[mine] = torch.multinomial(call_probs, num_samples=1, generator=generators[c]).squeeze(1)[
+            live[mine] - first[mine]]
+    return drawn

@@ -1,0 +1,75 @@
+"""Masked attention on a fused kernel: PyTorch's FlexAttention (`torch.nn.attention.flex_attention`, compiled to one
+Triton kernel on a GPU) with a block mask made from the given boolean mask. A token tree's mask (`models.packing`)
+is mostly empty blocks, which the kernel skips, and no score is ever held in memory, where SDPA falls back on its
+math kernel for an arbitrary mask with grouped heads. Each query's softmax runs over the keys its mask allows, as
+SDPA's, so the outputs agree to float rounding (tests/test_attention.py). Used where the device is a GPU;
+`models.attention` keeps chunked SDPA as the fallback (a CPU, or a PyTorch without FlexAttention)."""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import torch
+
+# The block mask of the last mask seen: every block of one forward pass gets the same mask object.
+_last: tuple[weakref.ref[torch.Tensor], Any] | None = None
+# Why the kernel failed in this process (it then stays off: chunked SDPA computes the same attention), '' while not.
+_failed = ""
+
+
+def supported(device: torch.device) -> bool:
+    """Whether masked attention on `device` runs on the fused kernel: a CUDA device with FlexAttention that has not
+    failed in this process."""
+    return device.type == "cuda" and not _failed and _kernel() is not None
+
+
+def give_up(error: Exception) -> None:
+    """Turn the kernel off for this process after `error` (a compiler or kernel failure on this card), with one
+    warning: the caller falls back on chunked SDPA, which computes the same attention."""
+    global _failed
+    _failed = f"{type(error).__name__}: {error}".splitlines()[0]
+    warnings.warn(f"FlexAttention failed ({_failed}); masked attention runs on chunked SDPA instead", stacklevel=2)
+
+
+@cache
+def _kernel() -> Callable[..., torch.Tensor] | None:
+    """FlexAttention, compiled (once per process; dynamic shapes, as every batch is as wide as its longest row), or
+    None where this PyTorch lacks it."""
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+    except ImportError:
+        return None
+    return torch.compile(flex_attention, dynamic=True)
+
+
+def block_mask(mask: torch.Tensor) -> Any:
+    """The FlexAttention block mask of a (batch, 1, queries, keys) boolean mask (True where a query attends), made once
+    per mask object."""
+    global _last
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    if _last is not None and _last[0]() is mask:
+        return _last[1]
+    dense = mask[:, 0]
+
+    def allowed(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return dense[b, q, k]
+
+    made = create_block_mask(allowed, mask.shape[0], None, mask.shape[2], mask.shape[3], device=mask.device)
+    _last = (weakref.ref(mask), made)
+    return made
+
+
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+           scaling: float | None) -> torch.Tensor:
+    """(batch, heads, queries, head_dim) attention outputs of grouped heads under a boolean `mask`, on the compiled
+    kernel."""
+    run = _kernel()
+    if run is None:
+        raise RuntimeError("FlexAttention is not available in this PyTorch")
+    return run(query, key, value, block_mask=block_mask(mask), scale=scaling,
+               enable_gqa=query.shape[1] != key.shape[1])
