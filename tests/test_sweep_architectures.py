@@ -146,7 +146,8 @@ def test_sweep_equals_plain_steered_forward(bind, models, arch, which, projectio
     assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     edit = Edit(vector=vector, lambdas=LAMBDAS, projection=projection)
-    engine = run_pass(bind(model, batch_tokens=60, lambda_batch=2), Request(texts=texts, labels=labels, edit=edit)).probs
+    engine = run_pass(bind(model, batch_tokens=60, lambda_batch=2),
+                      Request(texts=texts, labels=labels, edit=edit)).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in LAMBDAS]
     )
@@ -205,7 +206,8 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch)
 
 
 @pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
-def test_derivative_equals_autograd_of_plain_forward(bind, models, arch, which, projection, window, monkeypatch) -> None:
+def test_derivative_equals_autograd_of_plain_forward(bind, models, arch, which, projection, window,
+                                                     monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
     shared_beginning(model, texts, window, monkeypatch)
