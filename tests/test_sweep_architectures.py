@@ -247,7 +247,7 @@ def test_the_fast_table_holds_the_families_tested_here() -> None:
 
 
 def test_split_sweep_refuses_a_family_outside_the_fast_table(models, monkeypatch) -> None:
-    """Callers reach it through `steered`, which runs such a family plain; a direct call is a programming error."""
+    """Callers reach it through `run_pass`, which runs such a family plain; a direct call is a programming error."""
     model = models("qwen2")
     monkeypatch.setattr(architectures, "FAST", architectures.FAST - {"qwen2"})
     with pytest.raises(ValueError, match="'qwen2'"):
