@@ -116,6 +116,19 @@ def tiny_model(tiny_model_dir):
     return load_model("tiny", ModelSpec(path=str(tiny_model_dir)))
 
 
+@pytest.fixture
+def bind(monkeypatch):
+    """`bind(model, **settings)`: the model with the runtime `settings` (`models.request.Runtime`: cache, batch_tokens,
+    lambda_batch) bound, as a chapter binds its audit's, until the test ends; returns the model."""
+    from llmaudit.models.request import Runtime
+
+    def bound(model, **settings):
+        monkeypatch.setattr(model, "runtime", Runtime(**settings))
+        return model
+
+    return bound
+
+
 def pytest_sessionstart(session) -> None:
     """nbval: start from the results file the reference notebooks were made with. An audit commits each chapter's rows
     before the next chapter runs, and later chapters read them (the verdict page's gates in Table 2.1); nbval executes

@@ -19,9 +19,10 @@ from llmaudit.models.layers import hidden
 from llmaudit.models.prefix import common_prefix
 
 
-def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
+def test_pronoun_shares_equal_a_full_vocabulary_computation(bind, tiny_model) -> None:
+    bind(tiny_model, batch_tokens=256)
     cells = versions(prompts("a moustache"), range(3))
-    frame = token_probabilities(tiny_model, cells, "chat", batch_tokens=256)
+    frame = token_probabilities(tiny_model, cells, "chat")
     vocabulary = tiny_model.forward(texts(tiny_model, cells, "chat"), None).probs
     expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=False)
                           for row, p in zip(vocabulary, cells)])
@@ -29,44 +30,46 @@ def test_pronoun_shares_equal_a_full_vocabulary_computation(tiny_model) -> None:
     assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
 
 
-def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_cell(tiny_model, tmp_path) -> None:
+def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_cell(bind, tiny_model, tmp_path) -> None:
+    bind(tiny_model, batch_tokens=256, cache=tmp_path)
     cells, samples = prompts("a moustache"), 3
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    scored, answers = chat_pass(tiny_model, cells, samples, 4, seed=0, batch_tokens=256, cache=tmp_path,
-                                vector=vector)
-    alone = token_probabilities(tiny_model, versions(cells, range(samples)), "chat", batch_tokens=256, vector=vector)
+    scored, answers = chat_pass(tiny_model, cells, samples, 4, seed=0, vector=vector)
+    alone = token_probabilities(tiny_model, versions(cells, range(samples)), "chat", vector=vector)
     pd.testing.assert_frame_equal(scored, alone, atol=1e-6)
     assert len(answers) == samples * len(cells)
     assert answers.groupby(["task", "gender", "instr"]).size().eq(samples).all()
     before = tiny_model.ledger.actual
-    again, same = chat_pass(tiny_model, cells, samples, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+    again, same = chat_pass(tiny_model, cells, samples, 4, seed=0, vector=vector)
     assert tiny_model.ledger.actual == before  # every batch from the cache
     pd.testing.assert_frame_equal(again, scored)
     pd.testing.assert_frame_equal(same, answers)
 
 
-def test_a_chat_pass_without_completion_prompts_keeps_nothing(tiny_model, tmp_path) -> None:
+def test_a_chat_pass_without_completion_prompts_keeps_nothing(bind, tiny_model, tmp_path) -> None:
+    bind(tiny_model, batch_tokens=256, cache=tmp_path)
     choice = [p for p in prompts("a moustache") if p.kind == "choice"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    scored, answers = chat_pass(tiny_model, choice, 2, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+    scored, answers = chat_pass(tiny_model, choice, 2, 4, seed=0, vector=vector)
     assert len(answers) == 2 * len(choice) and len(scored) == 2 * len(choice)
 
 
 @pytest.mark.parametrize("after_chat_pass", [False, True])
-def test_steered_shares_equal_the_plain_steered_forward(tiny_model, tmp_path, after_chat_pass) -> None:
+def test_steered_shares_equal_the_plain_steered_forward(bind, tiny_model, tmp_path, after_chat_pass) -> None:
+    bind(tiny_model, batch_tokens=256, cache=tmp_path)
     cells = prompts("a moustache")
     free = [p for p in cells if p.kind == "completion"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
     if after_chat_pass:  # the chat pass keeps the completion prompts' states below the edit: the sweep starts there
-        chat_pass(tiny_model, cells, 3, 4, seed=0, batch_tokens=256, cache=tmp_path, vector=vector)
+        chat_pass(tiny_model, cells, 3, 4, seed=0, vector=vector)
     first: list[int] = []  # token positions the first block runs on
     hook = architectures.blocks(tiny_model.hf)[0].register_forward_hook(lambda m, a, out: first.append(
         hidden(out).shape[0] * hidden(out).shape[1]))
     try:
-        steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], batch_tokens=256, cache=tmp_path)
+        steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0])
     finally:
         hook.remove()
     inputs = texts(tiny_model, free, "chat")

@@ -18,8 +18,9 @@ from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.plain import hooked_forward, hooked_sweep
 from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.request import Edit, Keep, Request
 from llmaudit.models.sampling import SampleCall
-from llmaudit.models.steer import Shared, steered
+from llmaudit.models.steer import run_pass
 from llmaudit.models.sweep import split_sweep
 
 WINDOW = 4  # shorter than every prompt: a family's sliding-window blocks see less than the whole prompt
@@ -215,25 +216,26 @@ def test_batched_sampler_draws_what_the_plain_sampler_draws(models, model_type) 
 
 
 @pytest.mark.parametrize("model_type", FAST)
-def test_a_sweep_from_kept_lower_states_equals_the_plain_engine(models, model_type, tmp_path) -> None:
-    """States kept by the unsteered pass start the sweep (`models.steer.Shared`), with the plain engine's answers."""
+def test_a_sweep_from_kept_lower_states_equals_the_plain_engine(bind, models, model_type, tmp_path) -> None:
+    """States kept by the unsteered pass (`models.request.Keep`) start the sweep, which finds them itself, with the
+    plain engine's answers."""
     model, texts, labels, vector = models(model_type)
     targets = [0] * len(texts)
     plain = hooked_sweep(model.handle, texts, labels, vector, LAMBDAS, targets, batch_tokens=60)
-    steered(model, texts=texts, labels=labels, cache=tmp_path, shared=Shared(keep=(0,)), batch_tokens=60)
-    started = steered(model, texts=texts, labels=labels, vector=vector, lambdas=LAMBDAS, targets=targets,
-                      cache=tmp_path, shared=Shared(starts=(0,)), batch_tokens=60)
+    run_pass(bind(model, cache=tmp_path, batch_tokens=60), Request(texts=texts, labels=labels, keep=Keep(blocks=(0,))))
+    started = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
+                                      targets=targets))
     torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("model_type", sorted(set(FAMILIES) - set(FAST)))
 def test_a_family_outside_the_fast_table_runs_every_pass_plain(models, model_type) -> None:
-    """`steered` and the unsteered forward take the plain engine, and the ledger labels say so."""
+    """`run_pass` and the unsteered forward take the plain engine, and the ledger labels say so."""
     model, texts, labels, vector = models(model_type)
     assert not model.engine.fast and f"'{model_type}'" in model.engine.reason
-    out = steered(model, texts=texts, labels=labels, vector=vector, lambdas=LAMBDAS, targets=[0] * len(texts),
-                  layers=[LAYER], desc="sweep")
+    out = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
+                                  targets=[0] * len(texts), layers=[LAYER], desc="sweep"))
     assert out.probs.shape == (len(LAMBDAS), len(texts), len(labels)) and out.derivative is not None
     assert model.forward(texts, labels, desc="scores").probs.shape == (len(texts), len(labels))
     assert {"plain: sweep", "plain: scores"} <= set(model.ledger.calls)

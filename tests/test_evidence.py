@@ -241,10 +241,10 @@ class ToyTask(Task):
                 for job in jobs for g, p in (("female", "she"), ("male", "he"))]
 
 
-def test_runner_keeps_the_exact_prompts(tiny_model, tmp_path) -> None:
+def test_runner_keeps_the_exact_prompts(bind, tiny_model, tmp_path) -> None:
     vector = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=1.0)
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0)
     audit = runner.audit(ToyTask(), vector, [-1.0, 0.0, 1.0], n=3)
     explicit, white = audit.black["explicit"], audit.white
     items = ToyTask().items("explicit", 3, 0)

@@ -98,21 +98,23 @@ EXAMPLES = [Example(f"the {who} person is {what} .", gold, group, who, k)
             for who, group in (("white", "white"), ("black", "african_american"))]
 
 
-def test_sampled_answers_are_read_by_string_match(labelled_model):
+def test_sampled_answers_are_read_by_string_match(bind, labelled_model):
+    bind(labelled_model, batch_tokens=512)
     run = Sampling(2024, temperature=0.8, max_new_tokens=3)
-    frame = sample_classify(labelled_model, EXAMPLES * 4, run=run, batch_tokens=512)
+    frame = sample_classify(labelled_model, EXAMPLES * 4, run=run)
     read = [p if isinstance(p, str) else None for p in frame["pred"]]  # a table holds None as NaN
     assert read == [parse_label(a) for a in frame["answer"]]
     assert frame["pred"].isna().any() and frame["pred"].notna().any()  # both kinds of answer occur
-    again = sample_classify(labelled_model, EXAMPLES * 4, run=run, batch_tokens=512)
+    again = sample_classify(labelled_model, EXAMPLES * 4, run=run)
     assert again["answer"].tolist() == frame["answer"].tolist()  # seeded
     probs = torch.tensor(frame[[f"p_{label}" for label in LABELS]].to_numpy())
     assert frame["pred_argmax"].tolist() == [LABELS[i] for i in probs.argmax(-1).tolist()]
 
 
-def test_chain_of_thought_answers_after_its_own_reasoning(labelled_model):
+def test_chain_of_thought_answers_after_its_own_reasoning(bind, labelled_model):
+    bind(labelled_model, batch_tokens=512)
     sizes = MarkednessParams(reasoning_tokens=5, fallback=True)
-    frame = classify_run(labelled_model, EXAMPLES, Run(COT, 2025, cot=True), sizes, batch_tokens=512)
+    frame = classify_run(labelled_model, EXAMPLES, Run(COT, 2025, cot=True), sizes)
     assert (frame["reasoning"] != "").all() and frame["run"].eq("2025").all()
     assert all("Let's think step by step. " + r.strip() in p for r, p in zip(frame["reasoning"], frame["prompt"]))
     assert all(p.endswith("from negative, neutral, or positive, the sentiment is") for p in frame["prompt"])

@@ -7,7 +7,8 @@ import torch
 
 from llmaudit.ledger import Ledger
 from llmaudit.models.packing import PackedBatch, Row, pack
-from llmaudit.models.steer import steered
+from llmaudit.models.request import Edit, Request
+from llmaudit.models.steer import run_pass
 from test_sweep_architectures import labels_of, random_vector
 
 # Two levels of sharing, as in BBQ: a context shared by four prompts, a further sentence by two of them.
@@ -63,7 +64,7 @@ def test_a_packed_batch_places_reads_and_unpacks_each_member() -> None:
     assert mask.shape == (len(rows), 1, batch.ids.shape[1], 3 + batch.ids.shape[1]) and mask[..., :3].all()
 
 
-def test_a_sweep_of_nested_variants_runs_each_distinct_token_once_per_block_and_lambda(tiny_model) -> None:
+def test_a_sweep_of_nested_variants_runs_each_distinct_token_once_per_block_and_lambda(bind, tiny_model) -> None:
     """Two rows of equal length (the beginning all four share runs once, before them), no padding: the ledger's count of
     what ran equals its minimum (each distinct prefix through the lower blocks once and the upper blocks once per
     lambda), and the answers are each prompt's own."""
@@ -75,8 +76,8 @@ def test_a_sweep_of_nested_variants_runs_each_distinct_token_once_per_block_and_
     )]
     labels, vector, lambdas = labels_of(tiny_model), random_vector(tiny_model, 1), [-1.0, 1.0]
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    swept = steered(tiny_model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, batch_tokens=4096,
-                    lambda_batch=2).probs
+    swept = run_pass(bind(tiny_model, batch_tokens=4096, lambda_batch=2),
+                     Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
     assert tiny_model.ledger.actual == tiny_model.ledger.minimum
     for lam, probs in zip(lambdas, swept):
         alone = torch.cat([tiny_model.forward([text], labels, intervention=vector.intervention(lam)).probs

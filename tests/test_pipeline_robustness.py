@@ -30,20 +30,21 @@ def test_out_of_memory_names_the_setting_to_lower(tiny_model, monkeypatch) -> No
         assert "\n" not in str(info.value)
 
 
-def test_cpu_allocation_failure_is_the_same_error(tiny_model, monkeypatch) -> None:
+def test_cpu_allocation_failure_is_the_same_error(bind, tiny_model, monkeypatch) -> None:
     def exhausted(*args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
 
     monkeypatch.setattr(tiny_model.hf.model, "forward", exhausted)
     with pytest.raises(AuditError, match="lower batch_tokens"):
-        toy_vector_sweep(tiny_model)
+        toy_vector_sweep(bind(tiny_model, batch_tokens=64))
 
 
 def toy_vector_sweep(model) -> None:
-    from llmaudit.models.steer import steered
+    from llmaudit.models.request import Edit, Request
+    from llmaudit.models.steer import run_pass
 
-    steered(model, texts=[model.chat("the nurse")], labels=[1], vector=toy_vector(model), lambdas=[0.0, 1.0],
-            batch_tokens=64)
+    run_pass(model, Request(texts=[model.chat("the nurse")], labels=[1],
+                            edit=Edit(vector=toy_vector(model), lambdas=[0.0, 1.0])))
 
 
 def test_other_runtime_errors_pass_through(tiny_model, monkeypatch) -> None:
@@ -112,9 +113,9 @@ def test_code_version_follows_the_computing_modules(tmp_path) -> None:
     assert version != cache.code_version(("models", "chapters.steering_vectors", "chapters.decision_tasks"))
 
 
-def test_two_runs_give_identical_numbers(tiny_model) -> None:
+def test_two_runs_give_identical_numbers(bind, tiny_model) -> None:
     def run():
-        runner = TaskRunner(tiny_model, seed=0, batch_tokens=64)
+        runner = TaskRunner(bind(tiny_model, batch_tokens=64), seed=0)
         audit = runner.audit(ToyTask(), toy_vector(tiny_model), [-1.0, 0.0, 1.0], n=4)
         return audit.black["implicit"], audit.white, audit.slope(200, 0), audit.gap("explicit", 200, 0)
 

@@ -11,7 +11,8 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.models import load_model
-from llmaudit.models.steer import steered
+from llmaudit.models.request import Edit, Request
+from llmaudit.models.steer import run_pass
 
 pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
 
@@ -31,10 +32,11 @@ def setting():
     return model, texts, labels, [item.target for item in items], vector
 
 
-def test_engine_equals_traced_reference(setting) -> None:
+def test_engine_equals_traced_reference(bind, setting) -> None:
     model, texts, labels, _, vector = setting
     lambdas = [-1.0, 0.0, 0.6]
-    engine = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, lambda_batch=2).probs
+    engine = run_pass(bind(model, lambda_batch=2),
+                      Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
     reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs
                              for lam in lambdas])
     torch.testing.assert_close(engine, reference, atol=1e-4, rtol=0)
@@ -42,9 +44,10 @@ def test_engine_equals_traced_reference(setting) -> None:
 
 def test_exact_derivative_matches_finite_difference(setting) -> None:
     model, texts, labels, targets, vector = setting
-    exact = steered(model, texts=texts, labels=labels, targets=targets, vector=vector, lambdas=()).derivative
+    exact = run_pass(model, Request(texts=texts, labels=labels, targets=targets,
+                                    edit=Edit(vector=vector, lambdas=()))).derivative
     eps = 1e-3
-    probs = steered(model, texts=texts, labels=labels, vector=vector, lambdas=[-eps, eps]).probs
+    probs = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=[-eps, eps]))).probs
     chosen = torch.tensor(targets)
     metric = probs.gather(-1, chosen.expand(2, -1).unsqueeze(-1)).squeeze(-1) / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)

@@ -1,4 +1,4 @@
-"""Every scored forward pass of a chapter goes through the one entry point `models.steer.steered` (no chapter calls
+"""Every scored forward pass of a chapter goes through the one entry point `models.steer.run_pass` (no chapter calls
 the model's forward itself, so none bypasses its cache keys and engines), no code is left unreachable (mypy's
 `warn_unreachable`), and a forward's `probs` holds probabilities whether or not labels were asked for."""
 
@@ -24,7 +24,7 @@ def forward_calls(path: Path) -> list[int]:
 def test_no_chapter_calls_the_model_forward_itself() -> None:
     found = {str(path.relative_to(ROOT)): lines for path in sorted(CHAPTERS.rglob("*.py"))
              if (lines := forward_calls(path))}
-    assert found == {}, f"chapters must score through models.steer.steered: {found}"
+    assert found == {}, f"chapters must score through models.steer.run_pass: {found}"
 
 
 def test_mypy_reports_unreachable_code() -> None:

@@ -332,7 +332,7 @@ def test_held_out_rows_exclude_the_ids_that_chose_the_vector(mirror) -> None:
     assert held_out["instruction"].str.len().gt(0).all()
 
 
-def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_model, tmp_path) -> None:
+def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(bind, tiny_model, tmp_path) -> None:
     from llmaudit.chapters.steering_vectors.effect import steered_scores
 
     ids = tiny_model.tokenizer.convert_tokens_to_ids
@@ -344,9 +344,10 @@ def test_causal_check_reads_raw_normalised_and_mass_of_the_steered_model(tiny_mo
                             torch.randn(32, generator=gen), k=4.0)
     prompts = [tiny_model.chat(i, p) for i, p in zip(frame["instruction"], frame["prefix"])]
     tables, ran = {}, {}
+    bind(tiny_model, cache=tmp_path)
     for projection in (True, False):  # the additive sweep starts from the states the projection sweep kept
         tiny_model.ledger = Ledger(tiny_model.n_layers)
-        tables[projection] = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0], 4096, tmp_path,
+        tables[projection] = steered_scores(tiny_model, vector, frame, tokens, [-1.0, 0.0, 1.0],
                                             projection=projection)
         ran[projection] = tiny_model.ledger.actual
     padded = lower_positions(tiny_model, prompts, 4096)

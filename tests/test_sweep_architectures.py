@@ -15,7 +15,8 @@ from llmaudit.models import AuditModel, architectures
 from llmaudit.models.blocks import running
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.prefix import shareable
-from llmaudit.models.steer import steered
+from llmaudit.models.request import Edit, Request
+from llmaudit.models.steer import run_pass
 from llmaudit.models.sweep import split_sweep
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -138,14 +139,15 @@ def shared_beginning(model, texts: list[str], window: int | None, monkeypatch) -
 
 
 @pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
-def test_sweep_equals_plain_steered_forward(models, arch, which, projection, window, monkeypatch) -> None:
+def test_sweep_equals_plain_steered_forward(bind, models, arch, which, projection, window, monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
     shared = shared_beginning(model, texts, window, monkeypatch)
     assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
     vector = random_vector(model, STEERING_LAYERS[arch][which])
-    engine = steered(model, texts=texts, labels=labels, vector=vector, lambdas=LAMBDAS, projection=projection,
-                     batch_tokens=60, lambda_batch=2).probs
+    edit = Edit(vector=vector, lambdas=LAMBDAS, projection=projection)
+    engine = run_pass(bind(model, batch_tokens=60, lambda_batch=2),
+                      Request(texts=texts, labels=labels, edit=edit)).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in LAMBDAS]
     )
@@ -204,7 +206,8 @@ def test_a_sweep_from_kept_lower_states_equals_one_from_the_tokens(models, arch)
 
 
 @pytest.mark.parametrize(("arch", "which", "projection", "window"), SHAPES)
-def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projection, window, monkeypatch) -> None:
+def test_derivative_equals_autograd_of_plain_forward(bind, models, arch, which, projection, window,
+                                                     monkeypatch) -> None:
     model = models(arch)
     texts, labels = texts_of(model), labels_of(model)
     shared_beginning(model, texts, window, monkeypatch)
@@ -212,8 +215,9 @@ def test_derivative_equals_autograd_of_plain_forward(models, arch, which, projec
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     swept = split_sweep(model.handle, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
     probs, exact = swept.probs, swept.derivative
-    alone = steered(model, texts=texts, labels=labels, targets=targets, vector=vector, projection=projection,
-                    batch_tokens=4096, lambdas=()).derivative
+    alone = run_pass(bind(model, batch_tokens=4096), Request(
+        texts=texts, labels=labels, targets=targets, edit=Edit(vector=vector, lambdas=(), projection=projection))
+    ).derivative
     reference = []
     for i, text in enumerate(texts):
         lam = torch.zeros((), requires_grad=True)
@@ -243,7 +247,7 @@ def test_the_fast_table_holds_the_families_tested_here() -> None:
 
 
 def test_split_sweep_refuses_a_family_outside_the_fast_table(models, monkeypatch) -> None:
-    """Callers reach it through `steered`, which runs such a family plain; a direct call is a programming error."""
+    """Callers reach it through `run_pass`, which runs such a family plain; a direct call is a programming error."""
     model = models("qwen2")
     monkeypatch.setattr(architectures, "FAST", architectures.FAST - {"qwen2"})
     with pytest.raises(ValueError, match="'qwen2'"):

@@ -43,9 +43,9 @@ def toy_vector(model) -> SteeringVector:
     return SteeringVector("v", "gender", 2, direction, acts.mean(0), k=3.0)
 
 
-def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
+def test_runner_tables_cache_and_estimates(bind, tiny_model, tmp_path) -> None:
     vector = toy_vector(tiny_model)
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0)
     lambdas = [-1.0, 0.0, 1.0]
 
     audit = runner.audit(ToyTask(), vector, lambdas, n=4, exact=True)
@@ -66,9 +66,9 @@ def test_runner_tables_cache_and_estimates(tiny_model, tmp_path) -> None:
     assert again.white["metric"].tolist() == white["metric"].tolist()
 
 
-def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(tiny_model, tmp_path) -> None:
+def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(bind, tiny_model, tmp_path) -> None:
     vector, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0)
     projected = runner.white_box(ToyTask(), vector, lambdas, n=4)
     additive = runner.white_box(ToyTask(), vector, lambdas, n=4, projection=False)
     assert not np.allclose(additive["metric"], projected["metric"])  # a separate cache entry, a different edit
@@ -80,22 +80,22 @@ def test_the_additive_edit_is_cached_apart_and_equals_the_plain_steered_forward(
         assert additive.loc[additive["lam"] == lam, "metric"].to_numpy() == pytest.approx(expected, abs=1e-5)
 
 
-def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_model, tmp_path) -> None:
+def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(bind, tiny_model, tmp_path) -> None:
     """The first sweep keeps its prompts' states at the lowest block the concept's vectors steer (another concept's
     lower block is no place to keep them); a later sweep (a new runner, as in another chapter) along the lower vector
     starts there, with the answers of a sweep from the tokens."""
     high, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
     low = dataclasses.replace(high, name="low", layer=1)
     elsewhere = dataclasses.replace(high, name="race", concept="race", layer=0)
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low, elsewhere))
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0, vectors=(high, low, elsewhere))
     runner.white_box(ToyTask(), high, lambdas, n=4, exact=True)
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in ToyTask().items("neutral", 4, 0)]
     assert stored_states(tmp_path, tiny_model.identity, texts, [0, 1, 2]).block == 1
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    later = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(high, low)).white_box(
+    later = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0, vectors=(high, low)).white_box(
         ToyTask(), low, lambdas, n=4, exact=True)
     started, tiny_model.ledger = tiny_model.ledger, Ledger(tiny_model.n_layers)
-    uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
+    uncached = TaskRunner(bind(tiny_model, batch_tokens=64), seed=0)
     plain = uncached.white_box(ToyTask(), low, lambdas, n=4, exact=True)
     padded = lower_positions(tiny_model, texts, 64)
     # blocks 0-1 run again by neither the sweep nor the Eq. 2 pass (the derivative at the unedited state)
@@ -104,9 +104,9 @@ def test_a_concept_s_second_vector_sweeps_from_the_states_the_first_kept(tiny_mo
     assert later["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
 
 
-def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep(tiny_model, tmp_path) -> None:
+def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep(bind, tiny_model, tmp_path) -> None:
     vector, lambdas = toy_vector(tiny_model), [-1.0, 0.0, 1.0]
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0)
     tiny_model.ledger = Ledger(tiny_model.n_layers)
     swept = runner.white_box(ToyTask(), vector, lambdas, n=4)
     assert "slope0" not in swept
@@ -115,10 +115,11 @@ def test_the_derivative_is_taken_only_when_asked_and_cached_apart_from_the_sweep
     derivative_only = tiny_model.ledger.actual - sweep_only
     assert 0 < derivative_only < sweep_only
     assert exact["metric"].tolist() == swept["metric"].tolist()
-    plain = TaskRunner(tiny_model, seed=0, batch_tokens=64).white_box(ToyTask(), vector, lambdas, n=4, exact=True)
+    plain = TaskRunner(bind(tiny_model, batch_tokens=64), seed=0).white_box(ToyTask(), vector, lambdas, n=4, exact=True)
     assert exact["slope0"].to_numpy() == pytest.approx(plain["slope0"].to_numpy(), abs=1e-6)
     assert not np.allclose(exact["slope0"], 0)
     before = tiny_model.ledger.actual
+    bind(tiny_model, batch_tokens=64, cache=tmp_path)  # the cache bound again
     runner.white_box(ToyTask(), vector, lambdas, n=4, exact=True)  # both cached
     assert tiny_model.ledger.actual == before
 
@@ -136,15 +137,16 @@ class Restated(ToyTask):
         return [dataclasses.replace(item, group="female") for item in neutral] + male
 
 
-def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_sweep(tiny_model, tmp_path) -> None:
+def test_a_black_box_pass_holding_the_swept_prompts_keeps_their_states_for_the_sweep(
+        bind, tiny_model, tmp_path) -> None:
     vector, lambdas = toy_vector(tiny_model), [-1.0, 1.0]
     low = dataclasses.replace(vector, name="low", layer=1)
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    audit = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path, vectors=(vector, low)).audit(
+    audit = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0, vectors=(vector, low)).audit(
         Restated(), vector, lambdas, n=4, exact=True)
     sweep = tiny_model.ledger.calls["sweep: toy sweep"]
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    uncached = TaskRunner(tiny_model, seed=0, batch_tokens=64)
+    uncached = TaskRunner(bind(tiny_model, batch_tokens=64), seed=0)
     plain = uncached.audit(Restated(), vector, lambdas, n=4, exact=True)
     from_tokens = tiny_model.ledger.calls["sweep: toy sweep"]
     texts = [tiny_model.chat(item.prompt, item.prefix) for item in Restated().items("neutral", 4, 0)]
@@ -162,7 +164,7 @@ def test_held_out_rows_come_from_vectors_of_the_task_source(tiny_model) -> None:
     class Sourced(ToyTask):
         source = "dialect"
 
-    runner = TaskRunner(tiny_model, 0, 64, vectors=(vector("dialect", [1, 2]), vector("racial_identity", [3])))
+    runner = TaskRunner(tiny_model, 0, vectors=(vector("dialect", [1, 2]), vector("racial_identity", [3])))
     assert runner.held_out(Sourced()) == {1, 2}
     assert runner.held_out(ToyTask()) == set()
 
@@ -194,12 +196,12 @@ def test_competence_follows_the_decisive_fact_or_the_gold_answers() -> None:
     assert _audit_of(ToyTask(), [0.5] * 8, [float("nan")] * 8).competence(500, 0) is None  # no fact, no gold
 
 
-def test_tasks_without_an_implicit_variant_report_no_implicit_gap(tiny_model, tmp_path) -> None:
+def test_tasks_without_an_implicit_variant_report_no_implicit_gap(bind, tiny_model, tmp_path) -> None:
     class Stated(ToyTask):
         black_box_variants = ("explicit",)
 
-    audit = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path).audit(Stated(), toy_vector(tiny_model),
-                                                                                   [-1.0, 0.0, 1.0], n=2)
+    audit = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0).audit(
+        Stated(), toy_vector(tiny_model), [-1.0, 0.0, 1.0], n=2)
     assert set(audit.black) == {"explicit"} and audit.gap("implicit", 200, 0) is None
     assert audit.black["explicit"]["fact"].isna().all()
 
@@ -214,9 +216,9 @@ class Spoken(ToyTask):
         return [item for item in both if item.group == "white"] if variant == "neutral" else both
 
 
-def test_white_box_sweeps_every_group_and_takes_the_removed_row_from_it(tiny_model, tmp_path) -> None:
+def test_white_box_sweeps_every_group_and_takes_the_removed_row_from_it(bind, tiny_model, tmp_path) -> None:
     vector, lambdas = toy_vector(tiny_model), [-1.0, 0.0, 1.0]
-    runner = TaskRunner(tiny_model, seed=0, batch_tokens=64, cache=tmp_path)
+    runner = TaskRunner(bind(tiny_model, batch_tokens=64, cache=tmp_path), seed=0)
     audit = runner.audit(Spoken(), vector, lambdas, n=4, exact=True, dependence=True)
     assert set(audit.white["group"]) == {"black", "white"} and len(audit.white) == 8 * len(lambdas)
     assert audit.removed is not None and set(audit.removed["group"]) == {"white"}

@@ -105,12 +105,12 @@ def test_filtered_cases_carry_the_per_profile_gaps_filtered_gap_averages() -> No
         "female", "male"]
 
 
-def test_name_projection_on_a_planted_direction(tiny_model) -> None:
+def test_name_projection_on_a_planted_direction(bind, tiny_model) -> None:
     texts = [name_prompt(tiny_model, name) for name in ("nurse", "doctor", "teacher")]
     assert texts[0].endswith(SENTENCE.format(name="nurse")) and "Complete the sentence" in texts[0]
     acts = tiny_model.forward(texts, (), layers=[2]).acts[:, 0]
     planted = SteeringVector("v", "gender", 2, torch.nn.functional.normalize(acts[0] - acts[1], dim=0), acts[1], 1.0)
-    proj = name_projections(tiny_model, planted, ["nurse", "doctor", "teacher"], batch_tokens=64)
+    proj = name_projections(bind(tiny_model, batch_tokens=64), planted, ["nurse", "doctor", "teacher"])
     assert proj[0] == pytest.approx(float((acts[0] - acts[1]).norm()), rel=1e-4) and abs(proj[1]) < 1e-4
     assert proj[2] == pytest.approx(float((acts[2] - acts[1]) @ planted.direction), abs=1e-4)
 

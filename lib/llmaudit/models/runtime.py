@@ -24,6 +24,7 @@ from llmaudit.models.plain import hooked_forward
 from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.remote import failures_as_one_line
+from llmaudit.models.request import Runtime
 from llmaudit.models.sampling import SampleCall, Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
 
@@ -37,8 +38,9 @@ class AuditModel:
     (`models.sweep`, `models.derivative`), the shared-prefix key/value cache (`models.prefix`, which `forward` uses
     for a local model's unsteered prompts) and sampling (`sample`), each given this model's `handle`. Both are the
     same weights; the sweep and the prefix cache are tested equal to the traced forward. Chapters call them through
-    `models.steer.steered`. Inputs go to `device`, where the embedding computes (with `device_map`, accelerate moves
-    them on from block to block)."""
+    `models.steer.run_pass`, one request per pass, under the `runtime` an audit binds once (`runner.chapter`).
+    Inputs go to `device`, where the embedding computes (with `device_map`, accelerate moves them on from block to
+    block)."""
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class AuditModel:
         self.system_prompt = system_prompt
         self.chat_template = chat_template
         self.template_options = dict(template_options or {})
+        self.runtime = Runtime()  # the audit's cache, token budget and lambda batch (no cache until one is bound)
         config = lm.config
         architectures.layout(lm)  # a model whose parts cannot be found is refused here, not mid-chapter
         self.engine = architectures.engine(lm)

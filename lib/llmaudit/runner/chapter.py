@@ -19,6 +19,7 @@ from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
 from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
+from llmaudit.models.request import Runtime
 from llmaudit.models.vector import SteeringVector
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
@@ -47,9 +48,12 @@ class Chapter:
 
     @cached_property
     def model(self) -> AuditModel:
-        """The audited model, loaded on first use; its description goes to the report folder for the model card, and
-        its compute ledger (local models) to ledger/<chapter>.json after each computing call."""
+        """The audited model, loaded on first use and bound to this run's cache, token budget and lambda batch (every
+        pass of the chapter runs under them); its description goes to the report folder for the model card, and its
+        compute ledger (local models) to ledger/<chapter>.json after each computing call."""
         model = load_model(self.params.name, self.params.model)
+        model.runtime = Runtime(cache=self.cache, batch_tokens=self.params.batch_tokens,
+                                lambda_batch=self.params.tasks.lambda_batch)
         if model.hf is not None:
             model.ledger.path = ledger_path(self.report_dir, self.name)
         write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,

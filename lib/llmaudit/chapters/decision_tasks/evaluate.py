@@ -17,9 +17,9 @@ from llmaudit.chapters.decision_tasks.dependence import Dependence, measure
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Edit, Keep, Request
 from llmaudit.models.required import required
-from llmaudit.models.steer import Shared, steered
+from llmaudit.models.steer import run_pass
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 
@@ -142,16 +142,13 @@ class TaskAudit:
 
 @dataclass(frozen=True)
 class TaskRunner:
-    """Where and how task prompts run: the model, the sampling seed, the batch budget, the data mirror, the
-    forward-pass cache (None: no caching), how many lambdas share one pass over the upper blocks, and all the
-    audit's steering vectors (whose selection rows are held out of every task)."""
+    """Where task prompts run: the model (with the runtime its audit bound: cache, batch budget, lambda batch), the
+    sampling seed, the data mirror and all the audit's steering vectors (whose selection rows are held out of every
+    task, and whose blocks are where the prompts' lower states are kept for the sweeps)."""
 
     model: AuditModel
     seed: int
-    batch_tokens: BatchTokens
     mirror: Path | None = None
-    cache: Path | None = None
-    lambda_batch: int = 1
     vectors: tuple[SteeringVector, ...] = ()
 
     def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
@@ -194,28 +191,29 @@ class TaskRunner:
         prompt text it read and the case's decisive fact (`Task.fact`). `swept`: the prompts the task's sweeps steer
         (the white-box ones); where this variant holds them all, their lower states are kept for the sweeps."""
         items = task.items(variant, n, self.seed, self.mirror, exclude)
-        blocks = sorted({v.layer for v in self.vectors if v.concept == task.concept})
-        return self.score(items, task.answers, f"{task.name} {variant}", swept, blocks).assign(
+        return self.score(items, task.answers, f"{task.name} {variant}", self._keep(task.concept, swept)).assign(
             fact=[task.fact(i) for i in items])
 
     def score_states(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str,
                      layer: int) -> tuple[pd.DataFrame, torch.Tensor]:
         """Items scored like `score`, with their last token's output of block `layer` (items, width)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
-        out = steered(self.model, texts=texts, labels=labels, layers=(layer,), cache=self.cache,
-                      batch_tokens=self.batch_tokens, desc=desc)
+        out = run_pass(self.model, Request(texts=texts, labels=labels, layers=(layer,), desc=desc))
         return self._scored(items, texts, out.probs[0]), required(out.acts, "block outputs")[0, :, 0]
 
-    def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str, swept: Sequence[str] = (),
-              blocks: Sequence[int] = ()) -> pd.DataFrame:
-        """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; where the items'
-        prompts hold all the prompts `swept` and the pass runs, those prompts' states at `blocks` are stored for the
-        sweeps that steer them (`models.states`)."""
+    def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str,
+              keep: Keep | None = None) -> pd.DataFrame:
+        """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; `keep`: the lower
+        states to store for the sweeps that steer some of the prompts (`models.request.Keep`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
-        keep = blocks if swept and set(swept) <= set(texts) else ()
-        probs = steered(self.model, texts=texts, labels=labels, cache=self.cache, shared=Shared(keep=tuple(keep),
-                        of=tuple(swept)), batch_tokens=self.batch_tokens, desc=desc).probs[0]
+        probs = run_pass(self.model, Request(texts=texts, labels=labels, keep=keep, desc=desc)).probs[0]
         return self._scored(items, texts, probs)
+
+    def _keep(self, concept: str, swept: Sequence[str] | None = None) -> Keep | None:
+        """The lower states of the prompts `swept` (None: the pass's own) worth keeping, at every block the audit's
+        vectors of `concept` steer, where their sweeps start; None where there are no such prompts."""
+        blocks = sorted({v.layer for v in self.vectors if v.concept == concept})
+        return None if swept is not None and not swept else Keep(blocks=blocks, texts=swept)
 
     @staticmethod
     def _scored(items: Sequence[TaskItem], texts: Sequence[str], probs: torch.Tensor) -> pd.DataFrame:
@@ -245,13 +243,13 @@ class TaskRunner:
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
         exact = exact and model.hf is not None
-        # start from any vector's block (tasks of both concepts share their neutral prompts: admissions); keep the
-        # states at the lowest block the concept's vectors steer, where its other vector's sweeps start
-        concept = [v.layer for v in self.vectors if v.concept == vector.concept and v.layer <= vector.layer]
-        shared = Shared(starts=tuple(v.layer for v in self.vectors), keep=(min([*concept, vector.layer]),))
-        swept = steered(model, texts=texts, labels=labels, vector=vector, lambdas=lambdas, projection=projection,
-                        targets=targets if exact else None, cache=self.cache, shared=shared,
-                        batch_tokens=self.batch_tokens, lambda_batch=self.lambda_batch, desc=f"{task.name} sweep")
+        # the sweep starts from the highest block whose states are stored (tasks of both concepts share their neutral
+        # prompts: admissions) and keeps them at the lowest block the concept's vectors steer, where its other
+        # vector's sweeps start
+        keep = self._keep(vector.concept)
+        swept = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas,
+                                                                               projection=projection),
+                                        targets=targets if exact else None, keep=keep, desc=f"{task.name} sweep"))
         cases, groups = [item.case for item in items], [item.group for item in items]
         frame = pd.concat(
             [
@@ -263,9 +261,9 @@ class TaskRunner:
         )
         if swept.derivative is None:
             return frame
-        unedited = steered(model, texts=texts, labels=labels, vector=vector, lambdas=(0.0,), projection=False,
-                           targets=targets, cache=self.cache, shared=shared, batch_tokens=self.batch_tokens,
-                           desc=f"{task.name} Eq. 2")
+        unedited = run_pass(model, Request(texts=texts, labels=labels,
+                                           edit=Edit(vector=vector, lambdas=(0.0,), projection=False),
+                                           targets=targets, keep=keep, desc=f"{task.name} Eq. 2"))
         derivatives = {"slope0": swept.derivative.numpy(), "eq2": required(unedited.derivative, "Eq. 2").numpy()
                        / vector.k}
         return frame.merge(pd.DataFrame({"item": range(len(items)), **derivatives}))

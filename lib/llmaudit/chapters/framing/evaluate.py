@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -19,11 +18,11 @@ from llmaudit.chapters.framing.pronouns import FAMILIES, detect_pronoun, family_
 from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Edit, Keep, Request
 from llmaudit.models.required import required
 from llmaudit.models.sampling import SampleCall, call_batches
 from llmaudit.models.states import LowerStates, store_states
-from llmaudit.models.steer import Shared, steered
+from llmaudit.models.steer import run_pass
 
 
 def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
@@ -58,16 +57,14 @@ def _tidy(prompts: Sequence[FramingPrompt], shares: torch.Tensor, **extra) -> pd
 
 
 def token_probabilities(
-    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, batch_tokens: BatchTokens,
-    cache: Path | None = None, vector: SteeringVector | None = None,
+    model: AuditModel, prompts: Sequence[FramingPrompt], form: str, *, vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """Per prompt: he / she / they share of the first generated position's pronoun mass (option letters count
     for their pronoun), the raw pronoun mass, and (given a vector) the prompt's projection on it."""
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     layers = [vector.layer] if vector is not None else []
 
-    out = steered(model, texts=inputs, labels=space, layers=layers, cache=cache, batch_tokens=batch_tokens,
-                  desc=f"framing {form}")
+    out = run_pass(model, Request(texts=inputs, labels=space, layers=layers, desc=f"framing {form}"))
     acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
     return _scored(prompts, positions, out.probs[0], acts, vector)
 
@@ -83,14 +80,13 @@ def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int
 
 
 def steered_probabilities(
-    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
-    batch_tokens: BatchTokens, cache: Path | None = None,
+    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float],
 ) -> pd.DataFrame:
     """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
     prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
     inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
-    probs = steered(model, texts=inputs, labels=space, vector=vector, lambdas=lambdas, cache=cache, shared=Shared(),
-                    batch_tokens=batch_tokens, desc="framing steered").probs
+    probs = run_pass(model, Request(texts=inputs, labels=space, edit=Edit(vector=vector, lambdas=lambdas), keep=Keep(),
+                                    desc="framing steered")).probs
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
                       for lam, p in zip(lambdas, probs)], ignore_index=True)
 
@@ -114,14 +110,14 @@ def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[
 
 def chat_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
-    batch_tokens: BatchTokens, cache: Path | None = None, vector: SteeringVector | None = None,
+    vector: SteeringVector | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
     range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
     choice cell uses one shuffled option order per sample) with its prompt text and the pronoun family it names (None:
     invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
-    Prompts run together in batches of `batch_tokens`, each cached on its own (an interrupted run keeps the batches
-    done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
+    Prompts run together in batches of the model's token budget, each cached on its own (an interrupted run keeps the
+    batches done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
     shown = [versions([p], range(samples)) for p in prompts]
     space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
     layers = [vector.layer] if vector is not None else []
@@ -131,8 +127,9 @@ def chat_pass(
     answers: list[torch.Tensor] = []
     read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
     kept: list[torch.Tensor] = []
-    for batch in tqdm(list(call_batches(model.handle, calls, max_new_tokens, batch_tokens)), desc="framing chat pass",
-                      leave=False):
+    cache = model.runtime.cache
+    for batch in tqdm(list(call_batches(model.handle, calls, max_new_tokens, model.runtime.batch_tokens)),
+                      desc="framing chat pass", leave=False):
         chosen = [calls[i] for i in batch]
 
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,

@@ -5,7 +5,6 @@ demonstrations, which run once per seed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -15,9 +14,9 @@ from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import Example, FewShot, classification_prompt, label_word
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Request
 from llmaudit.models.required import required
-from llmaudit.models.steer import steered
+from llmaudit.models.steer import run_pass
 
 
 def classify(
@@ -26,8 +25,6 @@ def classify(
     demos: Sequence[tuple[str, str]] = (),
     *,
     template: FewShot = "paper",
-    batch_tokens: BatchTokens,
-    cache: Path | None = None,
     vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """Per example: text, group, term, template, gold, pred (the argmax of the label words' next-token
@@ -37,8 +34,7 @@ def classify(
     labels = answer_ids(model.tokenizer, [label_word(label, bool(demos), template) for label in LABELS])
     layers = [vector.layer] if vector is not None else []
 
-    out = steered(model, texts=texts, labels=labels, layers=layers, cache=cache, batch_tokens=batch_tokens,
-                  desc=f"sentiment {len(demos)}-shot")
+    out = run_pass(model, Request(texts=texts, labels=labels, layers=layers, desc=f"sentiment {len(demos)}-shot"))
     acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
     return predictions(examples, texts, out.probs[0], acts, vector)
 

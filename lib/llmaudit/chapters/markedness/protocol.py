@@ -17,7 +17,6 @@ from llmaudit.chapters.markedness.prompts import Example, demonstration_pool, de
 from llmaudit.chapters.markedness.sampled import Sampling, sample_classify
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
 
 ZERO_SHOT, NINE_SHOT, COT = "zero-shot", "9-shot", "zero-shot-cot"
 
@@ -51,18 +50,17 @@ def plan(sizes: Any, mirror: str | Path | None) -> list[Run]:
     return runs + [Run(COT, seed, cot=True) for seed in sizes.seeds if sizes.cot]
 
 
-def classify_run(model: AuditModel, examples: Sequence[Example], run: Run, sizes: Any, *, batch_tokens: BatchTokens,
-                 cache: Path | None = None, vector: SteeringVector | None = None) -> pd.DataFrame:
+def classify_run(model: AuditModel, examples: Sequence[Example], run: Run, sizes: Any, *,
+                 vector: SteeringVector | None = None) -> pd.DataFrame:
     """One run's predictions (columns of `evaluate.classify`, plus regime, run = the seed, pred_argmax: the argmax
     reading, pred_parsed: the label read, None when unparsable, and pred_fallback: the paper's random label in its
     place); pred is pred_fallback when `sizes.fallback`, else pred_parsed (the argmax reading when not sampled)."""
-    options: dict[str, Any] = {"batch_tokens": batch_tokens, "cache": cache, "vector": vector}
     if sizes.decoding == "sampled":
         sampling = Sampling(run.seed, sizes.temperature, sizes.max_new_tokens,
                             sizes.reasoning_tokens if run.cot else None)
-        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, **options)
+        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, vector=vector)
     else:
-        frame = classify(model, examples, run.demos, template=sizes.template, **options)
+        frame = classify(model, examples, run.demos, template=sizes.template, vector=vector)
         frame = frame.assign(pred_argmax=frame["pred"])
     filled = with_fallback(frame["pred"].tolist(), run.seed)
     return frame.assign(regime=run.regime, run=str(run.seed), pred_parsed=frame["pred"], pred_fallback=filled,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -29,7 +28,6 @@ from llmaudit.chapters.markedness.prompts import (
 )
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
 from llmaudit.models.required import required
 from llmaudit.models.sampling import SampleCall, call_batches
 
@@ -59,18 +57,18 @@ def _batch(model: AuditModel, calls: list[SampleCall], new: int, labels: list[in
 
 
 def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
-                 layers: list[int], batch_tokens: BatchTokens, cache: Path | None,
-                 desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
+                 layers: list[int], desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
     """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
     probabilities (given `labels`) and block outputs of `layers` from the same prefill; batches cached on their
-    own."""
+    own (under the model's runtime: its token budget and cache)."""
     calls = [SampleCall((text,), 1, run.seed * _STREAMS + i, run.temperature) for i, text in enumerate(texts)]
     parts: dict[str, list[torch.Tensor]] = {}
-    for batch in tqdm(list(call_batches(model.handle, calls, new, batch_tokens)), desc=desc, leave=False):
+    for batch in tqdm(list(call_batches(model.handle, calls, new, model.runtime.batch_tokens)), desc=desc, leave=False):
         chosen = [calls[i] for i in batch]
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": new,
                "labels": labels, "layers": layers}
-        for name, tensor in cached_tensors(cache, key, partial(_batch, model, chosen, new, labels, layers)).items():
+        found = cached_tensors(model.runtime.cache, key, partial(_batch, model, chosen, new, labels, layers))
+        for name, tensor in found.items():
             parts.setdefault(name, []).append(tensor)
     read = {name: torch.cat(tensors) for name, tensors in parts.items()}
     answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
@@ -80,8 +78,7 @@ def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: in
 
 def sample_classify(
     model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *, run: Sampling,
-    template: FewShot = "paper", batch_tokens: BatchTokens, cache: Path | None = None,
-    vector: SteeringVector | None = None,
+    template: FewShot = "paper", vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """`evaluate.classify`'s table from sampled answers: pred is the label the answer names (None: unparsable),
     pred_argmax the argmax reading of the same prompt, answer the sampled text and reasoning the chain-of-thought
@@ -91,14 +88,13 @@ def sample_classify(
     if run.reasoning_tokens is not None:
         first = [model.chat(*reasoning_prompt(e.text)) for e in examples]
         reasonings, _ = sample_texts(model, first, run, run.reasoning_tokens, labels=None, layers=[],
-                                     desc="sentiment reasoning", batch_tokens=batch_tokens, cache=cache)
+                                     desc="sentiment reasoning")
         texts = [model.chat(*reasoned_prompt(e.text, r)) for e, r in zip(examples, reasonings)]
     else:
         texts = [model.chat(*classification_prompt(e.text, demos, template=template)) for e in examples]
     words = [label_word(label, bool(demos), template) for label in LABELS]
     answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=answer_ids(model.tokenizer, words),
-                                 layers=layers, desc=f"sentiment {len(demos)}-shot sampled", batch_tokens=batch_tokens,
-                                 cache=cache)
+                                 layers=layers, desc=f"sentiment {len(demos)}-shot sampled")
     frame = predictions(examples, texts, read["probs"], read.get("acts"), vector)
     return frame.assign(pred_argmax=frame["pred"], pred=[parse_label(a) for a in answers], answer=answers,
                         reasoning=reasonings)

@@ -5,8 +5,6 @@ audits of other models can compare with it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import torch
 
@@ -16,9 +14,9 @@ from llmaudit.chapters.similarity.bbq import LETTERS, prompt
 from llmaudit.chapters.similarity.saved import QUESTION
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Edit, Request
 from llmaudit.models.required import required
-from llmaudit.models.steer import steered
+from llmaudit.models.steer import run_pass
 
 
 def system_name(model: str, vector: SteeringVector | None, lam: float) -> str:
@@ -38,15 +36,16 @@ def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
 
 def _systems(
     model: AuditModel, texts: list[str], vector: SteeringVector | None, lambdas: list[float], layers: list[int], *,
-    batch_tokens: BatchTokens, cache: Path | None, desc: str,
+    desc: str,
 ) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
     """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model
     and of the model steered at each lambda. The systems run as one sweep (the blocks below the steering block once
     for all of them); without a vector, the plain model alone."""
     labels = answer_ids(model.tokenizer, LETTERS)
     swept = [None, *lambdas] if vector is not None else [None]
-    out = steered(model, texts=texts, labels=labels, vector=vector, lambdas=swept, layers=layers,
-                  batch_tokens=batch_tokens, cache=cache, desc=desc if vector is None else f"{desc} systems")
+    edit = None if vector is None else Edit(vector=vector, lambdas=swept)
+    out = run_pass(model, Request(texts=texts, labels=labels, layers=layers, edit=edit,
+                                  desc=desc if vector is None else f"{desc} systems"))
     acts = required(out.acts, "representations") if layers else [None] * len(swept)
     return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
             for lam, probs, reps in zip(swept, out.probs, acts)]
@@ -55,15 +54,13 @@ def _systems(
 def run_systems(
     model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
     depths: list[float],
-    *, batch_tokens: BatchTokens, cache: Path | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """BBQ answers of the plain model and of the model steered at each lambda, with the representations they read,
     keyed 'system|depth'."""
     frames: list[pd.DataFrame] = []
     reps: dict[str, torch.Tensor] = {}
     for name, probs, acts in _systems(model, question_texts(model, questions), vector, lambdas,
-                                      blocks_at(depths, model.n_layers), batch_tokens=batch_tokens, cache=cache,
-                                      desc="BBQ"):
+                                      blocks_at(depths, model.n_layers), desc="BBQ"):
         frame = questions[QUESTION].assign(system=name, pred=probs.argmax(-1).numpy(), mass=probs.sum(-1).numpy())
         for i, letter in enumerate(LETTERS):
             frame[f"p_{letter}"] = (probs[:, i] / probs.sum(-1)).numpy()
@@ -74,12 +71,11 @@ def run_systems(
 
 
 def run_stereoset(
-    model: AuditModel, items: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float], *,
-    batch_tokens: BatchTokens, cache: Path | None = None,
+    model: AuditModel, items: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
 ) -> pd.DataFrame:
     """StereoSet forced-choice answers (`stereoset.chosen_kinds`, with the letters' mass) of the same systems as
     `run_systems`."""
     texts = [model.chat(*stereoset.prompt(row)) for row in items.to_dict("records")]
     return pd.concat([stereoset.chosen_kinds(items, probs.numpy()).assign(system=name, mass=probs.sum(-1).numpy())
-                      for name, probs, _ in _systems(model, texts, vector, lambdas, [], batch_tokens=batch_tokens,
-                                                     cache=cache, desc="StereoSet")], ignore_index=True)
+                      for name, probs, _ in _systems(model, texts, vector, lambdas, [], desc="StereoSet")],
+                     ignore_index=True)

@@ -8,7 +8,6 @@ P(T+) - P(T-) (main paper §3.3), the normalised one, and the target words' shar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,8 +15,8 @@ import pandas as pd
 
 from llmaudit.chapters.steering_vectors.concept import ConceptTokens
 from llmaudit.errors import AuditError
-from llmaudit.models.memory import BatchTokens
-from llmaudit.models.steer import Shared, steered
+from llmaudit.models.request import Edit, Keep, Request
+from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -30,8 +29,6 @@ def steered_scores(
     frame: pd.DataFrame,
     tokens: ConceptTokens,
     lambdas: Sequence[float],
-    batch_tokens: BatchTokens,
-    cache: Path | None = None,
     projection: bool = True,
 ) -> pd.DataFrame:
     """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
@@ -42,8 +39,8 @@ def steered_scores(
                          "all): lower steering.val_rows or steering.check_rows")
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     desc = f"causal check {vector.name}{'' if projection else ' (additive)'}"
-    probs = steered(model, texts=prompts, labels=tokens.ids, vector=vector, lambdas=[None, *lambdas],
-                    projection=projection, cache=cache, shared=Shared(), batch_tokens=batch_tokens, desc=desc).probs
+    edit = Edit(vector=vector, lambdas=[None, *lambdas], projection=projection)
+    probs = run_pass(model, Request(texts=prompts, labels=tokens.ids, edit=edit, keep=Keep(), desc=desc)).probs
     parts = [
         pd.DataFrame({"lam": lam, "row": range(len(prompts)), "raw": tokens.score(p).numpy(),
                       "normalised": tokens.score(p, normalised=True).numpy(), "mass": p.sum(-1).numpy()})

@@ -22,9 +22,9 @@ from llmaudit.chapters.steering_vectors.selection import (
 from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.data import read_json
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Request
 from llmaudit.models.required import required
-from llmaudit.models.steer import steered
+from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -51,16 +51,13 @@ def forward_concept(
     model: AuditModel,
     frame: pd.DataFrame,
     tokens: ConceptTokens,
-    batch_tokens: BatchTokens,
-    cache: Path | None = None,
     desc: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Target-token probabilities (n, labels) and all blocks' last-token activations (n, layers, width) of
     `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     layers = list(range(model.n_layers))
-    out = steered(model, texts=prompts, labels=tokens.ids, layers=layers, cache=cache, batch_tokens=batch_tokens,
-                  desc=desc)
+    out = run_pass(model, Request(texts=prompts, labels=tokens.ids, layers=layers, desc=desc))
     return out.probs[0], required(out.acts, "block outputs")[0]
 
 
@@ -75,9 +72,7 @@ def extract(
     recipe: Recipe,
     params: SteeringParams,
     seed: int,
-    batch_tokens: BatchTokens,
     mirror: Path | None = None,
-    cache: Path | None = None,
 ) -> Extraction:
     """Build, validate, choose and scale the steering vector of `recipe` for `model`."""
     tokens = tokens_for(model, recipe.concept, mirror)
@@ -86,7 +81,7 @@ def extract(
              "val": validation_size(recipe, params.val_rows.get(recipe.dataset), params.check_rows, mirror)}
     for split, n in sizes.items():
         frame = rows(recipe, split, n, seed, mirror)
-        probs, a = forward_concept(model, frame, tokens, batch_tokens, cache, desc=f"{recipe.name} {split}")
+        probs, a = forward_concept(model, frame, tokens, desc=f"{recipe.name} {split}")
         s = tokens.score(probs, params.normalised)
         tables[split], acts[split] = frame.assign(score=s.numpy(), label_mass=probs.sum(-1).numpy()), a
     quantile = params.quantile.get(recipe.name)

@@ -7,16 +7,15 @@ female share p_f. The prompts differ only in the name, so their shared chat begi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Request
 from llmaudit.models.required import required
-from llmaudit.models.steer import steered
+from llmaudit.models.steer import run_pass
 from llmaudit.stats import Estimate, pearson
 
 SENTENCE = "The gender of {name} is"
@@ -32,14 +31,11 @@ def name_projections(
     model: AuditModel,
     vector: SteeringVector,
     names: Sequence[str],
-    batch_tokens: BatchTokens,
-    cache: Path | None = None,
 ) -> np.ndarray:
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]
 
-    out = steered(model, texts=texts, labels=(), layers=[vector.layer], cache=cache, batch_tokens=batch_tokens,
-                  desc="name projections")
+    out = run_pass(model, Request(texts=texts, labels=(), layers=[vector.layer], desc="name projections"))
     acts = required(out.acts, "block outputs")[0, :, 0]
     return vector.project(acts.float()).numpy()
 
