@@ -259,7 +259,8 @@ def build_report(
             html, headings = with_ids(section, anchor, taken)
             front.append((Entry(anchor, name), headings, html))
     toc = [(entry, headings) for entry, headings, _ in front] + toc
-    answer = answer_section(results_document(report_dir)) if card and table is not None else ""
+    answer, _ = with_ids(answer_section(results_document(report_dir)) if card and table is not None else "", "answer",
+                         taken)
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
