@@ -273,7 +273,8 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     section = section[: section.index("</section>")]
     assert '<a href="#cases">Cases behind the gaps</a>' in page
     assert section.count("<h3 id=\"cases-credit-") == 2 and section.count("<tr><td>") == 6  # top 3 per decided test
-    assert "<h3 id=\"cases-credit-blackbox-explicit\">credit: the bad credit rate is invariant to gender &mdash; black-box gap, gender stated</h3>" in section
+    assert ('<h3 id="cases-credit-blackbox-explicit">credit: the bad credit rate is invariant to gender &mdash; '
+            "black-box gap, gender stated</h3>") in section
     assert "implied" not in section
     assert "(2 of 3)" in section and 'class="verdict fail"' in section and 'class="verdict inconclusive"' in section
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section

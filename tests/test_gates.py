@@ -14,8 +14,8 @@ from llmaudit.config import load_params
 from llmaudit.errors import ConfigError
 from llmaudit.report import Results
 from llmaudit.report.front import CSS
-from llmaudit.report.verdict_page import verdict_section
 from llmaudit.report.index import build_index
+from llmaudit.report.verdict_page import verdict_section
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, card_margins, from_card, overall, verdicts
 

@@ -60,7 +60,8 @@ def test_every_link_lands_and_every_verdict_links_to_its_evidence(tmp_path: Path
     assert not missing
     row = re.search(r'<tr id="v-credit-blackbox-explicit">.*?</tr>', html, re.S)
     assert row is not None
-    assert 'href="#table-tab-tasks-verdicts">Table 2.1<' in row[0] and 'href="#figure-fig-tasks-gaps">Figure 2.1<' in row[0]
+    assert 'href="#table-tab-tasks-verdicts">Table 2.1<' in row[0]
+    assert 'href="#figure-fig-tasks-gaps">Figure 2.1<' in row[0]
     first_screen = html[html.index('id="answer"'):html.index('class="toc"')]
     assert 'href="#v-credit-blackbox-explicit"' in first_screen
     for tag in ("table", "figure", "h3"):
