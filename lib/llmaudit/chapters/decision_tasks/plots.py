@@ -7,7 +7,6 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-
 NOT_MEASURABLE = "not measurable"
 GREY = "#b4b9bf"
 UNITS = {  # per kind of estimate, its panel's axis: what it measures and in which unit

@@ -6,7 +6,6 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-
 CELL_FONT = 12  # px, the values written in the cells
 CELL = (70, 24)  # px, a cell's width and height: room for a value like 0.987 at CELL_FONT
 VALUE_FORMAT = ".3f"  # similarities near 1 differ in the third decimal
