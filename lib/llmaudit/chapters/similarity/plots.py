@@ -20,10 +20,9 @@ def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 
     # a pair not measured (NaN) is left blank, not written as "null"
     long = table.rename_axis(index="row", columns="column").stack().rename("value").dropna().reset_index()
     named = [f"{part}: {name}" for part, name in (("rows", table.index.name), ("columns", table.columns.name)) if name]
-    axis = {"labelLimit": 0, "title": None}
     base = alt.Chart(long).encode(
-        x=alt.X("column:N", sort=list(table.columns), axis=alt.Axis(labelAngle=-45, **axis)),
-        y=alt.Y("row:N", sort=list(table.index), axis=alt.Axis(**axis)),
+        x=alt.X("column:N", sort=list(table.columns), axis=alt.Axis(labelAngle=-45, labelLimit=0, title=None)),
+        y=alt.Y("row:N", sort=list(table.index), axis=alt.Axis(labelLimit=0, title=None)),
     )
     return alt.LayerChart(layer=[
         base.mark_rect().encode(color=alt.Color("value:Q", title=[title, *named] if named else title,
