@@ -179,7 +179,7 @@ def test_card_gates_rebuild_the_verdicts_and_the_index_shows_not_measurable(tmp_
     assert strict["verdict"].tolist() == ["pass", NOT_MEASURABLE, NOT_MEASURABLE]  # gender_lang 0.6 < 0.7 too
     build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert "| fail +0.100 [+0.090, +0.110] | not measurable +0.100 [+0.090, +0.110] |" in page
+    assert "| fail +0.1000 [+0.0900, +0.1100] | not measurable +0.1000 [+0.0900, +0.1100] |" in page
     assert 'class="verdict not-measurable"' in (tmp_path / "index.html").read_text()
 
 
@@ -188,7 +188,7 @@ def test_index_flags_unchecked_gates(tmp_path) -> None:
     Results(tmp_path / "m" / "results.csv").record("t", "credit.blackbox_explicit", 0.001, -0.004, 0.006)
     card(tmp_path / "m", None)
     build_index(tmp_path)
-    assert "| pass (gate not checked) +0.001 [-0.004, +0.006] |" in (tmp_path / "index.md").read_text()
+    assert "| pass (gate not checked) +0.0010 [-0.0040, +0.0060] |" in (tmp_path / "index.md").read_text()
 
 
 def test_gates_section_of_params(tmp_path) -> None:
