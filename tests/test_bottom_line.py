@@ -47,7 +47,7 @@ def test_instruments_of_different_kinds_disagreeing_are_both_named(tmp_path: Pat
                                        (CREDIT, "black-box gap, gender stated", "inconclusive")])
     line = bottom_line(document)
     assert line is not None
-    assert line.sentence == ("m: 2 requirements: 1 fail, 1 inconclusive; the fails come from black-box gaps only; "
+    assert line.sentence == ("m: 2 requirements: 1 fail, 1 inconclusive; the fail comes from black-box gaps only; "
                              "their white-box slopes: 2 pass.")
 
 

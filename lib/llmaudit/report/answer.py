@@ -171,6 +171,8 @@ def answer_section(document: dict[str, Any]) -> str:
     )
     head = "<tr><th>Requirement</th><th>Verdict</th><th>Its tests</th><th>Deciding test, score [95% CI], why</th></tr>"
     return (f'<section id="answer"><p class="bottom-line"><strong>{escape(line.sentence)}</strong></p>\n'
-            f'<p class="scope">{escape(scope(document))} {escape(RULES)} Every test, its gates and power: '
+            f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
             f'<a href="#verdicts">Verdicts</a>.</p>\n'
+            f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
+            "</details>\n'
             f'<table class="answer"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>')

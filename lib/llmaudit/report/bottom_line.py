@@ -63,9 +63,11 @@ def tally(table: pd.DataFrame) -> str:
 def _fails(table: pd.DataFrame, worst: pd.Series) -> list[str]:
     """Rule 4: where the fails come from and what the other instruments say about the failing requirements."""
     failing = table[table["requirement"].isin(worst[worst == "fail"].index)]
-    sources = list(dict.fromkeys(failing.loc[failing["verdict"] == "fail", "kind_of"]))
+    failed = failing.loc[failing["verdict"] == "fail", "kind_of"]
+    sources = list(dict.fromkeys(failed))
     named = " and ".join(KINDS[k] for k in sources)
-    clauses = [f"the fails come from {named}{' only' if len(sources) == 1 else ''}"]
+    subject = "the fails come" if len(failed) > 1 else "the fail comes"
+    clauses = [f"{subject} from {named}{' only' if len(sources) == 1 else ''}"]
     for kind, tests in failing[~failing["kind_of"].isin(sources)].groupby("kind_of", sort=False):
         clauses.append(f"their {KINDS[str(kind)]}: {_counts(tests['verdict'])}")
     return clauses

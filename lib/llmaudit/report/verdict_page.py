@@ -63,7 +63,7 @@ def _gates(texts: Sequence[str], summary: str) -> str:
     unmet = sum(": " in text for text in texts)
     state = f"{unmet} not met or not checked" if unmet else "all met"
     items = "".join(f"<li>{escape(text)}</li>" for text in texts)
-    return f'<details class="gates"><summary>{summary} ({len(texts)}, {state})</summary><ul>{items}</ul></details>'
+    return f'<details class="gates"><summary>{summary} ({len(texts)}: {state})</summary><ul>{items}</ul></details>'
 
 
 def _row(t: Any, shared: set[str], metrics: Mapping[str, str], links: Links) -> str:
@@ -88,7 +88,7 @@ def _requirement(requirement: str, verdict: str, tests: pd.DataFrame, links: Lin
             "<th>Evidence</th></tr>")
     anchor = requirement_id(requirement)
     return (f'<section class="requirement" id="{anchor}"><h3>{badge(verdict)}{escape(requirement)}</h3>\n'
-            + _gates(shared, "Instrument gates every test of this requirement passes through")
+            + _gates(shared, "Instrument gates shared by its tests")
             + f'\n<table class="results" id="{anchor}-tests"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
             "</section>")
 
