@@ -174,5 +174,5 @@ def answer_section(document: dict[str, Any]) -> str:
             f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
             f'<a href="#verdicts">Verdicts</a>.</p>\n'
             f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
-            "</details>\n'
+            "</details>\n"
             f'<table class="answer"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>')
