@@ -367,7 +367,8 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
     start = tags.index(formula[0])
     assert tags[start:start + len(formula)] == formula
     assert re.search(r'<math [^>]*display="inline"><mrow><msub><mi>s</mi><mi>i</mi></msub>', html)
-    assert re.search(r'<table id="[^"]+" border="1" class="dataframe">', html) and "<th>group</th>" in html and "<td>0.31</td>" in html
+    assert re.search(r'<table id="[^"]+" border="1" class="dataframe">', html)
+    assert "<th>group</th>" in html and "<td>0.31</td>" in html
 
 
 # --- 11. accepted-but-wrong params -----------------------------------------------------------------------------
