@@ -87,9 +87,10 @@ def _disagreements(table: pd.DataFrame) -> list[str]:
 def bottom_line(document: dict[str, Any]) -> BottomLine | None:
     """The tally and sentence of a results.json document's verdicts by the module's rules; None without verdicts."""
     table = pd.DataFrame(document.get("verdicts", []))
+    table = table[table["verdict"].isin(OUTCOMES)] if "verdict" in table else table.iloc[:0]  # a row no rule reads
     if table.empty:
         return None
-    table["kind_of"] = table["test"].map(instrument)
+    table = table.assign(kind_of=table["test"].map(instrument))
     worst, counted = overall(table), tally(table)
     clauses: list[str] = []
     if (worst == NOT_MEASURABLE).all():
