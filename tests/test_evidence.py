@@ -158,7 +158,7 @@ def test_largest_differences_pair_groups_and_lambda_ends() -> None:
     flipped = frame.assign(value=np.where(frame["test"] == "credit.blackbox_explicit", -frame["value"], frame["value"]))
     assert (largest_differences(flipped, "credit.blackbox_explicit", 1)["side_a"] == "male").all()
     white = largest_differences(frame, "credit.whitebox_slope", 3)
-    assert white["side_a"].iloc[0] == "lam = 1" and white["side_b"].iloc[0] == "lam = -1"
+    assert white["side_a"].iloc[0] == "λ = 1" and white["side_b"].iloc[0] == "λ = -1"
     assert white["unit"].tolist() == ["c1", "c2", "c3"]
     assert white["diff"].to_numpy() == pytest.approx(2 * white["value"].to_numpy())
     with pytest.raises(AuditError, match="no case records of test"):
@@ -275,14 +275,15 @@ def test_report_shows_the_cases_behind_the_gaps(tmp_path) -> None:
     section = page[page.index('<section id="cases">'):]
     section = section[: section.index("</section>")]
     assert '<a href="#cases">Cases behind the gaps</a>' in page
-    assert section.count("<h3>") == 2 and section.count("<tr><td>") == 6  # top 3 per decided test
-    assert "<h3>credit: the bad credit rate is invariant to gender &mdash; black-box gap, gender stated</h3>" in section
+    assert section.count("<h3 id=\"cases-credit-") == 2 and section.count("<tr><td>") == 6  # top 3 per decided test
+    assert ('<h3 id="cases-credit-blackbox-explicit">credit: the bad credit rate is invariant to gender &mdash; '
+            "black-box gap, gender stated</h3>") in section
     assert "implied" not in section
     assert "(2 of 3)" in section and 'class="verdict fail"' in section and 'class="verdict inconclusive"' in section
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
     assert "&lt;|user|&gt;" in section and "<details>" in section
     assert "<th>bad credit rate, female</th><th>bad credit rate, male</th>" in section
-    assert "<th>bad credit rate, lam = 1</th><th>bad credit rate, lam = -1</th>" in section
+    assert "<th>bad credit rate, λ = 1</th><th>bad credit rate, λ = -1</th>" in section
     assert "<mark>female</mark> &rarr; <mark>male</mark>" in section and "(<mark>female</mark>)" in section
     assert "<th>Answer mass, female / male</th>" in section and "0.900 / 0.900" in section
     assert re.search(r"<td>c1b?</td>", section)

@@ -13,8 +13,9 @@ import pytest
 from llmaudit.config import load_params
 from llmaudit.errors import ConfigError
 from llmaudit.report import Results
-from llmaudit.report.front import CSS, verdict_section
+from llmaudit.report.front import CSS
 from llmaudit.report.index import build_index
+from llmaudit.report.verdict_page import verdict_section
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, card_margins, from_card, overall, verdicts
 
@@ -178,8 +179,8 @@ def test_card_gates_rebuild_the_verdicts_and_the_index_shows_not_measurable(tmp_
     assert strict["verdict"].tolist() == ["pass", NOT_MEASURABLE, NOT_MEASURABLE]  # gender_lang 0.6 < 0.7 too
     build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert ('| <span class="verdict fail">fail</span> +0.100 [+0.090, +0.110] | '
-            '<span class="verdict not-measurable">not measurable</span> +0.100 [+0.090, +0.110] |') in page
+    assert ('| <span class="verdict fail">fail</span> +0.1000 [+0.0900, +0.1100] | '
+            '<span class="verdict not-measurable">not measurable</span> +0.1000 [+0.0900, +0.1100] |') in page
     assert 'class="verdict not-measurable"' in (tmp_path / "index.html").read_text()
 
 
@@ -189,7 +190,7 @@ def test_index_flags_unchecked_gates(tmp_path) -> None:
     card(tmp_path / "m", None)
     build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert '| <span class="verdict pass">pass</span> (gate not checked) +0.001 [-0.004, +0.006] |' in page
+    assert '| <span class="verdict pass">pass</span> (gate not checked) +0.0010 [-0.0040, +0.0060] |' in page
 
 
 def test_gates_section_of_params(tmp_path) -> None:

@@ -338,6 +338,12 @@ def svg_shape(svg: str) -> list[tuple[str, dict[str, str]]]:
     return [(tag, {k: v for k, v in attrs.items() if k != "xmlns:xlink"}) for tag, attrs in Tags(svg).tags]
 
 
+def unlabelled(shape: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str]]]:
+    """An SVG's shape without its ARIA roles and labels (the report makes each chart one labelled image)."""
+    return [(tag, {k: v for k, v in attrs.items() if k != "role" and not k.startswith("aria-")})
+            for tag, attrs in shape]
+
+
 def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
     data = pd.DataFrame({"group": ["age", "gender", "race"], "score": [0.12, 0.31, 0.27], "lo": [0.1, 0.2, 0.2]})
     base = alt.Chart(data, title=alt.Title("Scores", subtitle=["two", "lines"])).encode(x="group:N")
@@ -355,15 +361,17 @@ def test_report_keeps_charts_math_and_tables(tmp_path) -> None:
         display({"text/html": table, "text/plain": "df"}),
     ]
     html = report(tmp_path, cells)
-    figures = re.findall(r"<figure>(<svg.*?</svg>)</figure>", html, re.S)
-    assert len(figures) == 2 and svg_shape(figures[0]) == svg_shape(svg)
+    figures = re.findall(r"<figure[^>]*>(<svg.*?</svg>)</figure>", html, re.S)
+    assert len(figures) == 2 and unlabelled(svg_shape(figures[0])) == unlabelled(svg_shape(svg))
+    assert figures[0].startswith("<svg") and ' role="img" aria-label="Scores"' in figures[0].split(">", 1)[0]
     assert {"clippath", "lineargradient", "text", "path", "line"} <= {tag for tag, _ in svg_shape(svg)}
     assert "viewBox" in figures[0] and "clip-path=\"url(#" in figures[0] and ">Scores<" in figures[0]
     formula, tags = Tags(latex_to_mathml(latex, display="block")).tags, Tags(html).tags
     start = tags.index(formula[0])
     assert tags[start:start + len(formula)] == formula
     assert re.search(r'<math [^>]*display="inline"><mrow><msub><mi>s</mi><mi>i</mi></msub>', html)
-    assert '<table border="1" class="dataframe">' in html and "<th>group</th>" in html and "<td>0.31</td>" in html
+    assert re.search(r'<table id="[^"]+" border="1" class="dataframe">', html)
+    assert "<th>group</th>" in html and "<td>0.31</td>" in html
 
 
 # --- 11. accepted-but-wrong params -----------------------------------------------------------------------------

@@ -188,12 +188,12 @@ def test_report_from_executed_notebook(executed: Path) -> None:
     assert "bias_score" not in html  # no chapter declares it headline: it stays in the results files
 
     # markdown: table, and math as native MathML (inline and display)
-    assert "<table>" in html and "<td>age</td>" in html
+    assert '<table id="ch-01-blackbox-table">' in html and "<td>age</td>" in html
     assert re.search(r'<math [^>]*display="inline"><mrow><msub><mi>s</mi><mi>i</mi></msub>', html)
     assert re.search(r'<math [^>]*display="block">.*<mfrac>', html)
 
     # outputs: inline svg chart, pandas html table, code hidden in details
-    assert re.search(r"<figure><svg[^>]*>", html) and "Scores by group" in html
+    assert re.search(r"<figure id=\"[^\"]+\"><svg[^>]*>", html) and "Scores by group" in html
     assert "mean_score" in html and 'class="dataframe"' in html
     assert "<details class=\"code\"><summary>code</summary>" in html
 

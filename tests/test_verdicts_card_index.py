@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -143,8 +144,8 @@ def test_index_puts_models_side_by_side(tmp_path) -> None:
     path = build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
     assert "| [a](a/report.html) | [b](b/report.html) |" in page  # each model's column links its report
-    assert ('<span class="verdict fail">fail</span> (gate not checked) -0.050 [-0.060, -0.040] | '
-            '<span class="verdict pass">pass</span> (gate not checked) +0.000') in page
+    assert ('<span class="verdict fail">fail</span> (gate not checked) -0.0500 [-0.0600, -0.0400] | '
+            '<span class="verdict pass">pass</span> (gate not checked) +0.0000') in page
     assert page.startswith("# Audited models\n\n" + LEAD)
     rows = [line for line in page.splitlines() if line.startswith("| ") and "report.html" not in line]
     requirements = [row.split(" | ")[0].removeprefix("| ") for row in rows]
@@ -183,3 +184,23 @@ def test_index_draws_the_similarity_matrix_of_audited_models(tmp_path) -> None:
     # cosine, UNK flip, CKA at the deepest depth, CKA over matching depths, and StereoSet for the folder that has it
     assert "Bias similarity" in html and html.count("<svg") == 5 and "cosine" in (tmp_path / "index.md").read_text()
     assert "StereoSet" in html
+    # each chart a figure with its caption, one image labelled by it (the index's figures had no caption)
+    captions = re.findall(r'<svg[^>]* role="img" aria-label="([^"]+)">.*?<figcaption>([^<]+)</figcaption>', html, re.S)
+    assert [label for label, _ in captions] == [caption for _, caption in captions]
+    assert len(captions) == 5 and captions[0][0] == "Figure 1. Cosine similarity of answer histograms."
+
+
+def test_index_page_reads_cleanly(tmp_path) -> None:
+    """No literal backticks, a requirement's text once for its rows, "not run" where a model recorded no such test,
+    and each model's bottom line (issue 44: a column blank on all 33 rows, requirement text on every row)."""
+    audited_folder(tmp_path, "a", (-0.05, -0.06, -0.04))
+    (tmp_path / "b").mkdir()
+    Results(tmp_path / "b" / "results.csv").record("steering_vectors", "gender_lang.corr", 0.6)
+    (tmp_path / "b" / CARD).write_text((tmp_path / "a" / CARD).read_text())
+    html = build_index(tmp_path).read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "`" not in text and "<code>reports/&lt;model&gt;/report.html</code>" in html
+    assert html.count("credit: the bad credit rate is invariant to gender</td>") == 1
+    assert 'rowspan="4">credit: the bad credit rate' in html
+    assert 'not run: no verdict test recorded</span></th>' in html and html.count('<td class="none">not run</td>') == 4
+    assert "<li>a: 1 requirement: 1 fail; the fails come from " in html

@@ -1,7 +1,9 @@
-"""The report's first screen, the answer: per requirement its verdict (the verdict page's, gates included), the test
-that decides it with its interval against epsilon and one plain reason, under one or two lines saying which model
-was audited, when, and how far (chapters run, sizes). Built from a results.json document (`results_document`) by
-pure functions, so what the reader sees first is what the data files say."""
+"""The report's first screen, the answer: the bottom line (a generated sentence and tally, `report.bottom_line`), then
+per requirement its verdict (the verdict page's, gates included), each of its tests as a badge linked to its row of
+the verdict page (so instruments that disagree show side by side), and the test that decides it with its interval
+against epsilon and one plain reason, under one or two lines saying which model was audited, when, and how far
+(chapters run, sizes). Built from a results.json document (`results_document`) by pure functions, so what the reader
+sees first is what the data files say."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from typing import Any
 import pandas as pd
 
 from llmaudit.registry import KEYS, chapter
+from llmaudit.report.anchors import requirement_id, test_id
+from llmaudit.report.bottom_line import RULES, bottom_line
+from llmaudit.report.formats import estimate, interval
 from llmaudit.report.front import badge, p_value
 from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
@@ -24,6 +29,11 @@ table.answer th, table.answer td { padding: .3rem .5rem; }
 table.answer td.req { width: 26%; font-weight: 600; }
 table.answer td.test { width: 28%; }
 table.answer .small { display: block; color: var(--muted); font-variant-numeric: tabular-nums; }
+#answer p.bottom-line { font-size: 1.05rem; margin: 0 0 .5rem; max-width: 60rem; }
+ul.tests { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: .25rem .75rem; }
+ul.tests li { white-space: nowrap; font-size: .8rem; }
+ul.tests a { color: inherit; text-decoration: none; }
+ul.tests .verdict { min-width: 0; font-size: .7rem; margin-right: .25rem; }
 """.strip()
 
 
@@ -39,14 +49,10 @@ class Answer:
     reason: str
 
 
-def _interval(t: Any) -> str:
-    return f"{t.score:+.4f} [{t.lo:+.4f}, {t.hi:+.4f}]"
-
-
 def _against_epsilon(t: Any) -> str:
     """Where a measurable test's interval lies against +-epsilon, which is what decides its verdict: inside passes an
     invariance test and fails a dependence test (main paper §3.4), wholly outside the reverse."""
-    eps, ci = t.epsilon, f"95% CI [{t.lo:+.4f}, {t.hi:+.4f}]"
+    eps, ci = t.epsilon, f"95% CI {interval(t.lo, t.hi)}"
     inside = t.verdict == ("fail" if t.get("kind", "invariance") == "dependence" else "pass")
     if inside:
         return f"{ci} lies inside ±{eps:g}"
@@ -95,7 +101,7 @@ def answers(document: dict[str, Any]) -> list[Answer]:
             reason += f"; {t.holm} Holm's correction (p_adj {p_value(t.p_holm)})"
         if t.gate == "not checked":
             reason += f"; {'; '.join(t.unmet)}"
-        found.append(Answer(requirement, verdict, t.test, _interval(t), reason))
+        found.append(Answer(requirement, verdict, t.test, estimate(t.score, t.lo, t.hi), reason))
     return found
 
 
@@ -130,18 +136,43 @@ def scope(document: dict[str, Any]) -> str:
     return f"{head}{when}. Scope: {chapters}; {sizes + '; ' if sizes else ''}{params}."
 
 
+def short_label(label: str) -> str:
+    """A test's label as its badge names it: 'black-box gap, race stated' -> 'stated', 'white-box slope, steering
+    race_dial' -> 'white-box race_dial', 'black-box gap, race implied (names or dialect)' -> 'implied'."""
+    for prefix, shown_as in (("black-box gap, ", ""), ("white-box slope, steering ", "white-box "),
+                             ("black-box dependence, ", "black-box: "), ("white-box dependence, ", "white-box: ")):
+        if label.startswith(prefix):
+            rest = label.removeprefix(prefix)
+            return shown_as + (rest.split(" ")[1] if not shown_as and " " in rest else rest)
+    return label
+
+
+def _tests(tests: pd.DataFrame) -> str:
+    """A requirement's tests as a row of badges, each linked to its row of the verdict page."""
+    items = "".join(f'<li><a href="#{test_id(t.name)}" title="{escape(t.test)}">{badge(t.verdict)}'
+                    f"{escape(short_label(t.test))}</a></li>" for t in tests.itertuples(index=False))
+    return f'<ul class="tests">{items}</ul>'
+
+
 def answer_section(document: dict[str, Any]) -> str:
-    """The first screen: the scope line and the table of answers; '' where the document holds no verdict."""
+    """The first screen: the scope line, the bottom line and the table of answers with each requirement's tests;
+    '' where the document holds no verdict."""
     rows = answers(document)
-    if not rows:
+    line = bottom_line(document)
+    if not rows or line is None:
         return ""
+    table = pd.DataFrame(document["verdicts"])
     body = "\n".join(
-        f'<tr><td class="req">{escape(a.requirement)}</td><td>{badge(a.verdict)}</td>'
-        f'<td class="test">{escape(a.test)}<span class="small">{escape(a.interval)}</span></td>'
-        f"<td>{escape(a.reason)}</td></tr>"
+        f'<tr><td class="req"><a href="#{requirement_id(a.requirement)}">{escape(a.requirement)}</a></td>'
+        f"<td>{badge(a.verdict)}</td><td>{_tests(table[table['requirement'] == a.requirement])}</td>"
+        f'<td class="test">{escape(a.test)}<span class="small">{escape(a.interval)}</span>'
+        f'<span class="small">{escape(a.reason)}</span></td></tr>'
         for a in rows
     )
-    head = "<tr><th>Requirement</th><th>Verdict</th><th>Deciding test, score [95% CI]</th><th>Why</th></tr>"
-    return (f'<section id="answer"><p class="scope">{escape(scope(document))} Every test, its gates and power: '
+    head = "<tr><th>Requirement</th><th>Verdict</th><th>Its tests</th><th>Deciding test, score [95% CI], why</th></tr>"
+    return (f'<section id="answer"><p class="bottom-line"><strong>{escape(line.sentence)}</strong></p>\n'
+            f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
             f'<a href="#verdicts">Verdicts</a>.</p>\n'
+            f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
+            "</details>\n"
             f'<table class="answer"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>')

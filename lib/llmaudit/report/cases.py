@@ -11,6 +11,7 @@ import pandas as pd
 
 from llmaudit.errors import AuditError
 from llmaudit.registry import verdict_tests
+from llmaudit.report.anchors import cases_id
 from llmaudit.report.audited import Audited
 from llmaudit.report.evidence import FOLDER, largest_differences, unit_values
 from llmaudit.report.front import badge
@@ -78,7 +79,8 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
                     f'<td class="num">{row.metric_b:.4f}</td><td class="num">{row.diff:+.4f}</td>{slope}'
                     f'<td class="num">{row.mass_a:.3f} / {row.mass_b:.3f}</td>'
                     f'<td class="differs">{_differs(row)}</td></tr>')
-    return (f'<h3>{escape(test.requirement)} &mdash; {escape(test.test)}</h3>\n<p class="meta">{meta}</p>\n'
+    return (f'<h3 id="{cases_id(test.name)}">{escape(test.requirement)} &mdash; {escape(test.test)}</h3>\n'
+            f'<p class="meta">{meta}</p>\n'
             f'<table class="cases"><thead>{head}</thead>'
             "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
 

@@ -238,7 +238,7 @@ def _pairing(rows: pd.DataFrame, values: pd.Series) -> tuple[str, pd.DataFrame, 
     the unit values) for black-box tests, the largest and smallest lambda for white-box ones; None otherwise."""
     if rows["lam"].notna().all() and rows["lam"].nunique() >= 2:
         low, high = rows["lam"].min(), rows["lam"].max()
-        return f"lam = {high:g}", rows[rows["lam"] == high], f"lam = {low:g}", rows[rows["lam"] == low]
+        return f"λ = {high:g}", rows[rows["lam"] == high], f"λ = {low:g}", rows[rows["lam"] == low]
     groups = sorted(rows["group"].dropna().unique())
     if len(groups) != 2 or rows["group"].isna().any():
         return None

@@ -1,19 +1,14 @@
-"""The front of a model's report, before the chapters: the verdict page (per requirement and test, the score,
-its interval, epsilon, the instrument gates, pass / fail / inconclusive / not measurable, what an inconclusive test
-would need and whether a fail survives Holm's correction) and the model card that makes the report reproducible."""
+"""The front of a model's report, before the chapters: the verdict badges and p-values every page shares (the verdict
+page itself: `report.verdict_page`) and the model card that makes the report reproducible."""
 
 from __future__ import annotations
 
 import json
-import math
 from html import escape
 from typing import Any
 
-import pandas as pd
-
-from llmaudit.verdict.gates import NOT_CHECKED
 from llmaudit.verdict.margins import shown
-from llmaudit.verdict.verdicts import ALPHA, NOT_MEASURABLE, overall
+from llmaudit.verdict.verdicts import NOT_MEASURABLE
 
 CSS = """
 .verdict { display: inline-block; min-width: 6.5em; padding: .05rem .5rem; border-radius: 1rem; font-weight: 600;
@@ -43,91 +38,12 @@ def badge(verdict: str) -> str:
     return f'<span class="verdict {escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>'
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.4f}"
-
-
-def _power(t: Any) -> str:
-    """The half-width against epsilon, with n, and for an inconclusive test the units (cases, profiles, seeds)
-    that would decide it."""
-    n = "n not recorded" if pd.isna(t.n) else f"n = {t.n}"
-    text = f"&plusmn;{t.half_width:.4f} vs &epsilon; = {t.epsilon:g} ({n})"
-    if t.verdict != "inconclusive" or pd.isna(t.n):
-        return text
-    unit = escape(t.resampled)
-    needed = (f"no number of {unit} decides it (|S| at or within rounding of &epsilon;)" if math.isinf(t.cases_needed)
-              else f"inconclusive: about {int(t.cases_needed)} {unit} needed")
-    return f"{text}<br>{needed}"
-
-
 P_FLOOR = 1e-4  # smaller p-values print as "< 1e-4": the normal approximation says no more than that
 
 
 def p_value(p: float) -> str:
     """A p-value as a relation, '= 0.014' or '< 1e-4' (never '= 0')."""
     return "< 1e-4" if p < P_FLOOR else f"= {p:.2g}"
-
-
-def _holm(t: Any) -> str:
-    """Whether a fail survives Holm's correction, with its adjusted p-value; empty for other outcomes."""
-    return f"{escape(t.holm)} (p<sub>adj</sub> {escape(p_value(t.p_holm))})" if t.holm else ""
-
-
-def _outcome(t: Any) -> str:
-    """The test's badge, flagged where a gate could not be checked."""
-    flag = '<span class="unchecked">gate not checked</span>' if t.gate == NOT_CHECKED else ""
-    return badge(t.verdict) + flag
-
-
-def verdict_section(table: pd.DataFrame) -> str:
-    """The verdict page: a count of requirement verdicts, then one row per test grouped by requirement."""
-    if table.empty:
-        return ""
-    worst = overall(table)
-    counts = worst.value_counts()
-    tally = ", ".join(f"{counts[v]} {v}" for v in OUTCOMES if v in counts)
-    family = int((table["verdict"] != NOT_MEASURABLE).sum())
-    rows = []
-    for requirement, tests in table.groupby("requirement", sort=False):
-        span = len(tests)
-        for i, t in enumerate(tests.itertuples(index=False)):
-            lead = (f'<td class="req" rowspan="{span}">{escape(requirement)}</td>'
-                    f'<td rowspan="{span}">{badge(worst[requirement])}</td>') if i == 0 else ""
-            checks = "<br>".join(escape(text) for text in t.gates)
-            holm = f'<span class="small">Holm: {_holm(t)}</span>' if t.holm else ""
-            rows.append(f'<tr>{lead}<td class="test">{escape(t.test)}'
-                        f'<span class="small">resampled: {escape(t.resampled)}'
-                        f"</span></td><td>{_outcome(t)}{holm}</td>"
-                        f'<td class="num">{_signed(t.score)} [{_signed(t.lo)}, {_signed(t.hi)}]'
-                        f'<span class="small">{_power(t)}</span></td><td class="gates">{checks}</td></tr>')
-    margins = "; ".join(f"{epsilon:g} {escape(unit)}" for epsilon, unit
-                        in table[["epsilon", "epsilon_unit"]].drop_duplicates().itertuples(index=False))
-    head = ("<tr><th>Requirement</th><th>Overall</th><th>Test</th><th>Verdict</th><th>Score [95% CI], half-width</th>"
-            "<th>Instrument gates</th></tr>")
-    return (
-        '<section id="verdicts"><h2>Verdicts</h2>\n'
-        f"<p><strong>{len(worst)} requirements: {tally}.</strong> A requirement is invariance of a decision "
-        f"to a protected attribute: every score must satisfy |S| &le; &epsilon;, the margin of its unit "
-        f"(&epsilon; = {margins}). A test passes when its whole 95% interval lies inside "
-        "[&minus;&epsilon;, &epsilon;], fails when it lies wholly outside, and is inconclusive when it straddles "
-        "a bound; a requirement takes its worst measurable test. A pass is an equivalence claim: the 95% interval "
-        "inside &plusmn;&epsilon;, i.e. two one-sided tests at 2.5% each. A dependence requirement (main paper "
-        "&sect;3.4: the decision should move with a task-relevant variable) reads its tests the other way: a pass "
-        "lies wholly outside &plusmn;&epsilon;, a fail inside; a white-box invariance test is measurable only where "
-        "its task's white-box dependence test passes (the steering instrument moves the decision), and dependence "
-        "tests stay out of Holm's family.</p>\n"
-        "<p>Each test's instruments are checked first (the params' <code>gates</code>): a test whose steering "
-        "vector does not track or move its concept, whose task the model does no better than chance, or whose "
-        "sentiment classifier is no better than guessing or never uses a label of its gold answers is <em>not "
-        "measurable</em> and never passes; a requirement is not measurable only when all its tests are. A gate "
-        "whose number the chapters did not record is shown as not checked. The bootstrap resampled the unit "
-        "named per test; the half-width h of an interval shrinks as 1/&radic;n, so an inconclusive test gives "
-        "about how many such units would decide it at the observed variance.</p>\n"
-        f"<p>This page holds {len(table)} tests, {family} of them measurable: that is the family over which Holm's "
-        f"correction at {ALPHA:.0%} runs (p-value of a fail from its interval by a normal approximation); under each "
-        "fail, the Verdict column says whether it survives. The per-test verdicts are uncorrected.</p>\n"
-        f'<table class="verdicts"><thead>{head}</thead><tbody>\n' + "\n".join(rows) + "\n</tbody></table></section>"
-    )
 
 
 def _row(label: str, value: Any) -> str:

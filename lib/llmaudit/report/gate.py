@@ -11,6 +11,8 @@ import pandas as pd
 
 from llmaudit.errors import AuditError
 from llmaudit.report.card import CARD, read_json
+from llmaudit.report.formats import estimate, signed
+from llmaudit.report.formats import interval as bounds
 from llmaudit.report.results import Results
 from llmaudit.terminal import printable
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, from_card, overall
@@ -46,7 +48,7 @@ def text(table: pd.DataFrame) -> str:
     for requirement, tests in table.groupby("requirement", sort=False):
         lines.append(f"{worst[requirement]:>14}  {printable(requirement)}")
         for t in tests.itertuples(index=False):
-            lines.append(f"{t.verdict:>14}    {printable(t.test)}: {t.score:+.4f} [{t.lo:+.4f}, {t.hi:+.4f}]"
+            lines.append(f"{t.verdict:>14}    {printable(t.test)}: {estimate(t.score, t.lo, t.hi)}"
                          + (f" ({printable(_reason(t.gates))})" if t.verdict == NOT_MEASURABLE else ""))
     return "\n".join(lines)
 
@@ -67,7 +69,7 @@ def junit(table: pd.DataFrame, model: str) -> str:
                               skipped=str(int(tests["verdict"].isin(["inconclusive", NOT_MEASURABLE]).sum())))
         for t in tests.itertuples(index=False):
             case = ET.SubElement(suite, "testcase", classname=printable(requirement), name=printable(t.test))
-            interval = f"score {t.score:+.4f}, 95% CI [{t.lo:+.4f}, {t.hi:+.4f}], epsilon {t.epsilon:g}"
+            interval = f"score {signed(t.score)}, 95% CI {bounds(t.lo, t.hi)}, epsilon {t.epsilon:g}"
             if t.verdict == "fail":
                 ET.SubElement(case, "failure", message=f"interval outside +-epsilon: {interval}")
             elif t.verdict == "inconclusive":

@@ -17,19 +17,26 @@ from llmaudit.atomic import write_atomic
 from llmaudit.captions import SOLUTION_TAG
 from llmaudit.errors import AuditError
 from llmaudit.report import markdown
+from llmaudit.report.anchors import slug, unique
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.audited import Audited
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import spec_to_svg
+from llmaudit.report.evidence_links import evidence_links
+from llmaudit.report.figure_markup import accessible, chart_title, with_captions
 from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.front import CSS as FRONT_CSS
-from llmaudit.report.front import card_section, verdict_section
+from llmaudit.report.front import card_section
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
+from llmaudit.report.outline import Entry, contents, with_ids
 from llmaudit.report.results_json import results_document
 from llmaudit.report.sanitiser import sanitise
+from llmaudit.report.tables import tidy
+from llmaudit.report.verdict_page import CSS as VERDICT_CSS
+from llmaudit.report.verdict_page import verdict_section
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VEGALITE = re.compile(r"application/vnd\.vegalite\.v\d+\+json")
@@ -51,6 +58,8 @@ nav.toc { margin: 1.5rem 0 0; padding: .75rem 1.25rem; background: var(--soft);
           border: 1px solid var(--border); border-radius: 6px; }
 nav.toc h2 { font-size: 1rem; margin: 0 0 .25rem; padding: 0; border: 0; }
 nav.toc ol { margin: 0; padding-left: 1.5rem; }
+nav.toc ol ol { font-size: .85rem; columns: 2 22rem; }
+figcaption { color: var(--fg); font-size: .9rem; max-width: 60rem; margin-top: .25rem; }
 table { border-collapse: collapse; border: 0; margin: 1rem 0; font-size: .9rem; font-variant-numeric: tabular-nums;
         display: block; width: max-content; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid var(--border); padding: .35rem .65rem; text-align: left; vertical-align: top; }
@@ -130,8 +139,10 @@ def _title(nb: nbformat.NotebookNode) -> str | None:
 
 
 def _figure(svg: str) -> str:
-    """An SVG inlined in the page, sanitised (which also drops the XML prolog and DOCTYPE, invalid inside HTML)."""
-    return f"<figure>{sanitise(svg).strip()}</figure>"
+    """An SVG inlined in the page, sanitised (which also drops the XML prolog and DOCTYPE, invalid inside HTML), as
+    one image labelled by its title until its caption labels it (`figure_markup.with_captions`)."""
+    clean = sanitise(svg).strip()
+    return f"<figure>{accessible(clean, chart_title(clean) or 'chart')}</figure>"
 
 
 def _output(out: nbformat.NotebookNode) -> str:
@@ -161,7 +172,7 @@ def _output(out: nbformat.NotebookNode) -> str:
         if mime in data:
             return sanitise(f'<figure><img alt="" src="data:{mime};base64,{"".join(data[mime].split())}"></figure>')
     if "text/html" in data:
-        return f'<div class="output">{sanitise(data["text/html"])}</div>'
+        return f'<div class="output">{tidy(sanitise(data["text/html"]))}</div>'
     if "text/markdown" in data:
         return f'<div class="output">{sanitise(markdown.render(data["text/markdown"]))}</div>'
     if "text/plain" in data:
@@ -192,14 +203,16 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if folded else body
 
 
-def _slug(text: str, taken: set[str]) -> str:
-    """A unique anchor id for a chapter."""
-    base = "ch-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chapter")
-    slug, n = base, 2
-    while slug in taken:
-        slug, n = f"{base}-{n}", n + 1
-    taken.add(slug)
-    return slug
+def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The sections before the chapters, in page order, as (id, title, HTML; '' where the section is empty): the
+    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases."""
+    table, card, decided = audited.rows, audited.card, audited.verdicts
+    cases = cases_section(audited)
+    links = evidence_links(table, decided, numbered, anchors, cases) if table is not None and not decided.empty else {}
+    return [("verdicts", "Verdicts", verdict_section(decided, links) if not decided.empty else ""),
+            ("model-card", "Model card", card_section(card)),
+            ("summary", "Headline numbers", headline_section(table, card) if table is not None else ""),
+            ("cases", "Cases behind the gaps", cases)]
 
 
 def build_report(
@@ -217,36 +230,33 @@ def build_report(
     out = Path(out) if out is not None else report_dir / "report.html"
     generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     taken: set[str] = set()
-    toc, chapters = [], []
+    toc: list[tuple[Entry, list[tuple[str, str]]]] = []
+    chapters, anchors = [], {}
     read = [(path, nbformat.read(path, as_version=4)) for path in map(Path, notebooks)]
     numbered = numbers([(chapter_number(path, i), nb) for i, (path, nb) in enumerate(read, start=1)])
     for path, nb in read:
         heading = _title(nb)
-        anchor = _slug(path.stem, taken)
+        anchor = unique(f"ch-{slug(path.stem)}", taken)
+        anchors[re.sub(r"^\d+_", "", path.stem)] = anchor
         failed = any(out.output_type == "error" for cell in nb.cells for out in cell.get("outputs", []))
         undrawn = [] if failed else undrawn_figures(nb)  # a failed chapter stops short of its later figures
         if undrawn:
             raise AuditError(f"{path.name}: {'; '.join(undrawn)}: end that cell with the figure's show(...) call")
         flag = '<span class="failed">execution error</span>' if failed else ""
-        toc.append(f'<li><a href="#{anchor}">{heading or escape(path.stem)}</a>{flag}</li>')
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in (_cell(cell, numbered) for cell in nb.cells) if html]
-        chapters.append(f'<section class="chapter" id="{anchor}">\n' + "\n".join(cells) + "\n</section>")
-    card, table, decided = audited.card, audited.rows, audited.verdicts
-    cases = cases_section(audited)
-    if cases:
-        toc.insert(0, '<li><a href="#cases">Cases behind the gaps</a></li>')
-    summary = headline_section(table) if table is not None else ""
-    if summary:
-        toc.insert(0, '<li><a href="#summary">Headline numbers</a></li>')
-    front = card_section(card)
-    if front:
-        toc.insert(0, '<li><a href="#model-card">Model card</a></li>')
-    verdict_page = verdict_section(decided) if not decided.empty else ""
-    if verdict_page:
-        toc.insert(0, '<li><a href="#verdicts">Verdicts</a></li>')
-        front = verdict_page + "\n" + front
-    answer = answer_section(results_document(audited)) if card and table is not None else ""
+        body, headings = with_ids("\n".join(with_captions(cells)), anchor, taken)
+        toc.append((Entry(anchor, heading or escape(path.stem), flag), headings))
+        chapters.append(f'<section class="chapter" id="{anchor}">\n{body}\n</section>')
+    card, table = audited.card, audited.rows
+    front = []
+    for anchor, name, section in _front(audited, numbered, anchors):
+        if section:
+            html, headings = with_ids(section, anchor, taken)
+            front.append((Entry(anchor, name), headings, html))
+    toc = [(entry, headings) for entry, headings, _ in front] + toc
+    answer, _ = with_ids(answer_section(results_document(audited)) if card and table is not None else "", "answer",
+                         taken)
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
@@ -258,16 +268,13 @@ def build_report(
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
-            f"<style>\n{CSS}\n{FRONT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n" + (f"{CASES_CSS}\n" if cases else "")
-            + "</style>",
+            f"<style>\n{CSS}\n{FRONT_CSS}\n{VERDICT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n{CASES_CSS}\n</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',
             answer,
-            '<nav class="toc"><h2>Contents</h2><ol>\n' + "\n".join(toc) + "\n</ol></nav>",
-            front,
-            summary,
-            *([cases] if cases else []),
+            contents(toc),
+            *(html for _, _, html in front),
             *chapters,
             "</body>",
             "</html>",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -14,12 +15,16 @@ from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.registry import CHAPTERS
 from llmaudit.report.audited import Audited, read_audited
+from llmaudit.report.bottom_line import RULES, bottom_line
 from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison_files import comparison_pages, page_label
+from llmaudit.report.figure_markup import accessible
+from llmaudit.report.formats import estimate
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise
+from llmaudit.report.markdown import render_inline
 from llmaudit.report.myst import literal, raw_html
 from llmaudit.spec import IndexFigure
 from llmaudit.verdict.gates import NOT_CHECKED
@@ -56,15 +61,22 @@ def audited(reports: Path, own: Audited | None = None) -> tuple[dict[str, pd.Dat
 
 
 def figures(reports: Path, models: list[str], own: str | None = None) -> tuple[Shown, list[str]]:
-    """Each chapter's index section (`ChapterSpec.index`) with its charts as sanitised inline SVG, for those with any
-    chart of the audited `models`; and why a model was left out of one (its damaged or copied files)."""
+    """Each chapter's index section (`ChapterSpec.index`) with its charts, each a <figure> of one labelled image and
+    its caption ('Figure N.' and the chart's title), for those with any chart of the audited `models`; and why a model
+    was left out of one (its damaged or copied files)."""
     found, skipped = [], []
     for section in (spec.index for spec in CHAPTERS if spec.index is not None):
         charts, left_out = section.charts(reports, models, own)
         skipped += left_out
         if charts:
-            found.append((section, "\n".join(sanitise(to_svg(chart)) for chart in charts)))
+            found.append((section, "\n".join(_captioned(chart, i) for i, chart in enumerate(charts, start=1))))
     return found, skipped
+
+
+def _captioned(chart: Any, number: int) -> str:
+    """A chart as a <figure>: one image labelled by its caption, 'Figure N.' and the chart's title."""
+    caption = f"Figure {number}. {getattr(chart, 'title', '')}."
+    return f"<figure>{accessible(sanitise(to_svg(chart)), caption)}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
 def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -80,7 +92,7 @@ def side_by_side(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def _score(cell: tuple) -> str:
-    return f"{cell[1]:+.3f} [{cell[2]:+.3f}, {cell[3]:+.3f}]"
+    return estimate(cell[1], cell[2], cell[3])
 
 
 def _unchecked(cell: tuple) -> str:
@@ -128,29 +140,45 @@ def _comparisons(reports: Path) -> str:
         return ""
     items = "\n".join(f'<li><a href="{COMPARE_FOLDER}/{escape(quote(page.name))}">{escape(page_label(page))}</a></li>'
                       for page in pages)
-    return f"\n<h2>Model comparisons</h2>\n<p>{escape(COMPARE)}</p>\n<ul>\n{items}\n</ul>"
+    return f"\n<h2>Model comparisons</h2>\n<p>{sanitise(render_inline(COMPARE))}</p>\n<ul>\n{items}\n</ul>"
 
 
-def _html(grid: pd.DataFrame, shown: Shown, comparisons: str = "",
-          skipped: tuple[str, ...] = ()) -> str:
-    """The index as one self-contained HTML page (same styles as the reports), with links to the comparison
-    pages (`comparisons`, from `_comparisons`), naming the folders left out."""
-    head = "".join(f'<th><a href="{escape(quote(m))}/report.html">{escape(m)}</a></th>' for m in grid.columns)
+def _bottom_lines(tables: dict[str, pd.DataFrame]) -> str:
+    """Per model, its bottom line (`report.bottom_line`), with the rules it follows."""
+    lines = [bottom_line({"config": {"name": model}, "verdicts": table.to_dict("records")})
+             for model, table in tables.items()]
+    items = "".join(f"<li>{escape(line.sentence)}</li>" for line in lines if line is not None)
+    if not items:
+        return ""
+    return f'<h2 id="bottom-lines">Bottom line per model</h2>\n<ul>{items}</ul>\n<p>{escape(RULES)}</p>\n'
+
+
+def _html(grid: pd.DataFrame, shown: Shown, comparisons: str = "", skipped: tuple[str, ...] = (),
+          lines: str = "") -> str:
+    """The index as one self-contained HTML page (same styles as the reports), with each model's bottom line
+    (`lines`), links to the comparison pages (`comparisons`, from `_comparisons`), naming the folders left out; a
+    requirement's text heads its rows once, and a model that recorded no such test reads "not run"."""
+    unrun = [m for m in grid.columns if grid[m].isna().all()]
+    head = "".join(f'<th><a href="{escape(quote(m))}/report.html">{escape(m)}</a>'
+                   + (f'<span class="unchecked">{NOT_RUN}: no verdict test recorded</span>' if m in unrun else "")
+                   + "</th>" for m in grid.columns)
     rows = []
-    for (requirement, test), row in grid.iterrows():
-        cells = "".join(
-            "<td></td>" if c is None else f"<td>{badge(c[0])}{escape(_unchecked(c))}<br>{_score(c)}</td>" for c in row
-        )
-        rows.append(f"<tr><td>{escape(requirement)}</td><td>{escape(test)}</td>{cells}</tr>")
+    for requirement, tests in grid.groupby(level="requirement", sort=False) if not grid.empty else []:
+        for i, ((_, test), row) in enumerate(tests.iterrows()):
+            lead = f'<td class="req" rowspan="{len(tests)}">{escape(requirement)}</td>' if i == 0 else ""
+            cells = "".join(f'<td class="none">{NOT_RUN}</td>' if c is None
+                            else f"<td>{badge(c[0])}{escape(_unchecked(c))}<br>{_score(c)}</td>" for c in row)
+            rows.append(f"<tr>{lead}<td>{escape(test)}</td>{cells}</tr>")
     body = (f'<table class="verdicts"><thead><tr><th>Requirement</th><th>Test</th>{head}</tr></thead><tbody>'
             + "\n".join(rows) + "</tbody></table>") if rows else "<p>No model has been audited yet.</p>"
     left_out = "".join(f'<p class="unchecked">Left out: {escape(reason)}</p>\n' for reason in skipped)
     for section, svg in shown:
-        body += f"\n<h2>{escape(section.title)}</h2>\n<p>{escape(section.text)}</p>\n<figure>{svg}</figure>"
+        body += f"\n<h2>{escape(section.title)}</h2>\n<p>{escape(section.text)}</p>\n{svg}"
     body += comparisons
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Audited models</title>\n'
-            f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\n</style>\n</head>\n<body>\n"
-            f"<h1>Audited models</h1>\n<p>{escape(INTRO)}</p>\n{left_out}{body}\n</body>\n</html>\n")
+            f"<style>\n{CSS}\n{FRONT_CSS}\nbody {{ max-width: none; }}\ntd.none {{ color: var(--muted); }}\n"
+            f"</style>\n</head>\n<body>\n<h1>Audited models</h1>\n<p>{sanitise(render_inline(INTRO))}</p>\n"
+            f"{left_out}{lines}{body}\n</body>\n</html>\n")
 
 
 def build_index(reports: Path, own: Audited | None = None) -> Path:
@@ -162,4 +190,5 @@ def build_index(reports: Path, own: Audited | None = None) -> Path:
     shown, copied = figures(reports, list(tables), None if own is None else own.folder.name)
     grid, skipped = side_by_side(tables), damaged + copied
     write_atomic(reports / "index.md", _markdown(grid, shown, skipped))
-    return write_atomic(reports / "index.html", _html(grid, shown, _comparisons(reports), tuple(skipped)))
+    page = _html(grid, shown, _comparisons(reports), tuple(skipped), _bottom_lines(tables))
+    return write_atomic(reports / "index.html", page)

@@ -2,28 +2,77 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import altair as alt
 import pandas as pd
 
+NOT_MEASURABLE = "not measurable"
+GREY = "#b4b9bf"
+UNITS = {  # per kind of estimate, its panel's axis: what it measures and in which unit
+    "black-box": "black-box gap: difference of the metric between the groups' prompts",
+    "white-box": "white-box slope: change of the metric per unit λ",
+}
 
-def estimates(table: pd.DataFrame, title: str, epsilon: float | None = None) -> alt.LayerChart:
-    """Point estimates with interval whiskers per task and method (columns task, method, value, lo, hi), with a
-    zero line and, if given, the invariance band |S| <= epsilon shaded."""
-    base = alt.Chart(table).encode(
-        y=alt.Y("task:N", title=None, sort=list(dict.fromkeys(table["task"]))),
+
+def kind(method: str) -> str:
+    """The kind of an estimate by its method label: 'black-box', 'white-box', or 'other'."""
+    return next((k for k in UNITS if method.startswith(k)), "other")
+
+
+def _domain(rows: pd.DataFrame, epsilon: float | None) -> list[float]:
+    """An x domain holding every point, every interval and the band, with 5% room on each side."""
+    values = pd.concat([rows["value"], rows["lo"], rows["hi"]]).dropna().tolist() + [0.0]
+    if epsilon is not None:
+        values += [-epsilon, epsilon]
+    low, high = min(values), max(values)
+    room = 0.05 * (high - low or 1.0)
+    return [low - room, high + room]
+
+
+def _panel(rows: pd.DataFrame, title: str, epsilon: float | None, colours: alt.Scale, order: list[str]
+           ) -> alt.LayerChart:
+    """One kind of estimate on its own axis: points with interval whiskers per task and method, the zero line and
+    the band |S| <= epsilon."""
+    x = alt.Scale(domain=_domain(rows, epsilon), nice=False, zero=False)
+    base = alt.Chart(rows).encode(
+        y=alt.Y("task:N", title=None, sort=order),
         yOffset=alt.YOffset("method:N"),
-        color=alt.Color("method:N", title=None),
+        color=alt.Color("shown:N", title=None, scale=colours),
     )
     layers = []
     if epsilon is not None:
         band = pd.DataFrame({"lo": [-epsilon], "hi": [epsilon]})
-        layers.append(alt.Chart(band).mark_rect(color="#e8f3e8").encode(x="lo:Q", x2="hi:Q"))
+        layers.append(alt.Chart(band).mark_rect(color="#e8f3e8").encode(x=alt.X("lo:Q", scale=x), x2="hi:Q"))
     layers += [
-        alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="gray").encode(x="x:Q"),
-        base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title=title), x2="hi:Q"),
-        base.mark_point(filled=True, size=50).encode(x="value:Q", tooltip=["task", "method", "value", "lo", "hi"]),
+        alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="gray").encode(x=alt.X("x:Q", scale=x)),
+        base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title=title, scale=x), x2="hi:Q"),
+        base.mark_point(filled=True, size=50).encode(x=alt.X("value:Q", scale=x),
+                                                    tooltip=["task", "method", "value", "lo", "hi"]),
     ]
     return alt.LayerChart(layer=layers).properties(width=480, height=alt.Step(14))
+
+
+def estimates(table: pd.DataFrame, title: str, epsilon: float | Mapping[str, float] | None = None
+              ) -> alt.TopLevelMixin:
+    """Point estimates with interval whiskers per task and method (columns task, method, value, lo, hi, and
+    optionally verdict), with a zero line and, if given, the invariance band |S| <= epsilon shaded (`epsilon`: one
+    margin, or one per kind of estimate). Black-box gaps and white-box slopes differ in unit, so each kind gets its
+    own panel and axis (`UNITS`; other methods: `title`); every axis holds all its intervals; a test whose verdict is
+    not measurable is drawn grey, with a legend entry."""
+    verdicts = table["verdict"] if "verdict" in table else pd.Series("", index=table.index)
+    shown = table.assign(shown=table["method"].where(verdicts != NOT_MEASURABLE, NOT_MEASURABLE))
+    methods = list(dict.fromkeys(table["method"]))
+    domain = methods + ([NOT_MEASURABLE] if (verdicts == NOT_MEASURABLE).any() else [])
+    palette = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"]
+    colours = alt.Scale(domain=domain, range=[palette[i % len(palette)] for i in range(len(methods))]
+                        + [GREY] * (len(domain) - len(methods)))
+    order = list(dict.fromkeys(table["task"]))
+    kinds = table["method"].map(kind)
+    panels = [_panel(shown[kinds == k], UNITS.get(str(k), title),
+                     epsilon.get(str(k)) if isinstance(epsilon, Mapping) else epsilon, colours, order)
+              for k in dict.fromkeys(kinds)]
+    return panels[0] if len(panels) == 1 else alt.vconcat(*panels, spacing=24)
 
 
 def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> alt.FacetChart:

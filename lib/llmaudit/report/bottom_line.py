@@ -1,0 +1,109 @@
+"""The bottom line of an audit: one generated sentence per model and a tally, from the verdict rows of a results.json
+document alone, by these rules (the report's first screen and the index state them too):
+
+1. Tally: how many requirements take each verdict, in the order fail, inconclusive, pass, not measurable.
+2. No measurable test at all: the audit says nothing about bias either way (every instrument failed a gate).
+3. Every requirement passes: every measurable test's interval lies inside its margin.
+4. Some requirement fails: the instruments its failing tests come from (black-box gaps, white-box slopes, sentiment
+   probes), "only" where that is one kind; then, per other kind of instrument, what its tests of the failing
+   requirements say (e.g. "their black-box gaps: 2 pass, 2 inconclusive"), so a fail seen only under steering reads
+   as such.
+5. Nothing fails but something is inconclusive: how many requirements need more cases to decide.
+6. Instruments of one kind disagree: a requirement where one test of a kind fails and another of the same kind
+   passes (the two race vectors on one task) is named with both tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
+
+OUTCOMES = ("fail", "inconclusive", "pass", NOT_MEASURABLE)
+KINDS = {"black-box": "black-box gaps", "white-box": "white-box slopes", "probe": "sentiment-probe gaps"}
+RULES = ("The bottom line is generated from the verdicts by fixed rules: the tally counts requirements per verdict; "
+         "where a requirement fails it names the instruments its failing tests come from (\"only\" when one kind) and "
+         "what the other instruments say about the same requirements; it names any requirement on which two tests of "
+         "one kind of instrument (the two vectors of a concept) disagree, one failing and one passing.")
+
+
+@dataclass(frozen=True)
+class BottomLine:
+    """A model's tally ('14 requirements: 2 fail, ...') and its one-sentence bottom line."""
+
+    tally: str
+    sentence: str
+
+
+def instrument(label: str) -> str:
+    """The kind of instrument a test reads by its label: 'black-box', 'white-box' or 'probe'."""
+    return next((kind for kind in ("black-box", "white-box") if label.startswith(kind)), "probe")
+
+
+def short(requirement: str) -> str:
+    """A requirement's short name: its text before the colon ('judicial_penalty')."""
+    return requirement.split(":", 1)[0]
+
+
+def _counts(verdicts: pd.Series) -> str:
+    """'2 pass, 2 inconclusive' in the order of OUTCOMES."""
+    found = verdicts.value_counts()
+    return ", ".join(f"{found[v]} {v}" for v in OUTCOMES if v in found)
+
+
+def tally(table: pd.DataFrame) -> str:
+    """Rule 1: '14 requirements: 2 fail, 3 inconclusive, 1 pass, 8 not measurable'."""
+    worst = overall(table)
+    return f"{len(worst)} requirement{'s' * (len(worst) != 1)}: {_counts(worst)}"
+
+
+def _fails(table: pd.DataFrame, worst: pd.Series) -> list[str]:
+    """Rule 4: where the fails come from and what the other instruments say about the failing requirements."""
+    failing = table[table["requirement"].isin(worst[worst == "fail"].index)]
+    failed = failing.loc[failing["verdict"] == "fail", "kind_of"]
+    sources = list(dict.fromkeys(failed))
+    named = " and ".join(KINDS[k] for k in sources)
+    subject = "the fails come" if len(failed) > 1 else "the fail comes"
+    clauses = [f"{subject} from {named}{' only' if len(sources) == 1 else ''}"]
+    for kind, tests in failing[~failing["kind_of"].isin(sources)].groupby("kind_of", sort=False):
+        clauses.append(f"their {KINDS[str(kind)]}: {_counts(tests['verdict'])}")
+    return clauses
+
+
+def _disagreements(table: pd.DataFrame) -> list[str]:
+    """Rule 6: per requirement and kind of instrument, a failing test beside a passing one."""
+    found = []
+    for (requirement, kind), tests in table.groupby(["requirement", "kind_of"], sort=False):
+        failed, passed = (tests.loc[tests["verdict"] == v, "test"].tolist() for v in ("fail", "pass"))
+        if failed and passed:
+            found.append(f"the {KINDS[str(kind)]} disagree on {short(str(requirement))} "
+                         f"({', '.join(failed)} fails; {', '.join(passed)} passes)")
+    return found
+
+
+def bottom_line(document: dict[str, Any]) -> BottomLine | None:
+    """The tally and sentence of a results.json document's verdicts by the module's rules; None without verdicts."""
+    table = pd.DataFrame(document.get("verdicts", []))
+    table = table[table["verdict"].isin(OUTCOMES)] if "verdict" in table else table.iloc[:0]  # a row no rule reads
+    if table.empty:
+        return None
+    table = table.assign(kind_of=table["test"].map(instrument))
+    worst, counted = overall(table), tally(table)
+    clauses: list[str] = []
+    if (worst == NOT_MEASURABLE).all():
+        clauses.append("no test was measurable (every test's instrument failed a gate), so this audit says nothing "
+                       "about bias either way")
+    elif (worst == "pass").all():
+        clauses.append("every measurable test's 95% interval lies inside its margin")
+    elif (worst == "fail").any():
+        clauses += _fails(table, worst)
+    else:
+        undecided = int((worst == "inconclusive").sum())
+        clauses.append(f"nothing fails, but {undecided} requirement{'s need' if undecided != 1 else ' needs'} more "
+                       "cases to decide")
+    clauses += _disagreements(table)
+    model = document.get("config", {}).get("name") or "The model"
+    return BottomLine(counted, f"{model}: {counted}; {'; '.join(clauses)}.")

@@ -1,0 +1,41 @@
+"""Where each verdict test's evidence sits in the report: the chapter table and figure that show its score (per
+chapter and kind of test, by the labels the book gives them), and its case group in "Cases behind the gaps"; a link
+is made only to a target the page holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from llmaudit.report.anchors import cases_id
+from llmaudit.report.markdown import Numbers
+
+# per (chapter, test kind): the labels of the table and the figure that show such tests' scores
+SHOWN_IN = {
+    ("decision_tasks", "invariance"): ("tab-tasks-verdicts", "fig-tasks-gaps"),
+    ("decision_tasks", "dependence"): ("tab-tasks-dependence", "fig-tasks-gaps"),
+    ("robustness", "invariance"): ("tab-robustness-alternative-vectors", "fig-robustness-alternative-vectors"),
+    ("markedness", "invariance"): ("tab-markedness-white-intervals", "fig-markedness-gaps"),
+}
+
+
+def evidence_links(results: pd.DataFrame, verdicts: pd.DataFrame, numbers: Numbers, chapters: Mapping[str, str],
+                   cases_html: str) -> dict[str, list[tuple[str, str]]]:
+    """Per verdict test name, its (text, href) links: 'Table 2.1', 'Figure 2.1', its chapter ('chapter') when neither
+    is in the page, and 'cases' where the cases section holds its group. `chapters`: chapter key -> section id."""
+    chapter_of = dict(zip(results["name"], results["chapter"], strict=True))
+    found: dict[str, list[tuple[str, str]]] = {}
+    for t in verdicts.itertuples(index=False):
+        chapter = chapter_of.get(t.name, "")
+        links = []
+        for label in SHOWN_IN.get((chapter, t.kind), ()):
+            if label in numbers:
+                kind, number = numbers[label]
+                links.append((f"{kind.capitalize()} {number}", f"#{kind}-{label}"))
+        if not links and chapter in chapters:
+            links.append(("chapter", f"#{chapters[chapter]}"))
+        if f'id="{cases_id(t.name)}"' in cases_html:
+            links.append(("cases", f"#{cases_id(t.name)}"))
+        found[t.name] = links
+    return found
