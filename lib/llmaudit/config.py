@@ -283,10 +283,12 @@ def read_profile(profile: str | Path) -> dict[str, Any]:
 
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
-    (`models.standin`) in `dtype` on `device`, and its vectors' score and split: a random model reads every concept
-    weakly and one-sidedly, so the scores are normalised (the preference among the target words) and split at their
-    30% / 70% quantiles, as the default model's are."""
+    (`models.standin`) in `dtype` on `device`, with no other audit to compare with (the profile's partners are its
+    own model's), and its vectors' score and split: a random model reads every concept weakly and one-sidedly, so the
+    scores are normalised (the preference among the target words) and split at their 30% / 70% quantiles, as the
+    default model's are."""
     params = read_profile(profile)
+    params.get("similarity", {}).pop("compare_with", None)
     params["name"] = f"standin-{params['name']}"
     params["model"] = {"path": str(Path(folder).resolve()), "dtype": dtype, "device": device}
     params["steering"] = {**params.get("steering", {}), "normalised": True, "quantile": dict.fromkeys(RECIPES, 0.3)}

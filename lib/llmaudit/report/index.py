@@ -14,6 +14,7 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.chapters.similarity.compare import (
+    Grams,
     cka_across_depths,
     cka_matrix,
     cka_summary,
@@ -117,10 +118,11 @@ def similarity_figure(reports: Path, models: list[str], own: str | None = None) 
         matrix(unk_flip_matrix(answers).loc[systems, systems], "UNK flip").properties(
             title="UNK flip: share of the row's committed answers the column answers Unknown"),
     ]
+    grams = Grams(reps)  # every pair of systems at every pair of depths: each Gram matrix once
     if shared:
-        cka = cka_matrix(reps, max(shared)).loc[systems, systems]
+        cka = cka_matrix(reps, max(shared), grams).loc[systems, systems]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
-    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b))["diagonal"] for a in systems}
+    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b, grams))["diagonal"] for a in systems}
                              for b in systems}).loc[systems, systems]
     charts.append(matrix(diagonal, "CKA").properties(title="Linear CKA across depths: mean over matching depths"))
     forced = load_stereoset_answers(reports, ran)

@@ -6,24 +6,28 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+WRITTEN = 12  # a matrix with more rows or columns (every block's CKA) is drawn without its values written in
+
 
 def matrix(table: pd.DataFrame, title: str, domain: tuple[float, float] = (0.0, 1.0)) -> alt.LayerChart:
-    """A matrix (index and columns: systems, or one system's depths) as a heatmap with the values written in, a pair
-    not measured left blank; named axes (e.g. two models' depths) are titled."""
+    """A matrix (index and columns: systems, or one system's depths) as a heatmap with the values written in (up to
+    WRITTEN rows and columns; beyond, smaller cells read by their colour alone), a pair not measured left blank; named
+    axes (e.g. two models' depths) are titled."""
     table = table.rename(index=str, columns=str)
+    written = max(table.shape) <= WRITTEN
     # a pair not measured (NaN) is left blank, not written as "null"
     long = table.rename_axis(index="row", columns="column").stack().rename("value").dropna().reset_index()
     base = alt.Chart(long).encode(
         x=alt.X("column:N", title=table.columns.name, sort=list(table.columns)),
         y=alt.Y("row:N", title=table.index.name, sort=list(table.index)),
     )
-    return alt.LayerChart(layer=[
-        base.mark_rect().encode(color=alt.Color("value:Q", title=title, scale=alt.Scale(domain=list(domain)))),
-        base.mark_text(fontSize=10).encode(
-            text=alt.Text("value:Q", format=".2f"),
-            color=alt.condition(f"datum.value > {(domain[0] + domain[1]) / 2}", alt.value("white"), alt.value("black")),
-        ),
-    ]).properties(width=alt.Step(70), height=alt.Step(24))
+    cells = base.mark_rect().encode(color=alt.Color("value:Q", title=title, scale=alt.Scale(domain=list(domain))))
+    if not written:
+        return alt.LayerChart(layer=[cells]).properties(width=alt.Step(14), height=alt.Step(14))
+    return alt.LayerChart(layer=[cells, base.mark_text(fontSize=10).encode(
+        text=alt.Text("value:Q", format=".2f"),
+        color=alt.condition(f"datum.value > {(domain[0] + domain[1]) / 2}", alt.value("white"), alt.value("black")),
+    )]).properties(width=alt.Step(70), height=alt.Step(24))
 
 
 def scores(table: pd.DataFrame) -> alt.Chart:
