@@ -90,7 +90,7 @@ def similarity_matrix(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-def _shared(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def shared_answers(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two systems' answers restricted to the questions both answered, in one order."""
     keys = a[KEY].merge(b[KEY], on=KEY)
     return a.merge(keys, on=KEY), b.merge(keys, on=KEY)
@@ -100,7 +100,7 @@ def unk_flip_matrix(answers: pd.DataFrame) -> pd.DataFrame:
     """UNK flip for every ordered pair of systems (rows: base, columns: compared), on their shared questions."""
     systems = {name: part for name, part in answers.groupby("system", sort=False)}
     return pd.DataFrame(
-        {b: {a: unk_flip(*_shared(systems[a], systems[b])) for a in systems} for b in systems}
+        {b: {a: unk_flip(*shared_answers(systems[a], systems[b])) for a in systems} for b in systems}
     ).rename_axis(index="base", columns="compared")
 
 

@@ -75,6 +75,10 @@ RESULTS = (
     Result("similarity.cka.steered_{tag}", "linear CKA", "the deepest compared representations of the model and a "
            "steered copy"),
     Result("similarity.cka_{summary}.{other}", "linear CKA", "the CKA across depths with another model, summarised"),
+    Result("similarity.unk_flip_from.{other}", "share of questions", "another model's (e.g. the base model's) "
+           "committed BBQ answers that this model answers Unknown: paper 003's UNK flip from base to tuned"),
+    Result("similarity.{score}_change.{other}", "score from -200 to 200", "this model's BBQ bias score minus another "
+           "model's (e.g. its base model's) on the questions both answered"),
 )
 HEADLINES = (
     *(ACCURACY.headline(f"BBQ accuracy, {context} contexts",
