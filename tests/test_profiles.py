@@ -22,15 +22,17 @@ GIB = 1 << 30
 # sizes, built on the meta device: no weights, no download), from which its shape and weight bytes are read.
 LLAMA3_8B: dict[str, Any] = dict(model_type="llama", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
                                  num_attention_heads=32, num_key_value_heads=8, vocab_size=128256)
+QWEN25_7B: dict[str, Any] = dict(model_type="qwen2", num_hidden_layers=28, hidden_size=3584, intermediate_size=18944,
+                                 num_attention_heads=28, num_key_value_heads=4, vocab_size=152064)
 CONFIGS: dict[str, dict[str, Any]] = {
-    # the finance and medicine models are Llama 3 8B continued on domain text: the same shape
+    # the finance and medicine models are Llama 3 8B continued on domain text, the base models tuned into the
+    # instruct ones: the same shapes
     "llama-3.1-8b-instruct": LLAMA3_8B, "finance-llama3-8b": LLAMA3_8B, "medicine-llama3-8b": LLAMA3_8B,
+    "llama-3.1-8b": LLAMA3_8B, "qwen2.5-7b-instruct": QWEN25_7B, "qwen2.5-7b": QWEN25_7B,
     "ministral-8b-instruct": dict(model_type="mistral", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
                                   num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=131072),
     "saul-7b-instruct": dict(model_type="mistral", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
                              num_attention_heads=32, num_key_value_heads=8, vocab_size=32000),
-    "qwen2.5-7b-instruct": dict(model_type="qwen2", num_hidden_layers=28, hidden_size=3584, intermediate_size=18944,
-                                num_attention_heads=28, num_key_value_heads=4, vocab_size=152064),
     "qwen3-8b": dict(model_type="qwen3", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
                      num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),
     "gemma-2-9b-it": dict(model_type="gemma2", num_hidden_layers=42, hidden_size=3584, intermediate_size=14336,
@@ -116,3 +118,34 @@ def test_gpu_profile_runs_the_markedness_and_framing_papers_protocols(name) -> N
     assert markedness.pools == ["sst5", "semeval"] and not markedness.fallback
     assert markedness.seeds == [2024, 2025, 2026, 2027, 2028]
     assert (framing.samples, framing.max_new_tokens) == (10, 50)
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_gpu_profile_runs_the_similarity_and_markedness_papers_sizes(name) -> None:
+    """Paper 003: all of BBQ and of StereoSet's intrasentence items, CKA at every block (on a seeded share of the
+    questions: every block's states of all of BBQ would not fit in memory); paper 004: all 11 group terms."""
+    similarity = load_params(name).similarity
+    assert (similarity.per_cell, similarity.stereoset, similarity.depths) == (None, None, None)
+    assert similarity.represented() is not None and similarity.represented() >= 10
+    assert load_params(name).markedness.all_terms
+
+
+BASE_OF = {"llama-3.1-8b-instruct": "llama-3.1-8b", "qwen2.5-7b-instruct": "qwen2.5-7b"}
+
+
+@pytest.mark.parametrize(("tuned", "base"), BASE_OF.items())
+def test_instruct_profiles_compare_with_their_base_model_read_without_a_chat_template(tuned, base) -> None:
+    """Paper 003's base-to-tuned UNK flip, bias-score change and CKA: the instruct profile names its shipped base
+    profile, which reads plain text on the same questions and depths and is audited first (no steering of its own)."""
+    tuned_params, base_params = load_params(tuned), load_params(base)
+    assert tuned_params.similarity.compare_with == [base] and base in PROFILES
+    assert tuned_params.model.chat_template and not base_params.model.chat_template
+    assert base_params.model.hf == tuned_params.model.hf.removesuffix("-Instruct")
+    same = ("per_cell", "stereoset", "depths", "cka_per_cell")
+    assert [getattr(base_params.similarity, k) for k in same] == [getattr(tuned_params.similarity, k) for k in same]
+    assert base_params.chapters == ["similarity"] and base_params.similarity.lambdas == []
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_compared_model_is_a_shipped_profile(name) -> None:
+    assert set(load_params(name).similarity.compare_with) <= set(PROFILES)

@@ -108,3 +108,26 @@ def test_audit_stops_before_any_chapter_when_a_compared_model_has_no_results(tmp
     assert not (tmp_path / "reports" / "m").exists()  # no chapter ran, no folder was made
     save_systems(tmp_path / "reports" / "other", answers("other", [0], [0]), {"other|1": torch.ones(1, 2)})
     compared_ready(load_params(tmp_path / "m.yaml"), tmp_path / "reports")  # once audited, the audit goes on
+
+
+def test_against_others_reads_the_base_model_as_paper_003_does() -> None:
+    """By hand: the base commits on questions 0, 4, 8 (biased, biased, counter-biased) and answers 12 Unknown; the
+    tuned model answers 0 Unknown too. Base s = 100 (2 * 2/3 - 1) = 33.3, s_AMB = (1 - 1/4) 33.3 = 25; tuned s = 0.
+    On the disambiguated question 1 the base answers biased (s_DIS 100), the tuned model counter-biased (-100): of the
+    base's 4 committed answers the tuned model turns 1 into Unknown."""
+    from llmaudit.chapters.similarity.tables import against_others
+
+    def system(name: str, preds: list[int], ids: list[int], disambiguated: int) -> pd.DataFrame:
+        told = answers(name, [disambiguated], [1]).assign(context_condition="disambig", label=0)
+        return pd.concat([answers(name, preds, ids), told])
+
+    table = pd.concat([system("m", [2, 0, 1, 2], [0, 4, 8, 12], 1), system("m g λ=+1", [2, 2, 2, 2], [0, 4, 8, 12], 1),
+                       system("base", [0, 0, 1, 2, 0], [0, 4, 8, 12, 16], 0)])  # 16: the base's alone, left out
+    found = against_others(table, unk_flip_matrix(table), "m")
+    assert list(found.table.index) == ["base"]  # the steered copy is this model's, not another one
+    row = found.table.loc["base"]
+    assert row["s_amb"] == pytest.approx(25.0) and row["s_amb_change"] == pytest.approx(-25.0)
+    assert row["s_dis"] == pytest.approx(100.0) and row["s_dis_change"] == pytest.approx(-200.0)
+    assert row["unk_flip_from"] == pytest.approx(1 / 4) and row["questions"] == 5
+    assert found.results.loc["similarity.unk_flip_from.base", "value"] == pytest.approx(1 / 4)
+    assert found.results.loc["similarity.s_amb_change.base", "value"] == pytest.approx(-25.0)

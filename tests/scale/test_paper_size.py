@@ -5,6 +5,8 @@ the report or the verdicts breaks with size; the model is random, so its numbers
 
 Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits
 (`config.standin_params`).
+The similarity chapter runs a stratified share of BBQ and StereoSet, and markedness each group's name alone (SIMILARITY
+and the markedness override below say why); every other size is the profile's.
 Estimated at 20 to 40 minutes on two CPU cores; `make scale-test` runs it (CI runs it after `make test`)."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from llmaudit.chapters.similarity.saved import load_systems
 from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.config import standin_params
 from llmaudit.models.standin import build
@@ -28,7 +31,12 @@ from llmaudit.runner.audit import run_audit
 pytestmark = pytest.mark.scale
 PROFILE = PARAMS_DIR / "llama-3.1-8b-instruct.yaml"
 SECOND = "standin-second"
-
+# paper 003's sizes (all 58,492 BBQ questions and 2,106 StereoSet items, 205 times the token-blocks of these) ran
+# at about 10 questions a second on two shared cores: over an hour and a half, projected. These run the same code with
+# CKA at every block of the stand-in; the representations come from the answers' pass (cka_per_cell not below
+# per_cell): a share's pass of its own, as the profile's, would add a third to this chapter's token-blocks here
+# (0.75% at the profile's sizes), and tests/test_similarity_sizes.py checks it
+SIMILARITY = {"per_cell": 4, "stereoset": 25, "cka_per_cell": 4}
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, mirror) -> Path:
@@ -37,12 +45,13 @@ def audited(tmp_path_factory, mirror) -> Path:
     # a second, differently seeded stand-in answers the similarity chapter first, as a second model would
     second = standin_params(PROFILE, build("tiny", root / "second", seed=1), "float32") | {
         "name": SECOND, "chapters": ["similarity"]}
-    second["similarity"] = {**second.get("similarity", {}), "lambdas": []}
+    second["similarity"] = {**second.get("similarity", {}), "lambdas": [], **SIMILARITY}
     params = standin_params(PROFILE, build("tiny", root / "model"), "float32")
     # paper 004's zero-shot chain of thought reasons for 64 tokens per sentence; 8 run the same code for an eighth of
-    # the decoding steps, which dominate a CPU run at paper size (every other size stays the profile's)
-    params["markedness"] = {**params.get("markedness", {}), "reasoning_tokens": 8}
-    params["similarity"] = {**params.get("similarity", {}), "compare_with": [SECOND]}
+    # the decoding steps, which dominate a CPU run at paper size; and each group by its name alone (all 11 terms
+    # give 1.7 times the sentences: about 12 more minutes of the chapter that already takes longest)
+    params["markedness"] = {**params.get("markedness", {}), "reasoning_tokens": 8, "all_terms": False}
+    params["similarity"] = {**params.get("similarity", {}), "compare_with": [SECOND], **SIMILARITY}
     for name, values in ((SECOND, second), ("scale", params)):
         (root / f"{name}.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
         run_audit(str(root / f"{name}.yaml"), reports=root / "reports")
@@ -83,6 +92,11 @@ def test_similarity_compares_two_different_models_across_depths(audited) -> None
     for kind in ("diagonal", "full"):
         assert 0 < float(results[f"similarity.cka_{kind}.{SECOND}"]) < 1  # two random networks: related, not equal
     assert {"stereoset.ss", "stereoset.icat"} <= set(results.index)
+    # paper 003's base-to-tuned reading of the other model, and CKA at every block
+    assert {f"similarity.unk_flip_from.{SECOND}", f"similarity.s_amb_change.{SECOND}"} <= set(results.index)
+    _, reps = load_systems(audited.parent, [audited.name])
+    plain = [key for key in reps if "λ" not in key]
+    assert len(plain) == 4 and {len(order) for order, _ in reps.values()} == {4 * 11 * SIMILARITY["cka_per_cell"]}
     index = (audited.parent / "index.html").read_text(encoding="utf-8")
     assert SECOND in index and "StereoSet" in index
 

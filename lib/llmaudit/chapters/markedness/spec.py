@@ -31,7 +31,7 @@ class MarkednessParams(Section):
     templates: dict[str, int | None] = {}
     pools: list[Literal["sst5", "semeval"]] = ["sst5", "semeval"]
     seeds: list[int] = [2024, 2025, 2026, 2027, 2028]
-    all_terms: bool = False
+    all_terms: bool = True
     decoding: Literal["sampled", "argmax"] = "sampled"
     temperature: float = 0.8
     max_new_tokens: int = 3

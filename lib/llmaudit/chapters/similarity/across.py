@@ -11,6 +11,7 @@ import altair as alt
 import pandas as pd
 
 from llmaudit.chapters.similarity.compare import (
+    Grams,
     cka_across_depths,
     cka_matrix,
     cka_summary,
@@ -98,15 +99,16 @@ def similarity_charts(reports: Path, models: list[str], own: str | None = None) 
     cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
     depths = {float(key.rsplit("|", 1)[1]) for key in reps}
     shared = [d for d in depths if all(f"{name}|{d:g}" in reps for name in systems)]
+    grams = Grams(reps)  # every pair of systems at every pair of depths: each Gram matrix once
     charts: list[alt.TopLevelMixin] = [
         matrix(cosine.loc[systems, systems], "cosine").properties(title="Cosine similarity of answer histograms"),
         matrix(unk_flip_matrix(answers).loc[systems, systems], "UNK flip").properties(
             title="UNK flip: share of the row's committed answers the column answers Unknown"),
     ]
     if shared:
-        cka = cka_matrix(reps, max(shared)).loc[systems, systems]
+        cka = cka_matrix(reps, max(shared), grams).loc[systems, systems]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
-    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b))["diagonal"] for a in systems}
+    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b, grams))["diagonal"] for a in systems}
                              for b in systems}).loc[systems, systems]
     charts.append(matrix(diagonal, "CKA").properties(title="Linear CKA across depths: mean over matching depths"))
     forced = load_stereoset_answers(reports, ran)

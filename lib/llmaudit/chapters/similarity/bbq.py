@@ -110,13 +110,16 @@ def _complete_items(frame: pd.DataFrame) -> pd.DataFrame:
     return complete[complete].index.to_frame(index=False, name=["category", "item"])
 
 
-def stratified_sample(frame: pd.DataFrame, per_cell: int, seed: int) -> pd.DataFrame:
-    """`per_cell` questions per (category, context, polarity): `per_cell` whole items drawn per category.
+def stratified_sample(frame: pd.DataFrame, per_cell: int | None, seed: int) -> pd.DataFrame:
+    """`per_cell` questions per (category, context, polarity): `per_cell` whole items drawn per category (None:
+    every question, as paper 003 runs BBQ).
 
     BBQ lists each item as 4 consecutive example_ids (4k .. 4k+3: neg/nonneg x ambig/disambig over the same
     options), so sampling items keeps the ambiguous and disambiguated versions of a question (and its negative and
     non-negative versions) together and gives exactly one row per cell per item; only complete items are drawn.
     """
+    if per_cell is None:
+        return frame.sort_values(["category", "example_id"]).reset_index(drop=True)
     rng = np.random.default_rng(seed)
     items = _complete_items(frame)
     chosen = []

@@ -90,7 +90,7 @@ def similarity_matrix(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-def _shared(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def shared_answers(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two systems' answers restricted to the questions both answered, in one order."""
     keys = a[KEY].merge(b[KEY], on=KEY)
     return a.merge(keys, on=KEY), b.merge(keys, on=KEY)
@@ -100,49 +100,82 @@ def unk_flip_matrix(answers: pd.DataFrame) -> pd.DataFrame:
     """UNK flip for every ordered pair of systems (rows: base, columns: compared), on their shared questions."""
     systems = {name: part for name, part in answers.groupby("system", sort=False)}
     return pd.DataFrame(
-        {b: {a: unk_flip(*_shared(systems[a], systems[b])) for a in systems} for b in systems}
+        {b: {a: unk_flip(*shared_answers(systems[a], systems[b])) for a in systems} for b in systems}
     ).rename_axis(index="base", columns="compared")
 
 
-def _rows(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], key: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """One saved representation by its 'system|depth' key; a missing key is a one-line error."""
-    if key not in reps:
-        raise AuditError(f"no saved representation {key!r}: rerun that system's similarity chapter with this depth")
-    return reps[key]
+Reps = dict[str, tuple[pd.DataFrame, np.ndarray]]  # 'system|depth' -> (question order, representations in it)
 
 
-def _shared_cka(a: tuple[pd.DataFrame, np.ndarray], b: tuple[pd.DataFrame, np.ndarray]) -> float:
-    """Linear CKA of two saved representations on the questions both hold (NaN with fewer than 2 shared)."""
-    (order_a, x), (order_b, y) = a, b
-    rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b"))
-    if len(rows) < 2:  # systems that answered different question sets have nothing to compare
-        return float("nan")
-    return linear_cka(np.asarray(x)[rows["index_a"]], np.asarray(y)[rows["index_b"]])
+def _gram(x: np.ndarray) -> np.ndarray:
+    """The Gram matrix of `x`'s column-centred rows, scaled to Frobenius norm 1: linear CKA is the inner product of
+    two of them."""
+    x = _centred(x)
+    gram = x @ x.T
+    norm = np.linalg.norm(gram)
+    if norm == 0.0:
+        raise AuditError("CKA is undefined for a constant representation (every prompt maps to the same vector)")
+    return gram / norm
 
 
-def depths_of(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], system: str) -> list[float]:
+class Grams:
+    """Linear CKA between saved representations on the questions each pair shares, each representation's Gram
+    matrix on a question set computed once: every block's CKA against every block's would otherwise compute each
+    Gram once per pair."""
+
+    def __init__(self, reps: Reps) -> None:
+        self.reps = reps
+        self._found: dict[tuple[str, bytes], np.ndarray] = {}
+
+    def cka(self, a: str, b: str) -> float:
+        """Linear CKA of the representations keyed `a` and `b` on their shared questions (NaN with fewer than 2)."""
+        (order_a, _), (order_b, _) = self._rows(a), self._rows(b)
+        rows = order_a.reset_index().merge(order_b.reset_index(), on=KEY, suffixes=("_a", "_b")).sort_values(KEY)
+        if len(rows) < 2:  # systems that answered different question sets have nothing to compare
+            return float("nan")
+        # in the questions' own order, so a representation meets its Gram matrix of a question set in any pair
+        return float(np.sum(self._gram(a, rows["index_a"].to_numpy()) * self._gram(b, rows["index_b"].to_numpy())))
+
+    def _gram(self, key: str, index: np.ndarray) -> np.ndarray:
+        """The normalised Gram matrix of one representation's rows `index`, computed on first use."""
+        ident = (key, index.astype(np.int64).tobytes())
+        if ident not in self._found:
+            self._found[ident] = _gram(np.asarray(self.reps[key][1])[index])
+        return self._found[ident]
+
+    def _rows(self, key: str) -> tuple[pd.DataFrame, np.ndarray]:
+        """One saved representation by its 'system|depth' key; a missing key is a one-line error."""
+        if key not in self.reps:
+            raise AuditError(f"no saved representation {key!r}: rerun that system's similarity chapter with this "
+                             "depth")
+        return self.reps[key]
+
+
+def depths_of(reps: Reps, system: str) -> list[float]:
     """The relative depths saved for one system, in increasing order."""
     return sorted(float(key.rsplit("|", 1)[1]) for key in reps if key.rsplit("|", 1)[0] == system)
 
 
-def cka_matrix(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], depth: float) -> pd.DataFrame:
+def cka_matrix(reps: Reps, depth: float, grams: Grams | None = None) -> pd.DataFrame:
     """Linear CKA between every pair of systems' representations at one relative depth, on their shared
-    questions (`reps`: 'system|depth' -> (question order, matrix))."""
-    found = {key.rsplit("|", 1)[0]: value for key, value in reps.items() if float(key.rsplit("|", 1)[1]) == depth}
-    table = {(a, b): _shared_cka(found[a], found[b]) for a in found for b in found}
+    questions (`grams`: Gram matrices already computed for `reps`)."""
+    grams = grams or Grams(reps)
+    found = {key.rsplit("|", 1)[0]: key for key in reps if float(key.rsplit("|", 1)[1]) == depth}
+    table = {(a, b): grams.cka(found[a], found[b]) for a in found for b in found}
     return pd.Series(table).unstack().loc[list(found), list(found)]
 
 
-def cka_across_depths(reps: dict[str, tuple[pd.DataFrame, np.ndarray]], a: str, b: str) -> pd.DataFrame:
+def cka_across_depths(reps: Reps, a: str, b: str, grams: Grams | None = None) -> pd.DataFrame:
     """Linear CKA between every saved depth of system `a` (rows) and every saved depth of system `b` (columns), on
     their shared questions: the layer-by-layer matrix that paper 003 (§3, CKA) summarises by its diagonal and by
     the whole matrix (`cka_summary`). Depths are relative (0 = first block, 1 = last), so models of different depth
     meet at the same share of their stack."""
+    grams = grams or Grams(reps)
     rows, columns = depths_of(reps, a), depths_of(reps, b)
     if not rows or not columns:
         raise AuditError(f"no saved representations of {a if not rows else b!r}: run its similarity chapter")
-    return pd.DataFrame([[_shared_cka(_rows(reps, f"{a}|{r:g}"), _rows(reps, f"{b}|{c:g}")) for c in columns]
-                         for r in rows], index=pd.Index(rows, name=a), columns=pd.Index(columns, name=b))
+    return pd.DataFrame([[grams.cka(f"{a}|{r:g}", f"{b}|{c:g}") for c in columns] for r in rows],
+                        index=pd.Index(rows, name=a), columns=pd.Index(columns, name=b))
 
 
 def cka_summary(matrix: pd.DataFrame) -> dict[str, float]:

@@ -29,6 +29,11 @@ def blocks_at(depths: list[float], n_layers: int) -> list[int]:
     return [round(d * (n_layers - 1)) for d in depths]
 
 
+def relative_depths(depths: list[float] | None, n_layers: int) -> list[float]:
+    """The relative depths compared: `depths`, or every block's (None), block i of n at i / (n - 1)."""
+    return depths if depths is not None else [i / max(n_layers - 1, 1) for i in range(n_layers)]
+
+
 def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
     """The exact prompt the model reads for each BBQ question (chat turn and answer prefix), in row order."""
     return [model.chat(*prompt(row)) for row in questions.to_dict("records")]
@@ -53,14 +58,20 @@ def _systems(
 
 def run_systems(
     model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
-    depths: list[float],
+    depths: list[float] | None, *, represented: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
-    """BBQ answers of the plain model and of the model steered at each lambda, with the representations they read,
-    keyed 'system|depth'."""
+    """BBQ answers of the plain model and of the model steered at each lambda, with the representations at `depths`
+    (None: every block) keyed 'system|depth', of the questions `represented` in its row order (None: of every
+    question, read in the answers' pass; else in a pass of their own, so that the answers' pass keeps no blocks)."""
+    depths = relative_depths(depths, model.n_layers)
+    layers = blocks_at(depths, model.n_layers)
+    texts = question_texts(model, questions)
+    answered = _systems(model, texts, vector, lambdas, layers if represented is None else [], desc="BBQ")
+    read = answered if represented is None else _systems(
+        model, question_texts(model, represented), vector, lambdas, layers, desc="BBQ representations")
     frames: list[pd.DataFrame] = []
     reps: dict[str, torch.Tensor] = {}
-    for name, probs, acts in _systems(model, question_texts(model, questions), vector, lambdas,
-                                      blocks_at(depths, model.n_layers), desc="BBQ"):
+    for (name, probs, _), (_, _, acts) in zip(answered, read):
         frame = questions[QUESTION].assign(system=name, pred=probs.argmax(-1).numpy(), mass=probs.sum(-1).numpy())
         for i, letter in enumerate(LETTERS):
             frame[f"p_{letter}"] = (probs[:, i] / probs.sum(-1)).numpy()

@@ -24,15 +24,17 @@ STEREOSET = ("id", "bias_type", "system", "choice")
 
 
 def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray],
-                 stereoset: pd.DataFrame | None = None) -> None:
-    """Write answers.csv, representations.safetensors (any array-likes, e.g. CPU tensors) and, given StereoSet
-    answers, stereoset.csv under the report's similarity folder, each atomically."""
+                 stereoset: pd.DataFrame | None = None, represented: pd.DataFrame | None = None) -> None:
+    """Write answers.csv, representations.safetensors (any array-likes, e.g. CPU tensors, whose rows are the
+    questions `represented`, None: the answers' questions in order) and, given StereoSet answers, stereoset.csv under
+    the report's similarity folder, each atomically."""
     folder = Path(report_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / "answers.csv", answers.to_csv(index=False))
     if stereoset is not None:
         write_atomic(folder / "stereoset.csv", stereoset.to_csv(index=False))
-    order = answers.drop_duplicates(["category", "example_id"])[["category", "example_id"]].to_dict("list")
+    rows = answers.drop_duplicates(["category", "example_id"]) if represented is None else represented
+    order = rows[["category", "example_id"]].to_dict("list")
     arrays = {key: np.ascontiguousarray(np.asarray(value)) for key, value in reps.items()}
     write_atomic(folder / "representations.safetensors", save(arrays, metadata={"order": json.dumps(order)}))
 

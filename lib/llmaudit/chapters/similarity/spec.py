@@ -14,15 +14,19 @@ from llmaudit.spec import ChapterSpec, IndexFigure, Result
 
 
 class SimilarityParams(Section):
-    """Sizes of the similarity chapter: BBQ questions per (category, context, polarity) cell, StereoSet items per
-    bias type, the steering coefficients whose steered models join the comparison, the relative depths (0 = first
-    block, 1 = last) whose representations are compared with CKA, and other audited models (report folder names) to
-    compare with."""
+    """Sizes of the similarity chapter, paper 003's by default (a GPU's): BBQ questions per (category, context,
+    polarity) cell (None: all of BBQ), StereoSet intrasentence items per bias type (None: all of them), the steering
+    coefficients whose steered models join the comparison, the relative depths (0 = first block, 1 = last) whose
+    representations are compared with CKA (None: every block), the BBQ items per cell whose representations are kept
+    for CKA (None, or no fewer than `per_cell`: every question run; a seeded share of them otherwise, since every
+    block's last-token states of all of BBQ would not fit in memory), and other audited models (report folder
+    names) to compare with."""
 
-    per_cell: int = 4
-    stereoset: int = 25
+    per_cell: int | None = None
+    stereoset: int | None = None
     lambdas: list[float] = [-1.0, 1.0]
-    depths: list[float] = [0.25, 0.5, 0.75, 1.0]
+    depths: list[float] | None = None
+    cka_per_cell: int | None = 10
     compare_with: list[str] = []
 
     @field_validator("lambdas")
@@ -32,8 +36,8 @@ class SimilarityParams(Section):
 
     @field_validator("depths")
     @classmethod
-    def _distinct(cls, value: list[float]) -> list[float]:
-        return once(value)
+    def _distinct(cls, value: list[float] | None) -> list[float] | None:
+        return None if value is None else once(value)
 
     @field_validator("compare_with")
     @classmethod
@@ -42,11 +46,17 @@ class SimilarityParams(Section):
 
     @model_validator(mode="after")
     def _sizes(self) -> SimilarityParams:
-        depths_ok = bool(self.depths) and all(0 <= d <= 1 for d in self.depths)
-        if self.per_cell < 1 or self.stereoset < 1 or not depths_ok or 0 in self.lambdas:
-            raise ValueError("need per_cell >= 1, stereoset >= 1, depths in [0, 1] and nonzero lambdas (lambda 0 is "
-                             "the model itself, always included)")
+        counts_ok = all(n is None or n >= 1 for n in (self.per_cell, self.stereoset, self.cka_per_cell))
+        depths_ok = self.depths is None or (bool(self.depths) and all(0 <= d <= 1 for d in self.depths))
+        if not counts_ok or not depths_ok or 0 in self.lambdas:
+            raise ValueError("need per_cell, stereoset and cka_per_cell >= 1 (or null: all), depths in [0, 1] (or "
+                             "null: every block) and nonzero lambdas (lambda 0 is the model itself, always included)")
         return self
+
+    def represented(self) -> int | None:
+        """BBQ items per cell whose representations are kept (None: every question the chapter runs)."""
+        fewer = self.cka_per_cell is not None and (self.per_cell is None or self.cka_per_cell < self.per_cell)
+        return self.cka_per_cell if fewer else None
 
 
 CONTEXTS = {"amb": "ambiguous", "dis": "disambiguated"}
@@ -69,6 +79,10 @@ RESULTS = (
     Result("similarity.cka.steered_{tag}", "linear CKA", "the deepest compared representations of the model and a "
            "steered copy"),
     Result("similarity.cka_{summary}.{other}", "linear CKA", "the CKA across depths with another model, summarised"),
+    Result("similarity.unk_flip_from.{other}", "share of questions", "another model's (e.g. the base model's) "
+           "committed BBQ answers that this model answers Unknown: paper 003's UNK flip from base to tuned"),
+    Result("similarity.{score}_change.{other}", "score from -200 to 200", "this model's BBQ bias score minus another "
+           "model's (e.g. its base model's) on the questions both answered"),
 )
 HEADLINES = (
     *(ACCURACY.headline(f"BBQ accuracy, {context} contexts",
@@ -81,8 +95,8 @@ HEADLINES = (
 )
 
 def _reused(section: dict[str, Any]) -> dict[str, Any]:
-    """A profile's section for the audit of another model: the audits a profile compares with are its own model's
-    partners, so another model's audit compares with none."""
+    """A profile's section for the audit of another model (--model, or a random-weight stand-in): the audits a profile
+    compares with are its own model's partners, so another model's audit compares with none."""
     return {key: value for key, value in section.items() if key != "compare_with"}
 
 
@@ -90,5 +104,5 @@ CHAPTER = ChapterSpec(key="similarity", title="Similarity",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.similarity"),
                       section="similarity", params=SimilarityParams, headlines=HEADLINES,
-                      results=RESULTS, preflight=compared_ready, reused=_reused,
+                      results=RESULTS, preflight=compared_ready, reused=_reused, standin=_reused,
                       index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts))

@@ -50,15 +50,16 @@ def load_stereoset(mirror: str | Path | None = None) -> pd.DataFrame:
     return pd.DataFrame([_item(raw) for raw in items])
 
 
-def sample_items(frame: pd.DataFrame, per_type: int, seed: int) -> pd.DataFrame:
-    """`per_type` items per bias type, drawn with the seed, each with its options' order (column `order`: the
-    kinds shown as A, B, C, joined by '|')."""
+def sample_items(frame: pd.DataFrame, per_type: int | None, seed: int) -> pd.DataFrame:
+    """`per_type` items per bias type (None: every item), drawn with the seed, each with its options' order (column
+    `order`: the kinds shown as A, B, C, joined by '|', drawn with the seed)."""
     rng = np.random.default_rng(seed)
     chosen = []
     for bias_type, part in frame.groupby("bias_type", sort=True):
-        if per_type > len(part):
+        if per_type is not None and per_type > len(part):
             raise AuditError(f"stereoset per_type={per_type} but StereoSet {bias_type} has {len(part)} items: lower it")
-        chosen.append(part.iloc[np.sort(rng.choice(len(part), size=per_type, replace=False))])
+        chosen.append(part if per_type is None else part.iloc[np.sort(rng.choice(len(part), size=per_type,
+                                                                                 replace=False))])
     items = pd.concat(chosen, ignore_index=True)
     return items.assign(order=["|".join(np.asarray(KINDS)[rng.permutation(len(KINDS))]) for _ in range(len(items))])
 

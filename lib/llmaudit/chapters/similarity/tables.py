@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from llmaudit.chapters.similarity.bbq import accuracy_cases
-from llmaudit.chapters.similarity.compare import cka_summary
+from llmaudit.chapters.similarity.bbq import accuracy_cases, bias_scores
+from llmaudit.chapters.similarity.compare import cka_summary, shared_answers
 from llmaudit.findings import Findings, results_frame
 
 BBQ_COLUMNS = ("acc_amb", "acc_dis", "unk_amb", "unk_dis", "s_amb", "s_dis")
@@ -93,3 +93,27 @@ def cka_with_others(across: Mapping[str, pd.DataFrame], plain: str) -> Findings:
               "note": f"{kind} summary of the CKA across depths with {plain}"}
              for other in others for kind, value in summary.loc[other].items()]
     return Findings(summary, results_frame(found))
+
+
+def against_others(answers: pd.DataFrame, flips: pd.DataFrame, plain: str) -> Findings:
+    """Paper 003's base-to-tuned reading of each other model (e.g. this model's base model) against this one, on the
+    BBQ questions both answered: their overall bias scores, the change from the other model to this one, and the UNK
+    flip from the other to this one (the share of its committed answers this model answers Unknown); recorded per
+    other model. `answers`: every system's answers; `flips`: their `unk_flip_matrix`."""
+    systems = list(dict.fromkeys(answers["system"]))
+    mine = answers[answers["system"] == plain]
+    rows, found = {}, []
+    for other in [name for name in systems if name not in own(systems, plain)]:
+        pair = shared_answers(mine, answers[answers["system"] == other])
+        this, that = (bias_scores(part).loc["overall"] for part in pair)
+        rows[other] = {"s_amb": that["s_amb"], "s_dis": that["s_dis"], "s_amb_change": this["s_amb"] - that["s_amb"],
+                       "s_dis_change": this["s_dis"] - that["s_dis"], "unk_flip_from": flips.loc[other, plain],
+                       "questions": len(pair[0])}
+        found += [{"name": f"similarity.{score}_change.{other}", "value": rows[other][f"{score}_change"],
+                   "note": f"{plain} minus {other} on their {len(pair[0])} shared questions"}
+                  for score in ("s_amb", "s_dis")]
+        found.append({"name": f"similarity.unk_flip_from.{other}", "value": rows[other]["unk_flip_from"],
+                      "note": f"share of {other}'s committed answers that {plain} answers Unknown"})
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["s_amb", "s_dis", "s_amb_change", "s_dis_change",
+                                                                  "unk_flip_from", "questions"])
+    return Findings(table.rename_axis("compared with"), results_frame(found))
