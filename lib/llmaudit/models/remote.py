@@ -14,9 +14,14 @@ PUBLIC_HOST = "https://api.ndif.us"  # NDIF's public service, nnsight's default 
 def connect(hf: str, host: str | None):
     """The nnsight model whose traces run on the NDIF server at `host` (None: nnsight's configured host, NDIF's
     public service unless NDIF_HOST says otherwise). Only the public service needs an API key."""
-    from nnsight import CONFIG, TransformersModel
+    from nnsight import CONFIG, TransformersModel, register
     from transformers import AutoTokenizer
 
+    import llmaudit
+
+    # the traces call the audit's own functions (the steering edit, the hidden-state accessors), which the server
+    # does not have installed: nnsight ships their source with each request
+    register(llmaudit)
     if host is not None:
         CONFIG.API.HOST = host
     if CONFIG.API.HOST.rstrip("/") == PUBLIC_HOST and not CONFIG.API.APIKEY:
