@@ -22,6 +22,7 @@ def connect(hf: str, host: str | None):
     # the traces call the audit's own functions (the steering edit, the hidden-state accessors), which the server
     # does not have installed: nnsight ships their source with each request
     register(llmaudit)
+    CONFIG.APP.REMOTE_LOGGING = False  # a status line per request would fill the chapters' output: they show progress
     if host is not None:
         CONFIG.API.HOST = host
     if CONFIG.API.HOST.rstrip("/") == PUBLIC_HOST and not CONFIG.API.APIKEY:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 
+import nnsight
 import torch
 from tqdm import tqdm
 
@@ -213,6 +214,8 @@ class AuditModel:
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
                         saved[layer] = h[:, -1, :].save()  # type: ignore[attr-defined]  # nnsight's proxy
+                # a remote trace hands back the saved values it binds by name, not those inside a container
+                nnsight.save(saved)
                 # the model's own logits: some heads scale or soft-cap the unembedding's output (Gemma 2, Cohere)
                 logits = self.lm.output.logits[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
