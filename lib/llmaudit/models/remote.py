@@ -78,6 +78,9 @@ def failure_kind(err: BaseException) -> str | None:
         return "API key refused: set a valid key with nnsight.CONFIG.set_default_api_key('<key>')"
     if "413" in lowered or "too large" in lowered:
         return "request too large: lower batch_tokens in the params file"
+    if "could not read" in lowered and "from the hub" in lowered:  # NDIF sizes a model it has not deployed
+        return ("deployment has no size: the server sizes a model it has not deployed from the Hugging Face Hub, "
+                "which it cannot reach; deploy it there with size_bytes (scripts/ndif/README.md)")
     if "could not deploy" in lowered or "not deployed" in lowered:
         return "model not deployed on this server: deploy it there, or name a model it serves"
     return "remote trace failed"

@@ -152,6 +152,8 @@ class AuditModel:
 
         def run(batch: tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]], budget: int) -> None:
             p, a = self._forward_batch(*batch[1], labels, layers, intervention)
+            if self.remote:  # no hook runs on NDIF: every block ran on every position sent, padding included
+                self.ledger.ran(batch[1][0].numel() * self.n_layers)
             for row, i in enumerate(batch[0]):
                 probs[i] = p[row]
                 acts[i] = a[row] if a is not None else None

@@ -47,10 +47,9 @@ class Chapter:
     @cached_property
     def model(self) -> AuditModel:
         """The audited model, loaded on first use; its description goes to the report folder for the model card, and
-        its compute ledger (local models) to ledger/<chapter>.json after each computing call."""
+        its compute ledger to ledger/<chapter>.json after each computing call (a remote model's: its passes on NDIF)."""
         model = load_model(self.params.name, self.params.model)
-        if model.hf is not None:
-            model.ledger.path = ledger_path(self.report_dir, self.name)
+        model.ledger.path = ledger_path(self.report_dir, self.name)
         write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,
                                       "width": model.width})
         return model
