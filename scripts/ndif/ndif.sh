@@ -28,6 +28,8 @@ export HF_HUB_CACHE="$HOME_DIR/hub" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export GRPC_ENABLE_FORK_SUPPORT=0 RAY_USAGE_STATS_ENABLED=0
 
 setup() {
+    command -v redis-server >/dev/null || [ "$(id -u)" != 0 ] || apt-get install -y -qq redis-server >/dev/null \
+        || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
     command -v redis-server >/dev/null || { echo "redis-server missing: apt-get install redis-server" >&2; exit 1; }
     command -v "$PYTHON" >/dev/null || { echo "$PYTHON missing: set NDIF_PYTHON to a CPython 3.11" >&2; exit 1; }
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
@@ -101,7 +103,18 @@ status() {  # exit status 0 when every part runs
     return "$down"
 }
 
+check() {  # the remote chapters, the same chapters run locally, the server tests, and every row compared
+    local py="${AUDIT_PYTHON:-$ROOT/.venv/bin/python}" reports="${NDIF_REPORTS:-$ROOT/reports/ndif}"
+    curl -sf "$NDIF_API_URL/ping" >/dev/null 2>&1 || { echo "no local NDIF at $NDIF_API_URL: make ndif" >&2; exit 2; }
+    cd "$ROOT"
+    "$py" -m llmaudit audit params/smollm2-135m-instruct-remote.yaml --reports "$reports"
+    "$py" -m llmaudit audit ci --chapter steering_vectors --chapter decision_tasks --reports "$reports"
+    "$py" -m pytest -q -p no:cacheprovider tests/test_ndif_server.py
+    PYTHONPATH="$ROOT/lib" "$py" scripts/ndif/compare.py "$reports/ci" "$reports/smollm2-135m-instruct-remote" \
+        --markdown "$reports/comparison.md"
+}
+
 case "${1:-}" in
-    setup|start|stop|status) "$1" ;;
-    *) echo "usage: $0 setup|start|stop|status" >&2; exit 2 ;;
+    setup|start|stop|status|check) "$1" ;;
+    *) echo "usage: $0 setup|start|stop|status|check" >&2; exit 2 ;;
 esac
