@@ -60,6 +60,7 @@ deployment() {  # the deploy file: the default model pinned, one replica, float3
 start() {
     [ -x "$VENV/bin/ndif" ] || { echo "no NDIF environment: run $0 setup first" >&2; exit 1; }
     status >/dev/null && { echo "local NDIF already running ($0 status)"; return; }
+    stop >/dev/null  # whatever part of an earlier start still runs
     mkdir -p "$RUN" "$HOME_DIR/ray"
     export PATH="$VENV/bin:$PATH" PYTHONPATH="$ROOT/scripts/ndif"  # Ray's workers import cpu_actor from here
     spawn redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no
