@@ -38,7 +38,7 @@ setup() {
     PYTHONPATH="$ROOT/lib" "${AUDIT_PYTHON:-$ROOT/.venv/bin/python}" -m llmaudit.models.hubcache "$HF_HUB_CACHE"
 }
 
-spawn() {  # name, command...: run detached in its own session (process group), log and pid under .ndif/run
+spawn() {  # name, command...: run detached in a session of its own (its id: the pid), log and pid under .ndif/run
     local name=$1; shift
     setsid "$@" >"$RUN/$name.log" 2>&1 < /dev/null &
     echo $! >"$RUN/$name.pid"
@@ -81,13 +81,13 @@ start() {
     echo "NDIF API up at $NDIF_API_URL, $MODEL_REPO deployed ($(grep -o 'size_bytes: [0-9]*' "$RUN/models.yaml"))"
 }
 
-stop() {  # ends each process group that start spawned, by its recorded id
+stop() {  # ends each session that start spawned, by its recorded id (Ray's actors run in process groups of their own)
     for name in api ray s3 redis; do
         [ -f "$RUN/$name.pid" ] || continue
-        local pid; pid="$(cat "$RUN/$name.pid")"
-        kill -TERM -- "-$pid" 2>/dev/null || true
-        for _ in $(seq 30); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 1; done
-        kill -KILL -- "-$pid" 2>/dev/null || true
+        local sid; sid="$(cat "$RUN/$name.pid")"
+        pkill -TERM -s "$sid" 2>/dev/null || true
+        for _ in $(seq 30); do pgrep -s "$sid" >/dev/null || break; sleep 1; done
+        pkill -KILL -s "$sid" 2>/dev/null || true
         rm -f "$RUN/$name.pid"
     done
     echo "local NDIF stopped"
