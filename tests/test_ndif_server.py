@@ -86,3 +86,11 @@ def test_a_model_the_server_has_not_deployed_is_one_line(offline) -> None:
     with pytest.raises(AuditError) as info:
         model.forward([model.chat("she is a nurse")], labels=model.single_token_ids(["yes", "no"]))
     assert "\n" not in str(info.value) and "deployment has no size" in str(info.value)
+
+
+def test_a_remote_continuation_is_the_local_one_and_a_remote_pass(models) -> None:
+    remote, local = models
+    remote.ledger.calls.clear()
+    assert remote.generate(_texts(remote)[0], 3) == local.generate(_texts(local)[0], 3)
+    calls = remote.ledger.totals()["calls"]
+    assert list(calls) == ["remote: generate"] and calls["remote: generate"]["actual"] > 0
