@@ -96,3 +96,16 @@ def test_missing_report_is_one_line(compare, local, tmp_path) -> None:
 def test_cells(compare) -> None:
     assert compare.close(float("nan"), None) and compare.close("pp", "pp") and not compare.close(1.0, None)
     assert compare.close(1e-7, 2e-7) and not compare.close(1.0, 1.0001) and compare.close(3, 3)
+
+
+def test_derivative_rows_are_local_only_not_different(compare, local, tmp_path) -> None:
+    for folder, value in ((local, -0.17), (tmp_path / "remote", float("nan"))):
+        if folder != local:
+            report(folder, 0.123456, torch.tensor([0.5, 0.5, 0.5, 0.5]), "remote: x")
+        results = Results(folder / "results.csv", staged="decision_tasks")
+        results.record("decision_tasks", "credit.whitebox_eq2", value)
+        results.record("decision_tasks", "credit.competence", 0.45 if folder == local else 0.4501)
+        results.commit("decision_tasks")
+    rows = compare.compare_rows(compare._rows(local, None), compare._rows(tmp_path / "remote", None)).set_index("name")
+    assert rows.loc["credit.whitebox_eq2", "local_only"] and rows.loc["credit.whitebox_eq2", "agree"]
+    assert not rows.loc["credit.competence", "agree"]  # an ordinary row that is NaN or off on one side still differs
