@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark gpu-check ndif ndif-stop clean
+.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote clean
 
 install: $(VENV)/.installed
 
@@ -81,14 +81,19 @@ GPU_CHECK ?= benchmarks/results/gpu-check.json
 gpu-check: install
 	$(PY) benchmarks/gpu_check.py $(GPU_CHECK)
 
-# A local NDIF server on 127.0.0.1 for params/smollm2-135m-instruct-remote.yaml (scripts/ndif/README.md: it starts
-# and takes requests, but places models only on a GPU node and sizes them from the Hugging Face Hub).
+# A local NDIF server on 127.0.0.1 serving the default model for params/smollm2-135m-instruct-remote.yaml
+# (scripts/ndif/README.md: NDIF's own request path; the weights on the CPU through NDIF's actor-class setting).
 ndif: install
 	AUDIT_PYTHON=$(abspath $(PY)) scripts/ndif/ndif.sh setup
 	scripts/ndif/ndif.sh start
 
 ndif-stop:
 	scripts/ndif/ndif.sh stop
+
+# With `make ndif` running: the steering-vectors and decision-tasks chapters on NDIF and locally at ci sizes, the
+# server tests, and every results row and vector compared (reports/ndif/comparison.md); ~25 min on 2 cores.
+test-remote: install
+	AUDIT_PYTHON=$(abspath $(PY)) scripts/ndif/ndif.sh check
 
 clean:
 	rm -rf reports _build

@@ -75,7 +75,13 @@ def test_the_public_service_needs_an_api_key(hub_cache) -> None:
 
 @pytest.mark.parametrize("error, kind", [
     # the words of the NDIF server (ndif 0.1.2) as nnsight's client raises them
-    (RemoteError("Could not deploy this model. could not read 'x' from the Hub"), "model not deployed"),
+    # a model the server has not deployed, which it would size from the Hub (scripts/ndif, HF_HUB_OFFLINE=1)
+    (RemoteError("Could not deploy this model. could not read 'llmaudit/undeployed' from the Hub: Cannot reach "
+                 "https://huggingface.co/api/models/llmaudit/undeployed: offline mode is enabled."),
+     "deployment has no size"),
+    (RemoteError("Could not deploy this model. No GPU nodes available."), "model not deployed"),
+    (RemoteError("Could not deploy this model. Could not accommodate any replicas at this time."),
+     "model not deployed"),
     (RemoteError("Failed to send request: Invalid API key."), "API key refused"),
     (RemoteError("Failed to send request: Client error '401 Unauthorized' for url"), "API key refused"),
     (RemoteError("Failed to send request: Client error '413 Request Entity Too Large'"), "request too large"),

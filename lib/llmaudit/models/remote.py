@@ -14,9 +14,15 @@ PUBLIC_HOST = "https://api.ndif.us"  # NDIF's public service, nnsight's default 
 def connect(hf: str, host: str | None):
     """The nnsight model whose traces run on the NDIF server at `host` (None: nnsight's configured host, NDIF's
     public service unless NDIF_HOST says otherwise). Only the public service needs an API key."""
-    from nnsight import CONFIG, TransformersModel
+    from nnsight import CONFIG, TransformersModel, register
     from transformers import AutoTokenizer
 
+    import llmaudit
+
+    # the traces call the audit's own functions (the steering edit, the hidden-state accessors), which the server
+    # does not have installed: nnsight ships their source with each request
+    register(llmaudit)
+    CONFIG.APP.REMOTE_LOGGING = False  # a status line per request would fill the chapters' output: they show progress
     if host is not None:
         CONFIG.API.HOST = host
     if CONFIG.API.HOST.rstrip("/") == PUBLIC_HOST and not CONFIG.API.APIKEY:
@@ -72,6 +78,9 @@ def failure_kind(err: BaseException) -> str | None:
         return "API key refused: set a valid key with nnsight.CONFIG.set_default_api_key('<key>')"
     if "413" in lowered or "too large" in lowered:
         return "request too large: lower batch_tokens in the params file"
+    if "could not read" in lowered and "from the hub" in lowered:  # NDIF sizes a model it has not deployed
+        return ("deployment has no size: the server sizes a model it has not deployed from the Hugging Face Hub, "
+                "which it cannot reach; deploy it there with size_bytes (scripts/ndif/README.md)")
     if "could not deploy" in lowered or "not deployed" in lowered:
         return "model not deployed on this server: deploy it there, or name a model it serves"
     return "remote trace failed"

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 
+import nnsight
 import torch
 from tqdm import tqdm
 
@@ -154,6 +155,8 @@ class AuditModel:
 
         def run(batch: tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]], budget: int) -> None:
             p, a = self._forward_batch(*batch[1], labels, layers, intervention)
+            if self.remote:
+                self._ran_remotely(batch[1][0])
             for row, i in enumerate(batch[0]):
                 probs[i] = p[row]
                 acts[i] = a[row] if a is not None else None
@@ -216,6 +219,8 @@ class AuditModel:
                         blocks[layer].output = with_hidden(output, h)
                     if layer in layers:
                         saved[layer] = h[:, -1, :].save()  # type: ignore[attr-defined]  # nnsight's proxy
+                # a remote trace hands back the saved values it binds by name, not those inside a container
+                nnsight.save(saved)
                 # the model's own logits: some heads scale or soft-cap the unembedding's output (Gemma 2, Cohere)
                 logits = self.lm.output.logits[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
@@ -239,12 +244,14 @@ class AuditModel:
         intervention, §3.3)."""
         ids = self.encode([text])[0]
         new: list[int] = []
-        with self.ledger.labelled("generate"):
+        with self.ledger.labelled(call_label("remote", "generate") if self.remote else "generate"):
             for _ in range(max_new_tokens):
                 sequence = torch.tensor([ids + new], device=self.device)
                 positions = torch.arange(sequence.shape[1], device=self.device).unsqueeze(0)
                 probs, _ = self._forward_batch(sequence, torch.ones_like(sequence), positions, None, (),
                                                    intervention)
+                if self.remote:
+                    self._ran_remotely(sequence)
                 token = int(probs[0].argmax())
                 if token == self.tokenizer.eos_token_id:
                     break
@@ -252,6 +259,11 @@ class AuditModel:
             steered = None if intervention is None else (intervention.layer, [edit_key(intervention)])
             self.ledger.need([ids + new], steered=steered)
         return self.tokenizer.decode(new, skip_special_tokens=True)
+
+    def _ran_remotely(self, input_ids: torch.Tensor) -> None:
+        """Count a pass NDIF ran, where no hook of the ledger runs: every block over every position sent, padding
+        included, as the hooks count a local traced pass."""
+        self.ledger.ran(input_ids.numel() * self.n_layers)
 
 
 def _positions(output: object) -> int:

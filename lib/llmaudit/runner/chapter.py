@@ -50,12 +50,11 @@ class Chapter:
     def model(self) -> AuditModel:
         """The audited model, loaded on first use and bound to this run's cache, token budget and lambda batch (every
         pass of the chapter runs under them); its description goes to the report folder for the model card, and its
-        compute ledger (local models) to ledger/<chapter>.json after each computing call."""
+        compute ledger to ledger/<chapter>.json after each computing call (a remote model's: its passes on NDIF)."""
         model = load_model(self.params.name, self.params.model)
         model.runtime = Runtime(cache=self.cache, batch_tokens=self.params.batch_tokens,
                                 lambda_batch=self.params.tasks.lambda_batch)
-        if model.hf is not None:
-            model.ledger.path = ledger_path(self.report_dir, self.name)
+        model.ledger.path = ledger_path(self.report_dir, self.name)
         write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,
                                       "width": model.width})
         return model
