@@ -6,10 +6,10 @@ the key."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model, field_validator
 
 SEED_LIMIT = 2**32
 LAMBDA_LIMIT = 10.0  # |lambda| of a steering coefficient: the vectors are fit at +-1, far beyond it the slope is 0
@@ -82,3 +82,11 @@ def at_least(value: int, low: int, what: str = "") -> int:
     if value < low:
         raise ValueError(f"must be at least {low}{' ' + what if what else ''} (got {value})")
     return value
+
+
+def numbers_section(name: str, doc: str, defaults: Mapping[str, float], check: Callable[..., float]) -> type[Section]:
+    """A section whose keys are declared elsewhere (a chapter's gates, the verdict tests' margins): one float per key
+    with its default, each checked by `check` (a pydantic field validator's function)."""
+    fields: dict[str, Any] = {key: (float, default) for key, default in defaults.items()}
+    return create_model(name, __base__=Section, __doc__=doc,
+                        __validators__={"_range": field_validator(*defaults)(check)}, **fields)

@@ -13,10 +13,10 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import pandas as pd
-from pydantic import ValidationInfo, create_model, field_validator
+from pydantic import ValidationInfo
 
 from llmaudit.registry import gates
-from llmaudit.sections import Section, within
+from llmaudit.sections import Section, numbers_section, within
 from llmaudit.spec import Gate, result
 
 PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
@@ -35,11 +35,8 @@ if TYPE_CHECKING:  # the fields are known at run time only: the type checker rea
     class GateParams(Section):
         def __getattr__(self, threshold: str) -> float: ...
 else:
-    GateParams = create_model(
-        "GateParams", __base__=Section, __doc__="The params file's `gates` section: each chapter gate's threshold.",
-        __validators__={"_range": field_validator(*(gate.threshold for gate in GATES))(_range)},
-        **{gate.threshold: (float, gate.default) for gate in GATES},
-    )
+    GateParams = numbers_section("GateParams", "The params file's `gates` section: each chapter gate's threshold.",
+                                 {gate.threshold: gate.default for gate in GATES}, _range)
 
 
 @dataclass(frozen=True)

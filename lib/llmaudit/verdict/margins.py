@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationInfo, create_model, field_validator
+from pydantic import ValidationInfo
 
 from llmaudit.registry import epsilons
-from llmaudit.sections import Section
+from llmaudit.sections import Section, numbers_section
 from llmaudit.spec import Epsilon
 
 EPSILONS: tuple[Epsilon, ...] = epsilons()
@@ -30,11 +30,8 @@ if TYPE_CHECKING:  # the fields are known at run time only: the type checker rea
     class EpsilonParams(Section):
         def __getattr__(self, key: str) -> float: ...
 else:
-    EpsilonParams = create_model(
-        "EpsilonParams", __base__=Section, __doc__="The params file's `epsilon` section: each unit's margin.",
-        __validators__={"_range": field_validator(*(e.key for e in EPSILONS))(_range)},
-        **{e.key: (float, e.default) for e in EPSILONS},
-    )
+    EpsilonParams = numbers_section("EpsilonParams", "The params file's `epsilon` section: each unit's margin.",
+                                    {e.key: e.default for e in EPSILONS}, _range)
 
 
 def shown(epsilon: float | Mapping[str, float]) -> str:

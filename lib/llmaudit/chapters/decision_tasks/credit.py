@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from llmaudit.chapters.decision_tasks.base import SampledTask, TaskItem, Version
-from llmaudit.chapters.decision_tasks.names import Names, first_names, paired_names
+from llmaudit.chapters.decision_tasks.names import Names, first_names, pairing
 from llmaudit.data.store import read_jsonl
 
 DATA_KEY = "llm-steering-audit/eval_data/south-german-data.jsonl"
@@ -110,7 +110,7 @@ class CreditTask(SampledTask):
         elif variant == "explicit":
             shown = [(g, g, None) for g in self.groups]
         else:
-            drawn = paired_names(row.names, self.concept, self.groups, seed, case, shared=NAME_RACES)
+            _, drawn = pairing(row.names, self.concept, self.groups, seed, case, shared=NAME_RACES)
             shown = [(g, None, name) for g, name in zip(self.groups, drawn)]
         return [Version(group, prompt(row.fields, gender, name), PREFIX, {**row.fields, "name": name})
                 for group, gender, name in shown]

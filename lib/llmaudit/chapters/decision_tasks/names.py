@@ -20,19 +20,6 @@ def first_names(mirror: Path | None = None) -> Names:
     return read_json(ADMISSIONS_KEY, mirror)["first_names"]
 
 
-def paired_names(
-    names: Names,
-    concept: str,
-    groups: Sequence[str],
-    seed: int,
-    case: int,
-    shared: Sequence[str] | None = None,
-) -> list[str]:
-    """One first name per group (races or genders, as `concept` says), all of one other attribute (gender or
-    race) drawn from `shared` (default: all in the lists) per (seed, case): the names differ only in `concept`."""
-    return pairing(names, concept, groups, seed, case, shared)[1]
-
-
 def pairing(
     names: Names,
     concept: str,
@@ -41,7 +28,9 @@ def pairing(
     case: int,
     shared: Sequence[str] | None = None,
 ) -> tuple[str, list[str]]:
-    """`paired_names` with the other attribute they share (a race for gender pairs, a gender for race pairs)."""
+    """One first name per group (races or genders, as `concept` says), all of one other attribute (gender or race)
+    drawn from `shared` (default: all in the lists) per (seed, case), so the names differ only in `concept`; with that
+    attribute (a race for gender pairs, a gender for race pairs)."""
     if concept not in ("gender", "race"):
         raise AuditError(f"names: unknown concept '{concept}' (use gender or race)")
     rng = np.random.default_rng([seed, case])
