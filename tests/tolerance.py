@@ -2,62 +2,29 @@
 code shows across CPUs: exact for text, integers and booleans, within a tolerance per quantity for real numbers.
 
 Floating-point sums in matrix products and softmaxes run in another order on another CPU (vector width, thread
-count), so the same audit differs in its last bits there, and a few printed digits flip. The tolerances below come
-from measuring that spread (`tests/notebooks/measure_spread.py`, recorded in `tests/notebooks/spread.csv`): the ci
-audit re-run with another vector instruction set and thread count. Each is a few times the largest difference
-measured for its quantity, and far below a change of one digit in the third significant place."""
+count), so the same audit differs in its last bits there, and a few printed digits flip. The tolerances (per results
+quantity in `llmaudit.tolerance`; for printed numbers below) come from measuring that spread
+(`tests/notebooks/measure_spread.py`, recorded in `tests/notebooks/spread.csv`): the ci audit re-run with another
+vector instruction set and thread count. Each is a few times the largest difference measured for its quantity, and
+far below a change of one digit in the third significant place."""
 
 from __future__ import annotations
 
 import copy
 import csv
-import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmaudit.tolerance import Tolerance, results_tolerance
 
-@dataclass(frozen=True, kw_only=True)
-class Tolerance:
-    """|test - reference| <= atol + rtol * |reference|: absolute near zero, relative elsewhere."""
-
-    atol: float
-    rtol: float
-
-    def allows(self, test: float, reference: float, slack: float = 0.0) -> bool:
-        """Whether two finite numbers agree (`slack`: extra room, e.g. the rounding of printed digits)."""
-        if math.isnan(test) or math.isnan(reference) or math.isinf(test) or math.isinf(reference):
-            return test == reference or (math.isnan(test) and math.isnan(reference))
-        return abs(test - reference) <= self.atol + self.rtol * abs(reference) + slack
-
-
-# Per quantity of results.csv, matched on "chapter:name" (first match wins). Each bound is five times the largest
-# difference that tests/notebooks/spread.csv records for the quantities it covers, rounded up; the comment names it.
-RESULTS_TOLERANCES: tuple[tuple[str, Tolerance], ...] = (
-    # Sobol' shifts: variance ratios of a few sampled cases, the noisiest numbers of the audit (1.4e-4)
-    (r"validity:.*\.sobol_shift\..*", Tolerance(atol=1e-3, rtol=0.0)),
-    # probability mass on the answer words and the competence gaps near 1 (3.3e-5), markedness' means near 1 (1.9e-5)
-    (r"(decision_tasks|similarity):.*(answer_mass|competence)", Tolerance(atol=2e-4, rtol=0.0)),
-    (r"markedness:.*", Tolerance(atol=1e-4, rtol=0.0)),
-    # the steering scale k, tens to hundreds (relative 4.3e-6)
-    (r"steering_vectors:.*\.k", Tolerance(atol=0.0, rtol=3e-5)),
-    # everything else: slopes, gaps, correlations, spans, CKA, framing effects (3.3e-6)
-    (r".*", Tolerance(atol=2e-5, rtol=0.0)),
-)
 # Numbers printed in a chapter's cells, besides half a last printed digit each: five times the largest difference left
 # after that rounding (1e-4, a Pearson r over six cases in the robustness chapter).
 CELL_TOLERANCE = Tolerance(atol=5e-4, rtol=0.0)
 
 NUMBER = re.compile(r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)")
 INTEGER = re.compile(r"[-+]?\d+")
-
-
-def results_tolerance(chapter: str, name: str) -> Tolerance:
-    """The tolerance of one results row's real numbers."""
-    key = f"{chapter}:{name}"
-    return next(tol for pattern, tol in RESULTS_TOLERANCES if re.fullmatch(pattern, key))
 
 
 def _last_digit(token: str) -> float:
