@@ -192,3 +192,28 @@ def test_fairness_tests_and_pools_from_the_mirror() -> None:
         pool = prompts.demonstration_pool(name, MIRROR)
         assert len(pool) == 500 and set(pool["label"]) == set(LABELS)
         assert len(prompts.demonstrations(pool, 2024)) == 9
+
+
+def test_a_probe_set_whose_runs_all_miss_a_group_records_no_gap_and_draws(tmp_path) -> None:
+    """A classifier that names no label for some group's sentences in every run (a different group each run, as the
+    paper-size stand-in's answers did) leaves no run with every group's FPR: the chapter's gaps record a missing value
+    with no units behind it, the results file takes the row, and the figure still draws."""
+    from llmaudit.chapters.markedness import plots, tables
+    from llmaudit.report.charts import to_svg
+    from llmaudit.report.results import Results
+
+    rng = np.random.default_rng(0)
+    silent = {2024: "asian", 2025: "white", 2026: "hispanic"}  # the group whose answers name no label, per run
+    rows = [(run, group, gold, None if group == silent[run] else rng.choice(LABELS))
+            for run in silent for group in GROUPS for gold in LABELS for _ in range(3)]
+    predictions = pd.DataFrame(rows, columns=["run", "group", "gold", "pred"]).assign(
+        dataset="amazon", regime="9-shot", text="a sentence", prompt="classify: a sentence", mass=0.9)
+    found = tables.gaps(predictions, seeds=3)
+    white = found.results.loc["amazon.white_negative_fpr_gap"]
+    assert np.isnan(white["value"]) and pd.isna(white["n"]) and white["note"].startswith("9-shot, 0 of 3 seeds")
+    results = Results(tmp_path / "results.csv", staged="markedness")
+    for name, row in found.results.to_dict("index").items():  # as Chapter.record_table records them
+        cell = {key: None if pd.isna(value) else value for key, value in row.items()}
+        results.record("markedness", str(name), row["value"], lo=cell.get("lo"), hi=cell.get("hi"),
+                       note=cell.get("note") or "", n=None if cell.get("n") is None else int(cell["n"]))
+    assert "<svg" in to_svg(plots.gaps(found.table.assign(dataset="amazon")))

@@ -60,9 +60,9 @@ def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
         if regime != NINE_SHOT:
             continue
         for kind, row in summary[summary["group"] == "white"].set_index("kind").iterrows():
-            runs = int(row["n_runs"])  # seeds in which every group had an FPR of this kind
+            runs = int(row["n_runs"])  # seeds in which every group had an FPR of this kind (none: no gap at all)
             found.append({"name": fpr_gap(name, kind), "value": row["mean"], "lo": row["lo"], "hi": row["hi"],
-                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR", "n": runs})
+                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR", "n": runs or None})
             cases.append(fpr_gap_cases(table, fpr_gap(name, kind), kind, "white"))
         found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": "9-shot"}
                   for kind, span in gap_span(summary).items()]
