@@ -39,9 +39,10 @@ from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures
 from llmaudit.models.memory import AUTO, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.request import Edit, Request, Runtime
 from llmaudit.models.sampling import SampleCall, call_batches, sample_calls
 from llmaudit.models.standin import SHAPES, tokenizer_folder
-from llmaudit.models.steer import steered
+from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 PROFILE = "llama-3.1-8b-instruct"
@@ -144,6 +145,11 @@ def workloads(model: AuditModel, n: int) -> dict[str, Callable[[int | str], obje
                                             "chat")), 1 if p.kind == "choice" else sizes.samples, params.seed + i)
              for i, p in enumerate(cells)]
 
+    def bound(budget: int | str) -> AuditModel:
+        """The model with this engine's token budget bound (no cache: every pass is timed)."""
+        model.runtime = Runtime(batch_tokens=budget)
+        return model
+
     def sample(budget: int | str) -> None:
         for batch in call_batches(model.handle, calls, sizes.max_new_tokens, budget):
             sample_calls(model.handle, [calls[i] for i in batch], sizes.max_new_tokens)
@@ -151,10 +157,11 @@ def workloads(model: AuditModel, n: int) -> dict[str, Callable[[int | str], obje
     return {
         "prefix": lambda budget: [forward_shared_prefix(model.handle, t, answer_ids(model.tokenizer, LABELS),
                                                         batch_tokens=budget) for t in (sentences, templated, cases)],
-        "sweep": lambda budget: steered(model, texts=cases, labels=labels, vector=vector, lambdas=LAMBDAS,
-                                        batch_tokens=budget),
-        "derivative": lambda budget: steered(model, texts=cases, labels=labels, vector=vector, lambdas=(),
-                                             targets=[0] * len(cases), batch_tokens=budget),
+        "sweep": lambda budget: run_pass(bound(budget), Request(texts=cases, labels=labels,
+                                                                edit=Edit(vector=vector, lambdas=LAMBDAS))),
+        "derivative": lambda budget: run_pass(bound(budget), Request(texts=cases, labels=labels,
+                                                                     edit=Edit(vector=vector, lambdas=()),
+                                                                     targets=[0] * len(cases))),
         "sample": sample,
     }
 
