@@ -15,8 +15,20 @@ from typing import Any
 
 import torch
 
-# The block mask of the last mask seen: every block of one forward pass gets the same mask object.
-_last: tuple[weakref.ref[torch.Tensor], Any] | None = None
+
+class _LastMask:
+    """The block mask of the last mask seen (every block of one forward pass gets the same mask object), held by a
+    weak reference to the mask. Never pickled with the module: a remote trace ships this module's code, not its state
+    (a weak reference cannot be pickled)."""
+
+    def __init__(self) -> None:
+        self.seen: tuple[weakref.ref[torch.Tensor], Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"seen": None}
+
+
+_last = _LastMask()
 # Why the kernel failed in this process (it then stays off: chunked SDPA computes the same attention), '' while not.
 _failed = ""
 
@@ -49,18 +61,17 @@ def _kernel() -> Callable[..., torch.Tensor] | None:
 def block_mask(mask: torch.Tensor) -> Any:
     """The FlexAttention block mask of a (batch, 1, queries, keys) boolean mask (True where a query attends), made once
     per mask object."""
-    global _last
     from torch.nn.attention.flex_attention import create_block_mask
 
-    if _last is not None and _last[0]() is mask:
-        return _last[1]
+    if _last.seen is not None and _last.seen[0]() is mask:
+        return _last.seen[1]
     dense = mask[:, 0]
 
     def allowed(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return dense[b, q, k]
 
     made = create_block_mask(allowed, mask.shape[0], None, mask.shape[2], mask.shape[3], device=mask.device)
-    _last = (weakref.ref(mask), made)
+    _last.seen = (weakref.ref(mask), made)
     return made
 
 
