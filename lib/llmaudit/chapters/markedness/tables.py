@@ -43,8 +43,9 @@ def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
         used = sorted(table["gold"].unique())
         found += [{"name": result(name, ACCURACY_OVER_CHANCE), "value": correct.loc[name, NINE_SHOT] - 1 / 3,
                    "note": "9-shot accuracy minus 1/3 (guessing among the three labels)"},
-                  {"name": result(name, MIN_LABEL_SHARE),
-                   "value": float(shares.loc[(name, NINE_SHOT)].reindex(used, fill_value=0).min()),
+                  {"name": result(name, MIN_LABEL_SHARE),  # 0 where no 9-shot answer named a label at all
+                   "value": float(shares.reindex([(name, NINE_SHOT)], fill_value=0).iloc[0]
+                                  .reindex(used, fill_value=0).min()),
                    "note": f"smallest share of 9-shot predictions among the gold labels ({', '.join(used)})"}]
     return Findings(shares, results_frame(found))
 
@@ -52,7 +53,8 @@ def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
 def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
     """Per probe set, regime and group, the FPR gaps with their t-intervals over runs; the results and cases are
     the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups."""
-    marked = predictions[predictions["group"].isin(GROUPS)]
+    # a probe set and regime in which no answer named a label has no rates at all, and no gaps
+    marked = predictions[predictions["group"].isin(GROUPS) & predictions["pred"].notna()]
     summaries, found, cases = [], [], []
     for (name, regime), table in marked.groupby(["dataset", "regime"]):
         summary = summarise_gaps(fpr_gaps(false_positive_rates(table[RATED])))
@@ -66,7 +68,9 @@ def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
             cases.append(fpr_gap_cases(table, fpr_gap(name, kind), kind, "white"))
         found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": "9-shot"}
                   for kind, span in gap_span(summary).items()]
-    return Findings(pd.concat(summaries, ignore_index=True), results_frame(found), cases=cases)
+    table = (pd.concat(summaries, ignore_index=True) if summaries
+             else pd.DataFrame(columns=["group", "kind", "mean", "lo", "hi", "n_runs", "dataset", "regime"]))
+    return Findings(table, results_frame(found), cases=cases)
 
 
 def agreement(slotted: pd.DataFrame) -> Findings:
@@ -122,7 +126,10 @@ def readings(predictions: pd.DataFrame, *, sampled: bool) -> pd.DataFrame:
             read = table.assign(pred=table[column])
             found = {"dataset": name, "regime": regime, "reading": reading,
                      "accuracy": float((read["gold"] == read["pred"]).mean())}
-            marked = read[read["group"].isin(GROUPS)]
+            marked = read[read["group"].isin(GROUPS) & read["pred"].notna()]
+            if marked.empty:  # no answer of this reading named a label: no gaps to read
+                rows.append(found)
+                continue
             white = fpr_gaps(false_positive_rates(marked[RATED])).query("group == 'white'")
             rows.append(found | white.groupby("kind")["gap"].mean().rename(lambda kind: f"white_{kind}_gap").to_dict())
     return pd.DataFrame(rows)
