@@ -53,10 +53,11 @@ def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
 def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
     """Per probe set, regime and group, the FPR gaps with their t-intervals over runs; the results and cases are
     the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups."""
-    # a probe set and regime in which no answer named a label has no rates at all, and no gaps
-    marked = predictions[predictions["group"].isin(GROUPS) & predictions["pred"].notna()]
+    marked = predictions[predictions["group"].isin(GROUPS)]
     summaries, found, cases = [], [], []
     for (name, regime), table in marked.groupby(["dataset", "regime"]):
+        if table["pred"].isna().all():  # no answer named a label: no rates at all, and no gaps
+            continue
         summary = summarise_gaps(fpr_gaps(false_positive_rates(table[RATED])))
         summaries.append(summary.assign(dataset=name, regime=regime))
         if regime != NINE_SHOT:
