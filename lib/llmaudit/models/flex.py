@@ -39,6 +39,13 @@ def supported(device: torch.device) -> bool:
     return device.type == "cuda" and not _failed and _kernel() is not None
 
 
+def kernel_in_use(device: torch.device) -> str:
+    """Which kernel masked attention runs on for `device`, and why the fused one does not where it does not."""
+    if supported(device):
+        return "flex_attention"
+    return f"chunked SDPA ({_failed or 'no CUDA device or no FlexAttention'})"
+
+
 def give_up(error: Exception) -> None:
     """Turn the kernel off for this process after `error` (a compiler or kernel failure on this card), with one
     warning: the caller falls back on chunked SDPA, which computes the same attention."""
