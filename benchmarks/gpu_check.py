@@ -33,6 +33,7 @@ from llmaudit.chapters.framing.evaluate import versions
 from llmaudit.chapters.framing.stimuli import ATTRIBUTES, prompts
 from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import classification_prompt, demonstration_pool, demonstrations, probe_set
+from llmaudit.chapters.markedness.sampled import Sampling
 from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
@@ -127,8 +128,9 @@ class BlockClock:
 
 
 def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str], object]], list[str]]:
-    """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set, `n // 4` framing cells; and the
-    markedness prompts, for the agreement check."""
+    """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set for the forward engines, the
+    first planned batch for the sampler (framing's answers; "sample@markedness": the 9-shot probes' short sampled
+    answers, a chapter whose sampling is mostly prefill); and the markedness prompts, for the agreement check."""
     params, mirror = load_params(PROFILE), data_dir()
     demos = demonstrations(demonstration_pool("sst5", mirror), seed=2024)
     sentences = [model.chat(*classification_prompt(e.text, demos)) for e in probe_set("regard", mirror, None, 0)][:n]
@@ -143,19 +145,27 @@ def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str]
                                               dim=0)
     vector = SteeringVector("random", "gender", layer, direction, torch.zeros(model.width), k=3.0)
     sizes = params.framing
-    cells = [p for a in ATTRIBUTES for p in prompts(a.text)][: max(1, n // 4)]
-    calls = [SampleCall(tuple(framing_texts(model, versions([p], range(sizes.samples)) if p.kind == "choice" else [p],
-                                            "chat")), 1 if p.kind == "choice" else sizes.samples, params.seed + i)
-             for i, p in enumerate(cells)]
+    cells = [p for a in ATTRIBUTES for p in prompts(a.text)]
+    framing = [SampleCall(tuple(framing_texts(model, versions([p], range(sizes.samples)) if p.kind == "choice"
+                                              else [p], "chat")), 1 if p.kind == "choice" else sizes.samples,
+                          params.seed + i) for i, p in enumerate(cells)]
+    run = Sampling(seed=params.seed)  # paper 004's sampled protocol: temperature 0.8, 3 tokens
+    probes = [model.chat(*classification_prompt(e.text, demos)) for e in probe_set("regard", mirror, None, 0)]
+    marked = [SampleCall((text,), 1, i, run.temperature) for i, text in enumerate(probes)]
 
     def bound(budget: int | str) -> AuditModel:
         """The model with this engine's token budget bound (no cache: every pass is timed)."""
         model.runtime = Runtime(batch_tokens=budget)
         return model
 
-    def sample(budget: int | str) -> None:
-        for batch in call_batches(model.handle, calls, sizes.max_new_tokens, budget):
-            sample_calls(model.handle, [calls[i] for i in batch], sizes.max_new_tokens)
+    def first_batch(calls: list[SampleCall], new: int) -> Callable[[int | str], object]:
+        """The sampler on the first batch the planner makes of the chapter's calls (at most 4 n of them): as full
+        as the chapter's own batches, so the rate is the one the chapter meets."""
+        def sample(budget: int | str) -> None:
+            chosen = calls[: 4 * n]
+            batch = next(call_batches(model.handle, chosen, new, budget))
+            sample_calls(model.handle, [chosen[i] for i in batch], new)
+        return sample
 
     return {
         "prefix": lambda budget: [forward_shared_prefix(model.handle, t, answer_ids(model.tokenizer, LABELS),
@@ -165,7 +175,8 @@ def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str]
         "derivative": lambda budget: run_pass(bound(budget), Request(texts=cases, labels=labels,
                                                                      edit=Edit(vector=vector, lambdas=()),
                                                                      targets=[0] * len(cases))),
-        "sample": sample,
+        "sample": first_batch(framing, sizes.max_new_tokens),
+        "sample@markedness": first_batch(marked, run.max_new_tokens),
     }, sentences
 
 

@@ -8,7 +8,8 @@ share of the model's blocks whatever its depth (a steering layer and the blocks 
 by the profile), so a call's token-blocks scale by 32 / the stand-in's blocks (the ledger's `blocks`); the tokens
 themselves (the default model's tokenizer in both) do not change. A call label's engine is the part before its colon
 ("sweep: ..." holds a sweep's exact derivative too, which the sweep's rate times); a label of an engine the check did
-not time takes the slowest engine's rate.
+not time takes the slowest engine's rate. A rate the check measured on one chapter's workload ("sample@markedness":
+long prompts, three sampled tokens) is that chapter's; the others take the engine's.
 Usage: python benchmarks/projection.py LEDGER_DIR GPU_CHECK_JSON [--blocks 32]   (LEDGER_DIR: a report folder)"""
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def project(calls: dict[str, dict[str, dict[str, float]]], blocks: dict[str, int
             target_blocks: int = TARGET_BLOCKS) -> list[Projected]:
     """Per chapter of `calls` (chapter -> call label -> {"actual", ...}, recorded with `blocks[chapter]` decoder
     blocks), its token-blocks at `target_blocks` per engine and their seconds at `rates` (engine -> token-blocks per
-    second; an engine without a rate at the slowest one)."""
+    second, "engine@chapter" for a rate measured on that chapter's own workload, which that chapter takes; an engine
+    without a rate at the slowest one)."""
     if not rates or min(rates.values()) <= 0:
         raise ValueError("every engine's rate must be a positive number of token-blocks per second")
     slowest = min(rates.values())
@@ -57,7 +59,8 @@ def project(calls: dict[str, dict[str, dict[str, float]]], blocks: dict[str, int
         for label, counts in labels.items():
             engine = engine_of(label)
             scaled[engine] = scaled.get(engine, 0.0) + counts["actual"] * target_blocks / blocks[chapter]
-        out.append(Projected(chapter, {e: n / rates.get(e, slowest) for e, n in scaled.items()}, scaled))
+        out.append(Projected(chapter, {e: n / rates.get(f"{e}@{chapter}", rates.get(e, slowest))
+                                       for e, n in scaled.items()}, scaled))
     return out
 
 

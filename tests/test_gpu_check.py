@@ -22,7 +22,7 @@ def test_the_gpu_check_runs_every_engine_at_a_toy_shape(tmp_path, mirror, monkey
     out = tmp_path / "check.json"
     gpu_check.main([str(out), "--shape", "tiny", "--device", "cpu", "--slice", "1"])
     result = json.loads(out.read_text(encoding="utf-8"))
-    assert set(result["engines"]) == {"prefix", "sweep", "derivative", "sample"}
+    assert set(result["engines"]) == {"prefix", "sweep", "derivative", "sample", "sample@markedness"}
     assert result["matmul_flop_per_s"] > 0 and result["batch_tokens_planned"] > 0
     assert result["tree_agreement_max_abs"] < 1e-5  # float32: the packed token trees compute the plain forward
     assert result["masked_attention"].startswith("chunked SDPA")  # a CPU has no fused kernel
