@@ -163,3 +163,15 @@ def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(m
     assert torch.allclose(got.probs, want.probs, atol=1e-6) and torch.allclose(got.acts, want.acts, atol=1e-5)
     for a, b in zip(got.states[block], want.states[block], strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> None:
+    from llmaudit.models.sampling import draw_one
+
+    for seed in range(20):
+        probs = torch.softmax(3 * torch.randn(7, 500, generator=torch.Generator().manual_seed(seed + 100)), -1)
+        probs[3] = 0.0
+        probs[3, 11] = 1.0  # an ended row's dummy distribution
+        ours, theirs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        for _ in range(3):  # the streams stay in step over several draws
+            assert torch.equal(draw_one(probs, ours), torch.multinomial(probs, 1, generator=theirs).squeeze(1))
