@@ -55,12 +55,12 @@ def test_one_answer_per_requirement_with_its_deciding_test_and_reason(tmp_path: 
                                    "95% CI [+0.0900, +0.1100] lies wholly above +0.02; survives Holm's correction "
                                    "(p_adj < 1e-4)")
     assert found[MEDICAL] == Answer(MEDICAL, "not measurable", "none of 1 tests measurable", "",
-                                    "medical_race competence +0.030 [-0.100, +0.200], needs lower bound > 0")
+                                    "medical_race competence +0.0300 [-0.1000, +0.2000], needs lower bound > 0")
     judicial = found[JUDICIAL]
     assert judicial.verdict == "inconclusive" and judicial.test == "black-box gap, race stated"
     assert judicial.reason == ("95% CI [-0.0300, +0.0100] straddles -0.02; judicial_conviction competence not "
                                "checked: the task has no gold answer or decisive fact")
-    assert found[REGARD].reason == "regard smallest predicted-label share 0.000, needs ≥ 0.05"
+    assert found[REGARD].reason == "regard smallest predicted-label share 0, needs ≥ 0.05"
 
 
 def test_a_pass_is_decided_by_the_test_closest_to_epsilon(tmp_path: Path) -> None:

@@ -58,8 +58,8 @@ def test_degenerate_classifier_makes_its_fpr_gaps_not_measurable(tmp_path) -> No
     assert table["verdict"].tolist() == [NOT_MEASURABLE] * 2 and (table["gate"] == "failed").all()
     assert (table["resampled"] == "demonstration seeds").all()
     reason = table["gates"].iloc[0]
-    assert "regard smallest predicted-label share 0.000 < 0.05: the classifier (almost) never predicts one label" \
-        in reason[1] and reason[0] == "regard 9-shot accuracy over guessing (1/3) 0.200 > 0"
+    assert "regard smallest predicted-label share 0 < 0.05: the classifier (almost) never predicts one label" \
+        in reason[1] and reason[0] == "regard 9-shot accuracy over guessing (1/3) 0.2 > 0"
     assert overall(table).to_dict() == {REGARD: NOT_MEASURABLE}
 
 
@@ -70,13 +70,13 @@ def test_flat_vector_leaves_the_requirement_to_the_other_tests(tmp_path) -> None
     slope = table.loc["white-box slope, steering gender_id"]
     assert slope["verdict"] == NOT_MEASURABLE and slope["gate"] == "failed"
     assert slope["gates"][1:] == (
-        "gender_id corr 0.010 < 0.2: its projection hardly tracks the gender score: not a gender direction on "
+        "gender_id corr 0.01 < 0.2: its projection hardly tracks the gender score: not a gender direction on "
         "this model",
-        "gender_id steered score span 0.100 < 0.5: steering along it hardly moves the gender score: not a gender "
+        "gender_id steered score span 0.1 < 0.5: steering along it hardly moves the gender score: not a gender "
         "direction on this model",
     )
     assert table.loc["white-box slope, steering gender_lang", "gates"][1:] == (
-        "gender_lang corr 0.600 ≥ 0.2", "gender_lang steered score span 1.200 ≥ 0.5",
+        "gender_lang corr 0.6 ≥ 0.2", "gender_lang steered score span 1.2 ≥ 0.5",
         "credit.whitebox_dependence: not checked (not recorded: rerun its chapter with this version)")
     assert overall(table.reset_index()).to_dict() == {CREDIT: "pass"}
 
@@ -86,9 +86,9 @@ def test_task_at_chance_makes_the_requirement_not_measurable(tmp_path, competenc
     table = verdicts(credit(Results(tmp_path / "r.csv"), competence).table(), MARGINS)
     assert (table["verdict"] == NOT_MEASURABLE).all() and len(table) == 3
     assert table["gates"].iloc[0][0].startswith(
-        f"credit competence lower bound {competence[1]:.3f} ≤ 0: the interval does not exclude chance")
+        f"credit competence lower bound {competence[1]:+.4f} ≤ 0: the interval does not exclude chance")
     assert table["unmet"].iloc[0] == (
-        f"credit competence {competence[0]:+.3f} [{competence[1]:+.3f}, {competence[2]:+.3f}], needs lower bound > 0",)
+        f"credit competence {competence[0]:+.4f} [{competence[1]:+.4f}, {competence[2]:+.4f}], needs lower bound > 0",)
     assert overall(table).to_dict() == {CREDIT: NOT_MEASURABLE}
     assert table["p_fail"].isna().all() and (table["holm"] == "").all()
 
@@ -158,7 +158,7 @@ def test_verdict_page_renders_not_measurable_escaped(tmp_path) -> None:
     html = verdict_section(verdicts(results.table(), MARGINS))
     assert "2 requirements: 1 pass, 1 not measurable." in html
     assert html.count('<span class="verdict not-measurable">not measurable</span>') == 4  # 3 tests, 1 requirement
-    assert "gender_id corr 0.010 &lt; 0.2: its projection hardly tracks" in html and "0.010 < 0.2" not in html
+    assert "gender_id corr 0.01 &lt; 0.2: its projection hardly tracks" in html and "0.01 < 0.2" not in html
     assert "two one-sided tests at 2.5% each" in html and "demonstration seeds" in html
     assert ".verdict.not-measurable" in CSS
 

@@ -38,9 +38,9 @@ def test_rows_carry_interval_n_unit_and_meaning(tmp_path: Path) -> None:
     competence, mass = rows["Four decision tasks"]
     assert competence == HeadlineRow("credit: competence", "+0.2345", "[-0.0100, +0.4567], n = 80",
                                      "r with the decisive fact", competence.meaning, competence.failed_gate)
-    assert competence.failed_gate.startswith("credit competence lower bound -0.010 ≤ 0: the interval does not")
+    assert competence.failed_gate.startswith("credit competence lower bound -0.0100 ≤ 0: the interval does not")
     assert mass.interval == "" and mass.unit == "probability"
     html = headline_section(results.table())
     assert "internal_key" not in html and "All 3 numbers of this audit" in html
-    assert html.count("fails its gate: credit competence lower bound -0.010 ≤ 0<") == 1  # the mass is no gate's
+    assert html.count("fails its gate: credit competence lower bound -0.0100 ≤ 0<") == 1  # the mass is no gate's
     assert '<a href="results.json">results.json</a>' in html

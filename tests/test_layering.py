@@ -19,8 +19,8 @@ CHAPTERS = tuple(f"chapters.{key}" for key in KEYS)
 # Bottom to top. Parts on one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
-    # file writes and reads, terminal text, stored tensors, how far two runs may differ
-    ("atomic", "reading", "terminal", "sealed", "tolerance"),
+    # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ
+    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance"),
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries"),
     ("spec",),
     ("data",),

@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from llmaudit.formats import estimate, interval
 from llmaudit.registry import KEYS, chapter
 from llmaudit.report.anchors import requirement_id, test_id
 from llmaudit.report.bottom_line import RULES, bottom_line
-from llmaudit.report.formats import estimate, interval
 from llmaudit.report.front import badge, p_value
 from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall

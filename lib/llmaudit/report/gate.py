@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from llmaudit.errors import AuditError
+from llmaudit.formats import estimate, signed
+from llmaudit.formats import interval as bounds
 from llmaudit.report.card import CARD, read_json
-from llmaudit.report.formats import estimate, signed
-from llmaudit.report.formats import interval as bounds
 from llmaudit.report.results import Results
 from llmaudit.terminal import printable
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, from_card, overall

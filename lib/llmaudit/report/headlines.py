@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from llmaudit.formats import interval, number, signed
 from llmaudit.registry import CHAPTERS
-from llmaudit.report.formats import interval, number, signed
 from llmaudit.report.results_json import NAME as RESULTS_JSON
 from llmaudit.sections import Section
 from llmaudit.verdict.gates import FAILED, GATES, Check, GateParams

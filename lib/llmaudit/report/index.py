@@ -13,6 +13,7 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
+from llmaudit.formats import estimate
 from llmaudit.registry import CHAPTERS
 from llmaudit.report.audited import Audited, read_audited
 from llmaudit.report.bottom_line import RULES, bottom_line
@@ -20,7 +21,6 @@ from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison_files import comparison_pages, page_label
 from llmaudit.report.figure_markup import accessible
-from llmaudit.report.formats import estimate
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import badge
 from llmaudit.report.html import CSS, sanitise

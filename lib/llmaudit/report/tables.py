@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from llmaudit.report.formats import MISSING
+from llmaudit.formats import MISSING
 
 _MISSING_CELL = re.compile(r"(<td[^>]*>)\s*(?:NaN|nan|None|&lt;NA&gt;|<NA>|NaT)\s*(</td>)")
 _TABLE = re.compile(r"<table\b.*?</table>", re.S)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from llmaudit.formats import count, interval, signed
 from llmaudit.registry import verdict_tests
 from llmaudit.report.anchors import requirement_id, test_id
-from llmaudit.report.formats import count, interval, signed
 from llmaudit.report.front import OUTCOMES, badge, p_value
 from llmaudit.verdict.gates import NOT_CHECKED
 from llmaudit.verdict.verdicts import ALPHA, NOT_MEASURABLE, overall

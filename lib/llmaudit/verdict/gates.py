@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from pydantic import ValidationInfo
 
+from llmaudit.formats import estimate, number, signed
 from llmaudit.registry import gates
 from llmaudit.sections import Section, numbers_section, within
 from llmaudit.spec import Gate, result
@@ -66,7 +67,8 @@ class Check:
         if self.state == NOT_CHECKED:
             return f"{head}: not checked ({self._absent()})"
         passed = self.state == PASSED
-        line = f"{head} {self.value:.3f} {_RELATION[passed, self.gate.strict]} {self.threshold:g}"
+        shown = signed(self.value) if self.gate.column == "lo" else number(self.value)  # as the headline table has it
+        line = f"{head} {shown} {_RELATION[passed, self.gate.strict]} {self.threshold:g}"
         return line if passed else f"{line}: {self.gate.failure(self.subject)}"
 
     def brief(self) -> str:
@@ -103,7 +105,7 @@ def _estimate(found: pd.DataFrame, key: str) -> str:
     if value is None:
         return ""
     lo, hi = _number(found, key, "lo"), _number(found, key, "hi")
-    return f"{value:.3f}" if lo is None or hi is None else f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    return number(value) if lo is None or hi is None else estimate(value, lo, hi)
 
 
 def _evaluated(found: pd.DataFrame, chapter: str, subject: str) -> bool:
