@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from llmaudit.chapters.decision_tasks.plots import estimates
+from llmaudit.chapters.greyed import GREY
+from llmaudit.chapters.markedness.plots import gaps
 from llmaudit.chapters.similarity.plots import matrix
 
 LONGEST = ["HuggingFaceTB/SmolLM2-135M-Instruct λ=-1.0", "meta-llama/Llama-3.1-8B-Instruct λ=+1.0",
@@ -42,6 +44,20 @@ def test_not_measurable_tests_are_grey_with_a_legend_entry() -> None:
     colour = spec["vconcat"][0]["layer"][2]["encoding"]["color"]
     scale = colour["scale"]
     assert scale["domain"][-1] == "not measurable" and scale["range"][-1] not in scale["range"][:-1]
+
+
+def test_a_probe_set_whose_gap_tests_are_not_measurable_is_grey_in_the_markedness_gaps() -> None:
+    summary = pd.DataFrame({"dataset": ["regard", "regard", "amazon", "amazon"], "kind": ["neg", "pos"] * 2,
+                            "group": ["white"] * 4, "mean": [0.1, -0.1, 0.0, 0.02], "lo": [0.0, -0.2, -0.1, 0.0],
+                            "hi": [0.2, 0.0, 0.1, 0.04], "verdict": ["not measurable", "not measurable", "pass", "fail"]})
+    spec = gaps(summary).to_dict()
+    colour = spec["spec"]["layer"][1]["encoding"]["color"]
+    assert colour["field"] == "shown" and colour["scale"]["domain"] == ["regard", "amazon", "not measurable"]
+    assert colour["scale"]["range"][-1] == GREY and GREY not in colour["scale"]["range"][:-1]
+    shown = pd.DataFrame(spec["datasets"][spec["data"]["name"]])["shown"]
+    assert shown.tolist() == ["not measurable", "not measurable", "amazon", "amazon"]
+    plain = gaps(summary.drop(columns="verdict")).to_dict()["spec"]["layer"][1]["encoding"]["color"]
+    assert plain["scale"]["domain"] == ["regard", "amazon"]  # without verdicts, every set in its own colour
 
 
 def test_heatmap_labels_fit_and_never_collide_on_the_longest_system_names() -> None:

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-NOT_MEASURABLE = "not measurable"
-GREY = "#b4b9bf"
+from llmaudit.chapters.greyed import greyed
+
 UNITS = {  # per kind of estimate, its panel's axis: what it measures and in which unit
     "black-box": "black-box gap: difference of the metric between the groups' prompts",
     "white-box": "white-box slope: change of the metric per unit λ",
@@ -60,13 +60,8 @@ def estimates(table: pd.DataFrame, title: str, epsilon: float | Mapping[str, flo
     margin, or one per kind of estimate). Black-box gaps and white-box slopes differ in unit, so each kind gets its
     own panel and axis (`UNITS`; other methods: `title`); every axis holds all its intervals; a test whose verdict is
     not measurable is drawn grey, with a legend entry."""
-    verdicts = table["verdict"] if "verdict" in table else pd.Series("", index=table.index)
-    shown = table.assign(shown=table["method"].where(verdicts != NOT_MEASURABLE, NOT_MEASURABLE))
-    methods = list(dict.fromkeys(table["method"]))
-    domain = methods + ([NOT_MEASURABLE] if (verdicts == NOT_MEASURABLE).any() else [])
-    palette = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"]
-    colours = alt.Scale(domain=domain, range=[palette[i % len(palette)] for i in range(len(methods))]
-                        + [GREY] * (len(domain) - len(methods)))
+    shown, colours = greyed(table["method"], table["verdict"] if "verdict" in table else None)
+    shown = table.assign(shown=shown)
     order = list(dict.fromkeys(table["task"]))
     kinds = table["method"].map(kind)
     panels = [_panel(shown[kinds == k], UNITS.get(str(k), title),

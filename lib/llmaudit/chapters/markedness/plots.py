@@ -6,14 +6,19 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from llmaudit.chapters.greyed import greyed
 from llmaudit.chapters.summaries import boxes, five_numbers
 
 
 def gaps(summary: pd.DataFrame) -> alt.FacetChart:
     """Mean FPR gap per group with its 95% interval, one panel per kind, one colour per dataset (columns dataset,
-    kind, group, mean, lo, hi)."""
+    kind, group, mean, lo, hi, and optionally verdict: the verdict page's on that dataset's and kind's gap test, a
+    not-measurable one drawn grey)."""
+    shown, colours = greyed(summary["dataset"], summary["verdict"] if "verdict" in summary else None)
+    summary = summary.assign(shown=shown)
     base = alt.Chart().encode(
-        y=alt.Y("group:N", title=None), yOffset=alt.YOffset("dataset:N"), color=alt.Color("dataset:N", title=None)
+        y=alt.Y("group:N", title=None), yOffset=alt.YOffset("dataset:N"),
+        color=alt.Color("shown:N", title=None, scale=colours)
     )
     return alt.layer(
         alt.Chart().mark_rule(color="gray").encode(x=alt.datum(0)),

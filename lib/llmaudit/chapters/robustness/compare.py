@@ -52,7 +52,8 @@ def cosines(vectors: Mapping[str, SteeringVector]) -> dict[str, float]:
 
 def white_box(audits: Audits, vectors: Mapping[str, SteeringVector], boot: int, seed: int) -> Findings:
     """Per task: its slopes along its concept's two vectors and whether they conflict; the results are the concepts'
-    cosines ('cos.{concept}'), then per task the slope along the second vector and the conflict."""
+    cosines ('cos.{concept}'), then per task the slope along the second vector and the conflict; the estimates name
+    each slope's test on the verdict page."""
     cosine = cosines(vectors)
     found = [{"name": result("cos", concept), "value": value, "note": " vs ".join(CONCEPT_VECTORS[concept])}
              for concept, value in cosine.items()]
@@ -69,8 +70,9 @@ def white_box(audits: Audits, vectors: Mapping[str, SteeringVector], boot: int, 
         rows.append({"task": task, "vectors": " / ".join(CONCEPT_VECTORS[concept]), "cos": cosine[concept],
                      "slope 1": a.value, "slope 1 CI": _interval(a), "slope 2": b.value, "slope 2 CI": _interval(b),
                      "conflict": clash})
-        estimates += [{"task": task, "method": audit.vector.name, "value": est.value, "lo": est.lo, "hi": est.hi}
-                      for audit, est in ((first, a), (second, b))]
+        tested = ((first, a, result(task, "whitebox_slope")), (second, b, key))
+        estimates += [{"task": task, "method": audit.vector.name, "value": est.value, "lo": est.lo, "hi": est.hi,
+                       "test": test} for audit, est, test in tested]
     return Findings(pd.DataFrame(rows).set_index("task"), results_frame(found),
                       pd.DataFrame(estimates), cases)
 
