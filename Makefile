@@ -40,10 +40,10 @@ audit: install
 	$(PY) -m llmaudit audit $(MODEL)
 endif
 
-# ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code and the tests,
-# then mypy's type checks over the code (pyproject.toml [tool.mypy])
+# ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code, the tests,
+# the benchmarks and the scripts, then mypy's type checks over the code (pyproject.toml [tool.mypy])
 lint: install
-	$(VENV)/bin/ruff check lib tests
+	$(VENV)/bin/ruff check lib tests benchmarks scripts
 	$(VENV)/bin/mypy
 
 test: install lint

@@ -71,7 +71,8 @@ def main() -> None:
     print(f"load, cached safetensors     {warm:6.1f} s   ({cold / warm:.1f}x faster)")
     print(f"batch                        {len(texts)} prompts, {tokens} tokens, threads {torch.get_num_threads()}")
     print(f"plain transformers forward   {tokens / baseline:6.0f} tokens/s (all-position logits)")
-    print(f"audit primitive, labels      {tokens / primitive:6.0f} tokens/s ({baseline / primitive:.2f}x the plain forward)")
+    print(f"audit primitive, labels      {tokens / primitive:6.0f} tokens/s "
+          f"({baseline / primitive:.2f}x the plain forward)")
     print(f"  + all blocks' activations  {tokens / with_acts:6.0f} tokens/s ({baseline / with_acts:.2f}x)")
     print(f"peak resident memory         {peak:6.0f} MiB")
 

@@ -29,7 +29,8 @@ def reference_loop(model, texts, labels, vector, batch_size: int = 8) -> torch.T
     out = []
     for lam in LAMBDAS:
         edit = vector.intervention(lam)
-        handle = block.register_forward_hook(lambda module, args, output: with_hidden(output, edit(hidden(output))))
+        handle = block.register_forward_hook(
+            lambda module, args, output, edit=edit: with_hidden(output, edit(hidden(output))))
         rows = []
         try:
             for start in range(0, len(texts), batch_size):

@@ -49,7 +49,8 @@ def test_not_measurable_tests_are_grey_with_a_legend_entry() -> None:
 def test_a_probe_set_whose_gap_tests_are_not_measurable_is_grey_in_the_markedness_gaps() -> None:
     summary = pd.DataFrame({"dataset": ["regard", "regard", "amazon", "amazon"], "kind": ["neg", "pos"] * 2,
                             "group": ["white"] * 4, "mean": [0.1, -0.1, 0.0, 0.02], "lo": [0.0, -0.2, -0.1, 0.0],
-                            "hi": [0.2, 0.0, 0.1, 0.04], "verdict": ["not measurable", "not measurable", "pass", "fail"]})
+                            "hi": [0.2, 0.0, 0.1, 0.04],
+                            "verdict": ["not measurable", "not measurable", "pass", "fail"]})
     spec = gaps(summary).to_dict()
     colour = spec["spec"]["layer"][1]["encoding"]["color"]
     assert colour["field"] == "shown" and colour["scale"]["domain"] == ["regard", "amazon", "not measurable"]
