@@ -250,6 +250,10 @@ def test_contents_stop_until_the_audit_wrote_the_pages(tmp_path: Path, capsys: p
         (tmp_path / f"{page}.ipynb").write_text("{}")
     assert main([str(toc)]) == 0
     assert toc.read_text(encoding="utf-8") == table_of_contents()
+    toc.unlink()
+    (tmp_path / "reports" / "index.md").unlink()
+    assert main([str(toc), "--toc-only"]) == 0  # after registering a chapter, with no audit at hand
+    assert toc.read_text(encoding="utf-8") == table_of_contents()
 
 
 def test_offline_check_catches_network_resources(tmp_path: Path) -> None:
