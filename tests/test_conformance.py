@@ -37,7 +37,7 @@ FAMILIES: dict[str, dict] = {
     "gemma2": {"sliding_window": WINDOW, "query_pre_attn_scalar": 8, "attn_logit_softcapping": 5.0,
                "final_logit_softcapping": 3.0},
     "gemma3_text": {"sliding_window": WINDOW, "layer_types": MIXED, "query_pre_attn_scalar": 8},
-    "phi3": {},
+    "phi3": {"partial_rotary_factor": 0.75},  # Phi-4-mini's
     "olmo2": {},
     "granite": {"embedding_multiplier": 2.0, "residual_multiplier": 0.5, "logits_scaling": 2.0},
     "smollm3": {},

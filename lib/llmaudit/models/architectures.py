@@ -24,6 +24,10 @@ FAST = frozenset({
     "qwen2",
     "qwen3",
     "gemma3_text",
+    "glm4",
+    "olmo2",
+    "phi3",
+    "smollm3",
 })
 
 
