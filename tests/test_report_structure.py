@@ -38,12 +38,14 @@ def table_cell(frame: pd.DataFrame) -> nbformat.NotebookNode:
 
 def report(folder: Path) -> str:
     """A report of a decision-task chapter (a chart with its caption, a table with NaN and a default index) and its
-    verdicts: credit fails on its stated gap."""
+    verdicts: credit fails on its stated gap, and its decision depends on its task-relevant variable."""
     write_card(folder, read_params_file("ci"), {})
     results = Results(folder / "results.csv")
     results.record("decision_tasks", "credit.blackbox_explicit", 0.0833, 0.05, 0.12, n=6)
     results.record("decision_tasks", "credit.whitebox_slope", 0.001, -0.004, 0.004, n=6)
     results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=6)
+    results.record("decision_tasks", "credit.blackbox_dependence", 0.2, 0.15, 0.25, n=6)  # a second requirement
+    results.record("decision_tasks", "credit.whitebox_dependence", 0.1, 0.05, 0.15, n=6)  # of the same task
     cells = [new_markdown_cell("# Four decision tasks\n\n## Bias scores\n\nText."), chart_cell(),
              new_markdown_cell(CAPTION + "\n\nAfter the caption."),
              table_cell(pd.DataFrame({"task": ["credit", "medical"], "gap": [0.1, np.nan]})),

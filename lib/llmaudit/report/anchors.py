@@ -17,8 +17,9 @@ def test_id(name: str) -> str:
 
 
 def requirement_id(requirement: str) -> str:
-    """A requirement's block on the verdict page."""
-    return f"req-{slug(requirement.split(':', 1)[0])}"
+    """A requirement's block on the verdict page, by its whole text: one task has several requirements (its
+    invariance to the protected concept, its dependence on the task-relevant one)."""
+    return f"req-{slug(requirement)}"
 
 
 def cases_id(name: str) -> str:
