@@ -175,3 +175,14 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
         ours, theirs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         for _ in range(3):  # the streams stay in step over several draws
             assert torch.equal(draw_one(probs, ours), torch.multinomial(probs, 1, generator=theirs).squeeze(1))
+
+
+def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
+    from llmaudit.errors import AuditError
+    from llmaudit.models.sampling import _draw
+
+    logits = torch.randn(2, 50)
+    logits[1, 3] = float("nan")
+    with pytest.raises(AuditError, match="NaN or infinity"):
+        _draw(logits, torch.arange(2), torch.tensor([0, 1]), [torch.Generator().manual_seed(i) for i in range(2)],
+              torch.ones(2))
