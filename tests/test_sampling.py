@@ -181,8 +181,12 @@ def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
     from llmaudit.errors import AuditError
     from llmaudit.models.sampling import _draw
 
-    logits = torch.randn(2, 50)
+    logits = torch.randn(3, 50)
     logits[1, 3] = float("nan")
     with pytest.raises(AuditError, match="NaN or infinity"):
-        _draw(logits, torch.arange(2), torch.tensor([0, 1]), [torch.Generator().manual_seed(i) for i in range(2)],
-              torch.ones(2))
+        _draw(logits, torch.arange(3), torch.tensor([0, 1, 2]), [torch.Generator().manual_seed(i) for i in range(3)],
+              torch.ones(3))
+    logits[1, 3], logits[2, 7] = 0.0, float("inf")  # an overflowed logit: softmax makes its row NaN
+    with pytest.raises(AuditError, match="NaN or infinity"):
+        _draw(logits, torch.arange(3), torch.tensor([0, 1, 2]), [torch.Generator().manual_seed(i) for i in range(3)],
+              torch.ones(3))

@@ -203,9 +203,6 @@ def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor, gener
     batch with finished rows. The one full-vocabulary pass besides the draw is the live rows' softmax (a temperature
     of 1 divides nothing)."""
     probs = torch.softmax(logits if bool((temperature == 1).all()) else logits / temperature[:, None], dim=-1)
-    if not bool(torch.isfinite(probs).all()):  # multinomial refused such rows; the draw below would not
-        raise AuditError("the model's next-token probabilities hold NaN or infinity (its logits overflowed): load "
-                         "it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
     calls = call_of[live]
     drawn = torch.empty(len(live), dtype=torch.long)
     first = torch.searchsorted(call_of, calls)  # each live row's call's first row (rows are call-major)
@@ -219,6 +216,11 @@ def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor, gener
             call_probs[:, 0] = 1.0
             call_probs[live[mine] - first[mine]] = probs[mine]
         drawn[mine] = draw_one(call_probs, generators[c])[live[mine] - first[mine]]
+    # a row with NaN (or an infinite logit, which softmax turns into NaN) draws a NaN entry: argmax takes NaN as the
+    # largest value. multinomial refused such rows; checking the drawn entries costs one value a row.
+    if not bool(torch.isfinite(probs[torch.arange(len(live)), drawn]).all()):
+        raise AuditError("the model's next-token probabilities hold NaN or infinity (its logits overflowed): load "
+                         "it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
     return drawn
 
 
@@ -226,5 +228,6 @@ def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of `probs`, the one `torch.multinomial(probs, 1, generator=generator)` draws: PyTorch draws a
     single sample as the argmax of the probabilities over as many Exp(1) draws from the generator (the exponential
     race, "Gumbel-max"), which this runs without multinomial's checks of its input, three quarters of its time on a
-    CPU (tests/test_sampling.py checks the two agree; `_draw` checks the probabilities are finite)."""
-    return (probs / torch.empty_like(probs).exponential_(1, generator=generator)).argmax(-1)
+    CPU (tests/test_sampling.py checks the two agree; `_draw` checks the drawn probabilities are finite)."""
+    race = torch.empty_like(probs).exponential_(1, generator=generator)
+    return torch.div(probs, race, out=race).argmax(-1)
