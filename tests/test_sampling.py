@@ -179,14 +179,35 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
 
 def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
     from llmaudit.errors import AuditError
-    from llmaudit.models.sampling import _draw
+    from llmaudit.models.sampling import _Draws
 
+    draw = _Draws([SampleCall(("a",), 1, seed=i) for i in range(3)], torch.arange(3), "cpu")
     logits = torch.randn(3, 50)
     logits[1, 3] = float("nan")
     with pytest.raises(AuditError, match="NaN or infinity"):
-        _draw(logits, torch.arange(3), torch.tensor([0, 1, 2]), [torch.Generator().manual_seed(i) for i in range(3)],
-              torch.ones(3))
+        draw(logits, torch.arange(3))
     logits[1, 3], logits[2, 7] = 0.0, float("inf")  # an overflowed logit: softmax makes its row NaN
     with pytest.raises(AuditError, match="NaN or infinity"):
-        _draw(logits, torch.arange(3), torch.tensor([0, 1, 2]), [torch.Generator().manual_seed(i) for i in range(3)],
-              torch.ones(3))
+        draw(logits, torch.arange(3))
+
+
+def test_a_reserved_layer_holds_what_a_growing_layer_holds_writing_in_place() -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    from llmaudit.models.reserved import ReservedLayer
+
+    states = [torch.randn(3, 2, 5, 4) for _ in range(2)]
+    growing, reserved = DynamicLayer(), ReservedLayer(*states, room=2)
+    growing.update(*states)
+    start = reserved.keys.data_ptr()
+    for _ in range(2):  # a decoding step: one position more
+        new = [torch.randn(3, 2, 1, 4) for _ in range(2)]
+        for got, want in zip(reserved.update(*new), growing.update(*new), strict=True):
+            assert torch.equal(got, want)
+    assert reserved.keys.data_ptr() == start and reserved.get_seq_length() == 7  # written into its room, no copy
+    rows = torch.tensor([2, 0])
+    reserved.batch_select_indices(rows)
+    growing.batch_select_indices(rows)
+    assert torch.equal(reserved.keys, growing.keys) and torch.equal(reserved.values, growing.values)
+    with pytest.raises(ValueError, match="holds 7 positions"):
+        reserved.update(*[torch.randn(2, 2, 1, 4) for _ in range(2)])

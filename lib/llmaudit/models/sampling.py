@@ -1,24 +1,27 @@
-"""Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws
-them for that prompt alone (at the call's temperature, 1 unless set, over the whole vocabulary, after
+"""Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws them
+for that prompt alone (at the call's temperature, 1 unless set, over the whole vocabulary, after
 `torch.manual_seed(seed)`).
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
-Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the
-batch's texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache
-is copied to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the
-budget holds in key/value cache (`call_batches`), and an answer that has ended leaves the batch. Each prompt keeps
-its own random stream: a generator seeded as `generate` would be, asked at every step, until all the prompt's answers
-have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer takes part
-with a dummy row whose token is discarded). So the draws use the same random numbers and give the same tokens, up to
-float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last position is also
-the next-token distribution a scoring pass over the same texts reads: it gives the texts' label probabilities and
-block outputs too, so a chapter that scores and samples the same prompts runs them once."""
+Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the batch's
+texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache is copied
+to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the budget holds
+in key/value cache (`call_batches`), each step writing into room reserved after the prompts (`models.reserved`);
+answers that have ended leave the batch once a quarter of it has. Each prompt keeps its own random stream: a
+generator of the model's device seeded as `generate` would seed it, asked at every step, until all the prompt's
+answers have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer
+takes part with a dummy row whose token is discarded). So the draws use the same random numbers and give the same
+tokens, up to float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last
+position is also the next-token distribution a scoring pass over the same texts reads: it gives the texts' label
+probabilities and block outputs too, so a chapter that scores and samples the same prompts runs them once."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,6 +35,7 @@ from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_m
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 from llmaudit.models.required import required
+from llmaudit.models.reserved import reserve
 
 if TYPE_CHECKING:
     from transformers.cache_utils import Cache
@@ -125,33 +129,41 @@ def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int
 
 def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
                      labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int]) -> Samples:
-    """`sample_calls` in one batch."""
-    hf, eos = model.hf, model.tokenizer.eos_token_id
+    """`sample_calls` in one batch. The draws run on the model's device, each call's from a generator of that device
+    seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a
+    quarter of the batch has ended: then the ended rows leave it (a copy of the whole key/value cache)."""
+    hf, eos, device = model.hf, model.tokenizer.eos_token_id, model.device
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
                             for _ in range(n)])  # answer row -> its text
     call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
-    generators = [torch.Generator().manual_seed(call.seed) for call in calls]
-    temperature = torch.tensor([call.temperature for call in calls])
+    draw = _Draws(calls, call_of, device)
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
         logits, cache, mask, read, states = _prefill(model, encoded, max_new_tokens, layers, keep)
         probs, acts = readout(logits, labels, read) if labels is not None or layers else (None, None)
-        cache.batch_select_indices(text_of.to(model.device))
-        logits, mask, live = logits[text_of], mask[text_of], torch.arange(len(call_of))
+        reserve(cache, max_new_tokens)
+        cache.batch_select_indices(text_of.to(device))  # each text's row once per answer
+        logits, mask = logits[text_of.to(device)], mask[text_of]
+        held = torch.arange(len(call_of))  # the answer rows in the batch, in order
+        going = torch.ones(len(held), dtype=torch.bool)  # which of them are still being answered
         for step in range(max_new_tokens):
-            drawn = _draw(logits, live, call_of, generators, temperature[call_of[live]])
-            tokens[live, step] = drawn
-            going = (drawn != eos).nonzero().squeeze(-1)
-            if step == max_new_tokens - 1 or not len(going):
+            at = going.nonzero().squeeze(-1)
+            drawn = draw(logits[at.to(device)], held[at]).cpu()
+            tokens[held[at], step] = drawn
+            going[at[drawn == eos]] = False
+            if step == max_new_tokens - 1 or not going.any():
                 break
-            if len(going) < len(live):  # answers ended: drop their rows (a copy of the whole cache)
-                live, mask = live[going], mask[going]
-                cache.batch_select_indices(going.to(model.device))
-            mask = torch.cat([mask, torch.ones(len(live), 1, dtype=mask.dtype)], dim=1)
-            logits = hf(input_ids=drawn[going, None].to(model.device), attention_mask=mask.to(model.device),
-                        position_ids=(mask.sum(-1, keepdim=True) - 1).to(model.device), past_key_values=cache,
-                        use_cache=True, logits_to_keep=1).logits[:, -1].float().cpu()
+            ids = torch.full((len(held),), model.tokenizer.pad_token_id, dtype=torch.long)
+            ids[at] = drawn  # an ended row's next input, whose output is never read
+            if int(going.sum()) <= 3 * len(held) // 4:
+                kept = going.nonzero().squeeze(-1)
+                held, going, mask, ids = held[kept], going[kept], mask[kept], ids[kept]
+                cache.batch_select_indices(kept.to(device))
+            mask = torch.cat([mask, torch.ones(len(held), 1, dtype=mask.dtype)], dim=1)
+            logits = hf(input_ids=ids[:, None].to(device), attention_mask=mask.to(device),
+                        position_ids=(mask.sum(-1, keepdim=True) - 1).to(device), past_key_values=cache,
+                        use_cache=True, logits_to_keep=1).logits[:, -1].float()
         tokens = tokens.masked_fill((tokens == eos).cumsum(-1) > 0, -1)
         # needed: each text, and each answer up to its last token (whose successor is never asked for)
         model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
@@ -165,7 +177,8 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
     some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
     their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
-    own tokens left-padded after the beginning. Returns the last real position's float32 logits, the key/value
+    own tokens left-padded after the beginning. Returns the last real position's float32 logits (on the
+    model's device), the key/value
     cache, the attention mask (whose sum is each text's length), the last real position's outputs of `layers` and
     each text's outputs of blocks `keep` at all its tokens (on the CPU)."""
     hf = model.hf
@@ -189,45 +202,68 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
         out = architectures.decoder(hf)(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
                                         position_ids=positions.to(model.device), past_key_values=past.cache,
                                         use_cache=True)
-    logits = architectures.unembedding(hf)(at_rows(out.last_hidden_state, last)).float().cpu()
+    logits = architectures.unembedding(hf)(at_rows(out.last_hidden_state, last)).float()
     before = past.mask.bool().cpu()  # where each row's beginning and branch hold its tokens (a branch is left-padded)
     states = {block: [torch.cat([past.states[block][row].cpu()[before[row]], seen[block][row].cpu()[own[row].bool()]])
                       for row in range(len(encoded))] for block in keep}
     return logits, out.past_key_values, mask, [read[layer] for layer in layers], states
 
 
-def _draw(logits: torch.Tensor, live: torch.Tensor, call_of: torch.Tensor, generators: list[torch.Generator],
-          temperature: torch.Tensor) -> torch.Tensor:
-    """A token for each live answer row (`logits` holds theirs, in order, `temperature` their calls'): every call
-    with a live row draws once over all its rows, ended ones given a dummy distribution, as `generate` draws over a
-    batch with finished rows. The one full-vocabulary pass besides the draw is the live rows' softmax (a temperature
-    of 1 divides nothing)."""
-    probs = torch.softmax(logits if bool((temperature == 1).all()) else logits / temperature[:, None], dim=-1)
-    calls = call_of[live]
-    drawn = torch.empty(len(live), dtype=torch.long)
-    first = torch.searchsorted(call_of, calls)  # each live row's call's first row (rows are call-major)
-    for c in calls.unique_consecutive().tolist():
-        mine = (calls == c).nonzero().squeeze(-1)
-        rows = int((call_of == c).sum())
-        if len(mine) == rows:  # every row of the call live: its probabilities as they are
-            call_probs = probs[mine[0]: mine[-1] + 1]
-        else:  # ended rows draw from a dummy distribution, whose draw is discarded
-            call_probs = torch.zeros(rows, probs.shape[-1])
-            call_probs[:, 0] = 1.0
-            call_probs[live[mine] - first[mine]] = probs[mine]
-        drawn[mine] = draw_one(call_probs, generators[c])[live[mine] - first[mine]]
-    # a row with NaN (or an infinite logit, which softmax turns into NaN) draws a NaN entry: argmax takes NaN as the
-    # largest value. multinomial refused such rows; checking the drawn entries costs one value a row.
-    if not bool(torch.isfinite(probs[torch.arange(len(live)), drawn]).all()):
-        raise AuditError("the model's next-token probabilities hold NaN or infinity (its logits overflowed): load "
-                         "it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
-    return drawn
+class _Draws:
+    """The batch's draws, step by step: every call with a live answer row draws once over all its rows from its own
+    generator (ended rows given a dummy distribution), as `generate` draws over a batch with finished rows. On a CPU
+    the calls' draws run on as many threads as torch's (each call's stream is its own, so the tokens are the same):
+    a draw is one random number per vocabulary entry, from a generator that runs on one thread."""
+
+    def __init__(self, calls: Sequence[SampleCall], call_of: torch.Tensor, device: torch.device | str) -> None:
+        self.call_of = call_of
+        self.first = torch.tensor([0] + [call.rows for call in calls]).cumsum(0)  # each call's first answer row
+        self.generators = [torch.Generator(device=device).manual_seed(call.seed) for call in calls]
+        self.temperature = torch.tensor([call.temperature for call in calls], device=device)
+        self.cold = bool((self.temperature == 1).all())  # a temperature of 1 divides nothing
+        self.threads = torch.get_num_threads() if torch.device(device).type == "cpu" else 1
+
+    def __call__(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """A token for each of the answer rows `rows` (ascending), whose next-token logits `logits` holds in order.
+        The full-vocabulary passes are the softmax and the draw."""
+        calls = self.call_of[rows]
+        scaled = logits if self.cold else logits / self.temperature[calls.to(logits.device)][:, None]
+        probs = torch.softmax(scaled, dim=-1)
+        drawn = torch.empty(len(rows), dtype=torch.long, device=logits.device)
+        ids, counts = (t.tolist() for t in calls.unique_consecutive(return_counts=True))
+        starts = [0, *accumulate(counts)]
+
+        def share(part: int) -> None:  # every `threads`-th call from the part-th (inference mode is per thread)
+            with torch.inference_mode():
+                for c, start, n in zip(ids[part:: self.threads], starts[part:: self.threads],
+                                       counts[part:: self.threads]):
+                    size, own = int(self.first[c + 1] - self.first[c]), rows[start: start + n] - self.first[c]
+                    if n == size:  # every row of the call live: its probabilities as they are
+                        drawn[start: start + n] = draw_one(probs[start: start + n], self.generators[c])
+                    else:  # ended rows draw from a dummy distribution, whose draw is discarded
+                        whole = torch.zeros(size, probs.shape[-1], device=probs.device)
+                        whole[:, 0] = 1.0
+                        whole[own.to(probs.device)] = probs[start: start + n]
+                        drawn[start: start + n] = draw_one(whole, self.generators[c])[own.to(probs.device)]
+
+        parts = min(self.threads, len(ids))
+        if parts > 1:
+            with ThreadPoolExecutor(parts) as pool:
+                list(pool.map(share, range(parts)))
+        else:
+            share(0)
+        # a row with NaN (or an infinite logit, which softmax turns into NaN) draws a NaN entry: argmax takes NaN as
+        # the largest value. multinomial refused such rows; checking the drawn entries costs one value a row.
+        if not bool(torch.isfinite(probs[torch.arange(len(rows), device=probs.device), drawn]).all()):
+            raise AuditError("the model's next-token probabilities hold NaN or infinity (its logits overflowed): "
+                             "load it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
+        return drawn
 
 
 def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of `probs`, the one `torch.multinomial(probs, 1, generator=generator)` draws: PyTorch draws a
     single sample as the argmax of the probabilities over as many Exp(1) draws from the generator (the exponential
     race, "Gumbel-max"), which this runs without multinomial's checks of its input, three quarters of its time on a
-    CPU (tests/test_sampling.py checks the two agree; `_draw` checks the drawn probabilities are finite)."""
+    CPU (tests/test_sampling.py checks the two agree; `_Draws` checks the drawn probabilities are finite)."""
     race = torch.empty_like(probs).exponential_(1, generator=generator)
     return torch.div(probs, race, out=race).argmax(-1)
