@@ -120,21 +120,34 @@ def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
 
 
 def test_call_batches_keep_order_and_budget(tiny_model) -> None:
-    """A batch's prefill (its texts padded to the longest) fits the budget, and its answers' key/value cache the memory
-    a pass of the budget takes: more answer rows than the budget's tokens would allow a prefill of them."""
+    """A batch's prefill (the beginning every text shares once, then its texts' own tokens padded to the longest)
+    fits the budget, and its answers' key/value cache the memory a pass of the budget takes: more answer rows than
+    the budget's tokens would allow a prefill of them."""
     calls = calls_of(tiny_model) * 3
-    longest = [max(len(e) for e in tiny_model.encode(c.texts)) for c in calls]
-    budget = 2 * max(len(c.texts) * n for c, n in zip(calls, longest))
+    encoded = [tiny_model.encode(c.texts) for c in calls]
+    shared = shareable(tiny_model.hf, [e for texts in encoded for e in texts], NEW)
+    assert shared > 0  # the chat template's beginning
+    longest = [max(len(e) for e in texts) for texts in encoded]
+    budget = 2 * max(len(c.texts) * (n - shared) for c, n in zip(calls, longest)) + shared
     cached = Shape.of(tiny_model.hf).decode_tokens(budget)
     batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
     assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
     for batch in batches:
         width = max(longest[i] for i in batch)
-        assert len(batch) == 1 or (sum(len(calls[i].texts) for i in batch) * width <= budget
+        assert len(batch) == 1 or (shared + sum(len(calls[i].texts) for i in batch) * (width - shared) <= budget
                                    and sum(calls[i].rows for i in batch) * (width + NEW) <= cached)
     # the decode holds no prefill's working activations: more answers a batch than the budget's tokens
     assert cached > budget and max(sum(calls[i].rows for i in b) * (max(longest[i] for i in b) + NEW)
                                    for b in batches) > budget
+    # a long beginning every text shares (a few-shot prompt's demonstrations) is counted once: more prompts a batch
+    # than their padded length would allow
+    few_shot = [SampleCall((tiny_model.chat("great . good . bad . fine . " * 8 + f"item {i}"),), 1, seed=i)
+                for i in range(9)]
+    encoded = [tiny_model.encode(c.texts)[0] for c in few_shot]
+    shared, longest = shareable(tiny_model.hf, encoded, 1), max(len(e) for e in encoded)
+    budget = shared + 2 * (longest - shared)
+    batches = list(call_batches(tiny_model.handle, few_shot, 1, budget))
+    assert [len(b) for b in batches] == [2, 2, 2, 2, 1] and 2 * longest > budget
 
 
 def test_sampling_needs_a_local_model(tiny_model, monkeypatch) -> None:

@@ -84,18 +84,22 @@ class SampleCall:
 def call_batches(
     model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
-    """Consecutive runs of call indices (a call larger than the budget alone) whose prefill, their texts padded to the
-    longest, holds at most `batch_tokens` tokens (`memory.batch_budget` for auto), and whose answers' key/value cache
-    at their longest takes no more memory than a pass of `batch_tokens` tokens (`memory.Shape.decode_tokens`): the
-    decoding steps, which hold one token's activations a row, run as many rows as that memory allows."""
+    """Consecutive runs of call indices (a call larger than the budget alone) whose prefill holds at most
+    `batch_tokens` tokens (`memory.batch_budget` for auto): the beginning all the calls' texts share, once, then
+    each text's own tokens padded to the longest (`_prefill`). And whose answers' key/value cache at their longest
+    takes no more memory than a pass of `batch_tokens` tokens (`memory.Shape.decode_tokens`): the decoding steps,
+    which hold one token's activations a row, run as many rows as that memory allows."""
     budget = batch_budget(model.hf, model.device, batch_tokens)
     cached = Shape.of(model.hf).decode_tokens(budget)
+    encoded = [model.encode(call.texts) for call in calls]
+    shared = shareable(model.hf, [e for texts in encoded for e in texts], max_new_tokens) if calls else 0
     batch: list[int] = []
     texts = rows = longest = 0
     for i, call in enumerate(calls):
-        length = max(len(e) for e in model.encode(call.texts))
+        length = max(len(e) for e in encoded[i])
         grown = (texts + len(call.texts), rows + call.rows, max(longest, length))
-        if batch and (grown[0] * grown[2] > budget or grown[1] * (grown[2] + max_new_tokens) > cached):
+        if batch and (shared + grown[0] * (grown[2] - shared) > budget
+                      or grown[1] * (grown[2] + max_new_tokens) > cached):
             yield batch
             batch, grown = [], (len(call.texts), call.rows, length)
         batch.append(i)
