@@ -103,6 +103,10 @@ def test_bad_input_raises_one_line_audit_errors() -> None:
         false_positive_rates(table().drop(columns="pred"))
     with pytest.raises(AuditError, match=r"unknown gold labels \['Positive'\]"):
         false_positive_rates(table().replace({"gold": {"positive": "Positive"}}))
+    with pytest.raises(AuditError, match="the table has no rows"):
+        false_positive_rates(table().iloc[:0])
+    with pytest.raises(AuditError, match="no answer named a label"):  # rows scored, none parsed: not "score some"
+        false_positive_rates(table().assign(pred=None))
 
 
 def test_a_run_missing_a_groups_fpr_is_left_out_of_that_kinds_gaps() -> None:

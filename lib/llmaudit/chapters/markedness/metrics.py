@@ -40,9 +40,12 @@ def false_positive_rates(table: pd.DataFrame) -> pd.DataFrame:
     """Per (run, group): negative_fpr, positive_fpr (NaN with no eligible sentence), accuracy and n, from gold/pred;
     a sentence whose answer named no label (pred missing) is no prediction and leaves the rates."""
     _require(table, ("group", "gold", "pred", "run"), "predictions")
-    table = table[table["pred"].notna()]
     if table.empty:
         raise AuditError("predictions: the table has no rows: score some examples first")
+    table = table[table["pred"].notna()]
+    if table.empty:
+        raise AuditError("predictions: no answer named a label, so there is no rate: leave out the rows whose pred "
+                         "is missing only where some remain")
     for column in ("gold", "pred"):
         unknown = sorted(set(table[column].astype(str)) - set(LABELS))
         if unknown:
