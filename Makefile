@@ -49,7 +49,7 @@ lint: install
 test: install lint
 	$(PY) -m pytest $(NBVAL) tests
 
-# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~40 min.
+# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~16 min.
 scale-test: install
 	$(PY) -m pytest -m scale tests/scale
 

@@ -7,8 +7,8 @@ Random weights read concepts weakly: as for a small model, the vectors use norma
 (`config.standin_params`).
 The similarity chapter runs a stratified share of BBQ and StereoSet, and markedness each group's name alone (SIMILARITY
 and the markedness override below say why); every other size is the profile's.
-About 35 to 45 minutes on two quiet CPU cores (markedness's sampling about 22 of them); `make scale-test` runs it
-(CI runs it after `make test`)."""
+About 16 minutes on two quiet CPU cores (markedness about 7 of them); `make scale-test` runs it (CI runs it after
+`make test`: about 27 minutes in all from a fresh clone, install included)."""
 
 from __future__ import annotations
 
