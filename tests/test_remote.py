@@ -95,3 +95,29 @@ def test_failure_kinds(error: Exception, kind: str) -> None:
 
 def test_other_errors_are_not_remote_failures() -> None:
     assert failure_kind(ValueError("bad label")) is None
+
+
+def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module() -> None:
+    """A remote trace carries the model object and the audit's functions, and `remote.connect` registers llmaudit so
+    that they travel by value: the server has no llmaudit to import. Anything pickled by name instead stops every
+    remote request there (a `functools.cache` wrapper in models.flex did), so the models package's modules must
+    unpickle with llmaudit's imports refused."""
+    import importlib
+    import io
+    import pkgutil
+
+    import nnsight
+    from nnsight.intervention.serialization import CustomCloudUnpickler, dumps
+
+    import llmaudit
+    import llmaudit.models
+
+    class Server(CustomCloudUnpickler):
+        def find_class(self, module: str, name: str):
+            assert module.split(".")[0] != "llmaudit", f"{module}.{name} is pickled by name"
+            return super().find_class(module, name)
+
+    nnsight.register(llmaudit)
+    modules = [importlib.import_module(f"llmaudit.models.{module.name}")
+               for module in pkgutil.iter_modules(llmaudit.models.__path__)]
+    Server(io.BytesIO(dumps(modules)), {"model": None}).load()

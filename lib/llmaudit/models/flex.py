@@ -10,25 +10,28 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 import torch
 
 
-class _LastMask:
-    """The block mask of the last mask seen (every block of one forward pass gets the same mask object), held by a
-    weak reference to the mask. Never pickled with the module: a remote trace ships this module's code, not its state
-    (a weak reference cannot be pickled)."""
+class _State:
+    """What this module keeps in a process: the compiled kernel (None until first asked for, and where this PyTorch
+    lacks FlexAttention) and the block mask of the last mask seen (every block of one forward pass gets the same mask
+    object), held by a weak reference to the mask. Never pickled with the module: a remote trace ships this module's
+    code, not its state (neither a compiled kernel nor a weak reference can be pickled, and a `functools.cache`
+    wrapper would be pickled by name, which a server without llmaudit cannot import)."""
 
     def __init__(self) -> None:
+        self.looked = False  # whether the kernel was asked for: it is compiled once per process
+        self.kernel: Callable[..., torch.Tensor] | None = None
         self.seen: tuple[weakref.ref[torch.Tensor], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"seen": None}
+        return {"looked": False, "kernel": None, "seen": None}
 
 
-_last = _LastMask()
+_state = _State()
 # Why the kernel failed in this process (it then stays off: chunked SDPA computes the same attention), '' while not.
 _failed = ""
 
@@ -54,15 +57,17 @@ def give_up(error: Exception) -> None:
     warnings.warn(f"FlexAttention failed ({_failed}); masked attention runs on chunked SDPA instead", stacklevel=2)
 
 
-@cache
 def _kernel() -> Callable[..., torch.Tensor] | None:
     """FlexAttention, compiled (once per process; dynamic shapes, as every batch is as wide as its longest row), or
     None where this PyTorch lacks it."""
-    try:
-        from torch.nn.attention.flex_attention import flex_attention
-    except ImportError:
-        return None
-    return torch.compile(flex_attention, dynamic=True)
+    if not _state.looked:
+        _state.looked = True
+        try:
+            from torch.nn.attention.flex_attention import flex_attention
+        except ImportError:
+            return None
+        _state.kernel = torch.compile(flex_attention, dynamic=True)
+    return _state.kernel
 
 
 def block_mask(mask: torch.Tensor) -> Any:
@@ -70,15 +75,15 @@ def block_mask(mask: torch.Tensor) -> Any:
     per mask object."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    if _last.seen is not None and _last.seen[0]() is mask:
-        return _last.seen[1]
+    if _state.seen is not None and _state.seen[0]() is mask:
+        return _state.seen[1]
     dense = mask[:, 0]
 
     def allowed(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return dense[b, q, k]
 
     made = create_block_mask(allowed, mask.shape[0], None, mask.shape[2], mask.shape[3], device=mask.device)
-    _last.seen = (weakref.ref(mask), made)
+    _state.seen = (weakref.ref(mask), made)
     return made
 
 
