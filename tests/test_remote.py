@@ -97,27 +97,32 @@ def test_other_errors_are_not_remote_failures() -> None:
     assert failure_kind(ValueError("bad label")) is None
 
 
-def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module() -> None:
-    """A remote trace carries the model object and the audit's functions, and `remote.connect` registers llmaudit so
-    that they travel by value: the server has no llmaudit to import. Anything pickled by name instead stops every
-    remote request there (a `functools.cache` wrapper in models.flex did), so the models package's modules must
-    unpickle with llmaudit's imports refused."""
-    import importlib
-    import io
-    import pkgutil
+def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module(tmp_path) -> None:
+    """A remote trace carries the model object (`models.runtime.AuditModel`) and the audit's functions, and
+    `remote.connect` registers llmaudit so that they travel by value: the server has no llmaudit to import. Anything
+    pickled by name instead stops every remote request there (a `functools.cache` wrapper in models.flex did), so the
+    runtime module, with all it reaches, must unpickle in a process that cannot import llmaudit (a separate one:
+    unpickling by value in this process would overwrite llmaudit's own classes)."""
+    import subprocess
+    import sys
 
     import nnsight
-    from nnsight.intervention.serialization import CustomCloudUnpickler, dumps
+    from nnsight.intervention.serialization import dumps
 
     import llmaudit
-    import llmaudit.models
-
-    class Server(CustomCloudUnpickler):
-        def find_class(self, module: str, name: str):
-            assert module.split(".")[0] != "llmaudit", f"{module}.{name} is pickled by name"
-            return super().find_class(module, name)
+    from llmaudit.models import runtime
 
     nnsight.register(llmaudit)
-    modules = [importlib.import_module(f"llmaudit.models.{module.name}")
-               for module in pkgutil.iter_modules(llmaudit.models.__path__)]
-    Server(io.BytesIO(dumps(modules)), {"model": None}).load()
+    (tmp_path / "payload").write_bytes(dumps(runtime))
+    server = f"""
+import sys
+class NoAudit:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "llmaudit":
+            raise ModuleNotFoundError(f"no module named {{name!r}} on the server")
+sys.meta_path.insert(0, NoAudit())
+from nnsight.intervention.serialization import loads
+loads(open({str(tmp_path / "payload")!r}, "rb").read(), {{"model": None}})
+"""
+    done = subprocess.run([sys.executable, "-c", server], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr.strip().splitlines()[-1]
