@@ -92,7 +92,7 @@ ndif-stop:
 	scripts/ndif/ndif.sh stop
 
 # With `make ndif` running: the steering-vectors and decision-tasks chapters on NDIF and locally at ci sizes, the
-# server tests, and every results row and vector compared (reports/ndif/comparison.md); ~25 min on 2 cores.
+# server tests, and every results row and vector compared (reports/ndif/comparison.md); ~12 min on 2 quiet cores.
 test-remote: install
 	AUDIT_PYTHON=$(abspath $(PY)) scripts/ndif/ndif.sh check
 
