@@ -181,10 +181,9 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
     some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
     their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
-    own tokens left-padded after the beginning. Returns the last real position's float32 logits (on the
-    model's device), the key/value
-    cache, the attention mask (whose sum is each text's length), the last real position's outputs of `layers` and
-    each text's outputs of blocks `keep` at all its tokens (on the CPU)."""
+    own tokens left-padded after the beginning. Returns the last real position's float32 logits (on the model's
+    device), the key/value cache, the attention mask (whose sum is each text's length), the last real position's
+    outputs of `layers` and each text's outputs of blocks `keep` at all its tokens (on the CPU)."""
     hf = model.hf
     shared = shareable(hf, encoded, extra)
     rest = [e[shared:] for e in encoded]
