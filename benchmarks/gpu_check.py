@@ -25,6 +25,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -42,6 +43,7 @@ from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel, architectures, flex
 from llmaudit.models.memory import AUTO, batch_budget
+from llmaudit.models.plain_sampling import generated
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.request import Edit, Request, Runtime
 from llmaudit.models.sampling import SampleCall, call_batches, sample_calls
@@ -129,7 +131,8 @@ class BlockClock:
             h.remove()
 
 
-def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str], object]], list[str]]:
+def workloads(model: AuditModel, n: int
+              ) -> tuple[dict[str, Callable[[int | str], object]], list[str], list[SampleCall]]:
     """Engine -> a run of it on the slice (given the batch tokens): `n` prompts a set for the forward engines, the
     first planned batch for the sampler (framing's answers; "sample@markedness": the 9-shot probes' short sampled
     answers, a chapter whose sampling is mostly prefill); and the markedness prompts, for the agreement check."""
@@ -166,7 +169,7 @@ def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str]
         def sample(budget: int | str) -> None:
             chosen = calls[: 4 * n]
             batch = next(call_batches(model.handle, chosen, new, budget))
-            sample_calls(model.handle, [chosen[i] for i in batch], new)
+            sample_calls(model.handle, [chosen[i] for i in batch], new, batch_tokens=budget)
         return sample
 
     return {
@@ -179,7 +182,7 @@ def workloads(model: AuditModel, n: int) -> tuple[dict[str, Callable[[int | str]
                                                                      targets=[0] * len(cases))),
         "sample": first_batch(framing, sizes.max_new_tokens),
         "sample@markedness": first_batch(marked, run.max_new_tokens),
-    }, sentences
+    }, sentences, framing
 
 
 def tree_agreement(model: AuditModel, texts: list[str]) -> float:
@@ -193,6 +196,30 @@ def tree_agreement(model: AuditModel, texts: list[str]) -> float:
         alone = torch.stack([model.hf(torch.tensor([ids], device=model.device)).logits[0, -1].float().softmax(-1)
                              for ids in model.handle.encode(texts)]).cpu()[:, labels]
     return float((packed - alone).abs().max())
+
+
+def sampler_agreement(model: AuditModel, calls: list[SampleCall], new: int) -> float:
+    """Share of answer tokens the batched sampler (`sample_calls`, its draws on the device's own generators) draws
+    as one transformers `generate` call per prompt does (`plain_sampling.generated`), on the first two framing
+    calls: 1 up to rounding of the two passes' probabilities (bfloat16 on a GPU), which can flip a near-tie."""
+    chosen = calls[:2]
+    ours = sample_calls(model.handle, chosen, new, batch_tokens=AUTO).tokens
+    theirs = [generated(model.handle, call, new) for call in chosen]
+    return float(torch.cat([(a == b).flatten() for a, b in zip(ours, theirs, strict=True)]).float().mean())
+
+
+def top_operations(run: Callable[[int | str], object], device: str, count: int = 8) -> list[dict]:
+    """The operations one more run of an engine spends most time in (the device's time on a GPU, the host's on a
+    CPU; torch.profiler's self time): what limits it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.device(device).type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+        run(AUTO)
+        synchronize(device)
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = sorted(prof.key_averages(), key=lambda e: -getattr(e, key))[:count]
+    return [{"name": e.key[:80], "seconds": round(getattr(e, key) / 1e6, 4), "calls": e.count} for e in events]
 
 
 def measure(model: AuditModel, run: Callable[[int | str], object], device: str, peak_rate: float) -> dict:
@@ -241,18 +268,28 @@ def main(argv: list[str] | None = None) -> dict:
                     "shape": args.shape, "dtype": str(dtype).removeprefix("torch."), "slice": args.slice,
                     "matmul_flop_per_s": peak, "build_s": round(built, 1),
                     "batch_tokens_planned": batch_budget(model.hf, args.device, AUTO), "engines": {}}
-    runs, texts = workloads(model, args.slice)
+    runs, texts, framing = workloads(model, args.slice)
     result["tree_agreement_max_abs"] = tree_agreement(model, texts)
-    for name, run in runs.items():  # written after each engine: a run stopped at its time limit keeps what it measured
+    result["sampler_agreement"] = sampler_agreement(model, framing, load_params(PROFILE).framing.max_new_tokens)
+
+    def written(name: str, field: str, work: Callable[[], object]) -> None:
+        """Record one engine's `field` (its error, where it fails: a finding on that card, not the end) and write the
+        JSON, so that a run stopped at its time limit keeps what it measured."""
         try:
-            result["engines"][name] = measure(model, run, args.device, peak)
-        except Exception as error:  # noqa: BLE001 - one engine's failure on a card is a finding, not the end
-            result["engines"][name] = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
+            result[field][name] = work()
+        except Exception as error:  # noqa: BLE001
+            result[field][name] = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
         result["masked_attention"] = flex.kernel_in_use(torch.device(args.device))
         result["total_s"] = round(time.perf_counter() - started, 1)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(f"{name}: {result['engines'][name]}", file=sys.stderr, flush=True)
+        print(f"{name} {field}: {result[field][name]}", file=sys.stderr, flush=True)
+
+    for name, run in runs.items():
+        written(name, "engines", partial(measure, model, run, args.device, peak))
+    result["top_operations"] = {}
+    for name, run in runs.items():  # after every rate is written: what each engine spends its time in
+        written(name, "top_operations", partial(top_operations, run, args.device))
     return result
 
 

@@ -22,10 +22,14 @@ def test_the_gpu_check_runs_every_engine_at_a_toy_shape(tmp_path, mirror, monkey
     out = tmp_path / "check.json"
     gpu_check.main([str(out), "--shape", "tiny", "--device", "cpu", "--slice", "1"])
     result = json.loads(out.read_text(encoding="utf-8"))
-    assert set(result["engines"]) == {"prefix", "sweep", "derivative", "sample", "sample@markedness"}
+    assert set(result["engines"]) == set(result["top_operations"]) == {"prefix", "sweep", "derivative", "sample",
+                                                                       "sample@markedness"}
     assert result["matmul_flop_per_s"] > 0 and result["batch_tokens_planned"] > 0
     assert result["tree_agreement_max_abs"] < 1e-5  # float32: the packed token trees compute the plain forward
     assert result["masked_attention"].startswith("chunked SDPA")  # a CPU has no fused kernel
+    assert result["sampler_agreement"] == 1.0  # float32: the batched sampler draws generate's tokens
+    for operations in result["top_operations"].values():
+        assert operations and all(op["seconds"] >= 0 and op["calls"] > 0 for op in operations)
     for numbers in result["engines"].values():
         assert numbers["token_blocks"] > 0 and numbers["token_blocks_per_s"] > 0 and numbers["flop_per_s"] > 0
         assert 0 <= numbers["outside_blocks_share"] <= 1

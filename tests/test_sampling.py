@@ -1,6 +1,7 @@
 """The batched sampler against one `generate` call per prompt (the seed code's path, seeded with torch.manual_seed),
 on a Qwen2 model with sliding-window blocks, whose window either covers every answer (the texts' beginning is
-shared) or not (nothing is shared), with the end-of-sequence token made likely so that answers end at different
+shared) or not (nothing is shared), and on a Llama model, whose full-attention caches of prefills in chunks of a small
+budget join into one decoding batch; with the end-of-sequence token made likely so that answers end at different
 steps."""
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import pytest
 import torch
 
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, architectures
+from llmaudit.models import AuditModel, architectures, memory
 from llmaudit.models.batching import pad
 from llmaudit.models.memory import Shape
 from llmaudit.models.prefix import Branch, branches, shareable
+from llmaudit.models.request import Runtime
 from llmaudit.models.sampling import SampleCall, call_batches
 from test_sweep_architectures import build_model
 
@@ -36,16 +38,24 @@ def generate(model: AuditModel, call: SampleCall) -> torch.Tensor:
     return tokens
 
 
-@pytest.fixture(params=[4, 10_000], ids=["narrow-window", "wide-window"])
+CHUNKED = 24  # the Llama model's token budget: its five texts prefill in three chunks, one of which splits a branch
+
+
+@pytest.fixture(params=[4, 10_000, None], ids=["narrow-window", "wide-window", "full-attention-chunked"])
 def model(request):
-    """A fresh six-block Qwen2 model with a sliding window of `param` tokens, whose end-of-sequence logit is raised
-    by 5 (a hook on the unembedding)."""
-    built = build_model("qwen2")
-    built.hf.config.sliding_window = request.param
-    eos = built.tokenizer.eos_token_id
+    """A fresh six-block Qwen2 model with a sliding window of `param` tokens, or (None) a Llama model prefilling in
+    chunks of `CHUNKED` tokens, whose end-of-sequence logit is raised by 5 (3 in the Llama model; a hook on the
+    unembedding)."""
+    if request.param is None:
+        built = build_model("llama")
+        built.runtime = Runtime(batch_tokens=CHUNKED)
+    else:
+        built = build_model("qwen2")
+        built.hf.config.sliding_window = request.param
+    eos, boost = built.tokenizer.eos_token_id, 5.0 if request.param else 3.0
 
     def likelier_end(module, args, output):
-        output[..., eos] += 5.0
+        output[..., eos] += boost
         return output
 
     architectures.unembedding(built.hf).register_forward_hook(likelier_end)
@@ -67,7 +77,7 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     texts = [text for call in calls for text in call.texts]
     encoded = model.encode(texts)
     shared = shareable(model.hf, encoded, NEW)
-    assert (shared > 0) == (model.hf.config.sliding_window > 100)
+    assert (shared > 0) == ((getattr(model.hf.config, "sliding_window", None) or 10_000) > 100)
     if shared:  # the option orders share their question: a branch, whose cache serves the three
         assert branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 5)]
     model.ledger = Ledger(model.n_layers)
@@ -119,34 +129,41 @@ def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
     assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
 
 
-def test_call_batches_keep_order_and_budget(tiny_model) -> None:
-    """A batch's prefill (the beginning every text shares once, then its texts' own tokens padded to the longest)
-    fits the budget, and its answers' key/value cache the memory a pass of the budget takes: more answer rows than
-    the budget's tokens would allow a prefill of them."""
-    calls = calls_of(tiny_model) * 3
+def test_call_batches_keep_order_and_bound_the_decoding_memory(tiny_model, monkeypatch) -> None:
+    """A batch's answers (key/value cache and draws) fit the memory a pass of the budget takes, host floor aside, at
+    most one row per budget token; a full-attention model's batch may hold more texts than one prefill of the budget
+    holds (its prefill runs in chunks of it)."""
+    monkeypatch.setattr(memory, "HOST_DECODE_BYTES", 0)
+    calls, budget = calls_of(tiny_model) * 3, 48
     encoded = [tiny_model.encode(c.texts) for c in calls]
     shared = shareable(tiny_model.hf, [e for texts in encoded for e in texts], NEW)
     assert shared > 0  # the chat template's beginning
     longest = [max(len(e) for e in texts) for texts in encoded]
-    budget = 2 * max(len(c.texts) * (n - shared) for c, n in zip(calls, longest)) + shared
-    cached = Shape.of(tiny_model.hf).decode_tokens(budget)
+    shape = Shape.of(tiny_model.hf)
     batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
     assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
     for batch in batches:
+        rows = sum(calls[i].rows for i in batch)
         width = max(longest[i] for i in batch)
-        assert len(batch) == 1 or (shared + sum(len(calls[i].texts) for i in batch) * (width - shared) <= budget
-                                   and sum(calls[i].rows for i in batch) * (width + NEW) <= cached)
-    # the decode holds no prefill's working activations: more answers a batch than the budget's tokens
-    assert cached > budget and max(sum(calls[i].rows for i in b) * (max(longest[i] for i in b) + NEW)
-                                   for b in batches) > budget
-    # a long beginning every text shares (a few-shot prompt's demonstrations) is counted once: more prompts a batch
-    # than their padded length would allow
-    few_shot = [SampleCall((tiny_model.chat("great . good . bad . fine . " * 8 + f"item {i}"),), 1, seed=i)
+        assert len(batch) == 1 or (rows <= budget and rows * shape.decode_row_bytes(width + NEW)
+                                   <= shape.decode_bytes(budget, "cpu"))
+    prefills = [shared + sum(len(calls[i].texts) for i in b) * (max(longest[i] for i in b) - shared) for b in batches]
+    assert max(prefills) > budget
+    monkeypatch.undo()  # on a CPU the decoding may hold HOST_DECODE_BYTES: one batch
+    assert len(list(call_batches(tiny_model.handle, calls, NEW, budget))) == 1
+
+
+def test_a_sliding_window_models_batches_keep_their_prefill_within_the_budget() -> None:
+    """Its caches cannot join: a batch's prefill runs at once, within the budget, a long beginning every text shares
+    (a few-shot prompt's demonstrations) counted once: more prompts a batch than their padded length would allow."""
+    model = build_model("qwen2")
+    model.hf.config.sliding_window = 10_000
+    few_shot = [SampleCall((model.chat("great . good . bad . fine . " * 8 + f"item {i}"),), 1, seed=i)
                 for i in range(9)]
-    encoded = [tiny_model.encode(c.texts)[0] for c in few_shot]
-    shared, longest = shareable(tiny_model.hf, encoded, 1), max(len(e) for e in encoded)
+    encoded = [model.encode(c.texts)[0] for c in few_shot]
+    shared, longest = shareable(model.hf, encoded, 1), max(len(e) for e in encoded)
     budget = shared + 2 * (longest - shared)
-    batches = list(call_batches(tiny_model.handle, few_shot, 1, budget))
+    batches = list(call_batches(model.handle, few_shot, 1, budget))
     assert [len(b) for b in batches] == [2, 2, 2, 2, 1] and 2 * longest > budget
 
 
@@ -210,8 +227,9 @@ def test_a_reserved_layer_holds_what_a_growing_layer_holds_writing_in_place() ->
     from llmaudit.models.reserved import ReservedLayer
 
     states = [torch.randn(3, 2, 5, 4) for _ in range(2)]
-    growing, reserved = DynamicLayer(), ReservedLayer(*states, room=2)
+    growing = DynamicLayer()
     growing.update(*states)
+    reserved = ReservedLayer.joined([growing], room=2)
     start = reserved.keys.data_ptr()
     for _ in range(2):  # a decoding step: one position more
         new = [torch.randn(3, 2, 1, 4) for _ in range(2)]
@@ -224,3 +242,19 @@ def test_a_reserved_layer_holds_what_a_growing_layer_holds_writing_in_place() ->
     assert torch.equal(reserved.keys, growing.keys) and torch.equal(reserved.values, growing.values)
     with pytest.raises(ValueError, match="holds 7 positions"):
         reserved.update(*[torch.randn(2, 2, 1, 4) for _ in range(2)])
+
+
+def test_joined_layers_hold_each_layers_rows_ending_together_after_zeros() -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    from llmaudit.models.reserved import ReservedLayer
+
+    short, long = DynamicLayer(), DynamicLayer()
+    short.update(torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4))
+    long.update(torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))
+    both = ReservedLayer.joined([short, long], room=1)
+    assert both.get_seq_length() == 5 and both.keys.shape == (3, 2, 5, 4)
+    assert torch.equal(both.keys[:2, :, 2:], short.keys) and torch.equal(both.values[2:], long.values)
+    assert not both.keys[:2, :, :2].any()  # the shorter rows' padding (their masks hide it)
+    both.update(torch.ones(3, 2, 1, 4), torch.ones(3, 2, 1, 4))
+    assert both.get_seq_length() == 6 and bool((both.keys[:, :, 5] == 1).all())

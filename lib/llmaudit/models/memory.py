@@ -28,6 +28,10 @@ MIN_TOKENS = 64  # the smallest batch a pass backs off to before it gives up wit
 ROW_TOKENS = 2048  # the longest packed row (token trees): its tree mask and its attention grow with its square
 B = TypeVar("B")
 USABLE = 0.8  # the share of free memory a plan fills: the allocator's fragmentation and the framework's own buffers
+# On a CPU, the memory one sampling batch's decoding steps may hold, whatever the token budget (a speed setting there,
+# `CPU_TOKENS`): a step runs one token a row, and its matrix products need a few hundred rows to run at a prefill's
+# rate per token (framing's sampler, default model: 1.5x faster at 220 rows a batch than at 35).
+HOST_DECODE_BYTES = 1 << 31
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -68,6 +72,7 @@ class Shape:
     queries: int
     keys: int
     item: int
+    vocab: int = 0
 
     @classmethod
     def of(cls, hf: PreTrainedModel) -> Shape:
@@ -77,7 +82,7 @@ class Shape:
         head = getattr(config, "head_dim", None) or config.hidden_size // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
         return cls(config.num_hidden_layers, config.hidden_size, config.intermediate_size, heads * head, kv * head,
-                   torch.finfo(hf.dtype).bits // 8)
+                   torch.finfo(hf.dtype).bits // 8, config.vocab_size)
 
     def token_bytes(self, stacked: int = 1, derivative: bool = False) -> int:
         """Device memory one batch token needs in a pass: one block's working activations (residual and normed
@@ -89,10 +94,16 @@ class Shape:
             return stacked * 2 * working * self.item
         return stacked * (working + 2 * self.blocks * self.keys) * self.item
 
-    def decode_tokens(self, batch_tokens: int) -> int:
-        """How many tokens of key/value cache take the memory a pass of `batch_tokens` tokens plans for: what a
-        sampler's decoding steps may hold (each step's activations are one token a row)."""
-        return batch_tokens * self.token_bytes() // (2 * self.blocks * self.keys * self.item)
+    def decode_row_bytes(self, length: int) -> int:
+        """Device memory one answer row of a sampler's decoding steps holds at `length` tokens: its keys and values
+        in every block, and its next-token logits, probabilities and draw over the vocabulary (float32)."""
+        return length * 2 * self.blocks * self.keys * self.item + 3 * self.vocab * 4
+
+    def decode_bytes(self, batch_tokens: int, device: str | torch.device) -> int:
+        """The memory a sampler's decoding steps may hold: what a pass of `batch_tokens` tokens plans for (each step's
+        activations are one token a row), and on a CPU at least `HOST_DECODE_BYTES`."""
+        planned = batch_tokens * self.token_bytes()
+        return max(planned, HOST_DECODE_BYTES) if torch.device(device).type == "cpu" else planned
 
 
 def planned_tokens(shape: Shape, free: int, stacked: int = 1, derivative: bool = False) -> int:

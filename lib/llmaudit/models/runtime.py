@@ -236,7 +236,8 @@ class AuditModel:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
         if not self.engine.fast:  # one generate call per prompt
             return plain_samples(self.handle, calls, max_new_tokens, labels, layers, keep)
-        return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep)
+        return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep,
+                            batch_tokens=self.runtime.batch_tokens)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position

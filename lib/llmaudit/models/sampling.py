@@ -28,16 +28,17 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
-from llmaudit.models.batching import pad, readout
+from llmaudit.models.batching import pad, readout, token_batches
 from llmaudit.models.handle import Handle
 from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
 from llmaudit.models.required import required
-from llmaudit.models.reserved import reserve
+from llmaudit.models.reserved import joined
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
     from transformers.cache_utils import Cache
 
 
@@ -84,22 +85,25 @@ class SampleCall:
 def call_batches(
     model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
-    """Consecutive runs of call indices (a call larger than the budget alone) whose prefill holds at most
-    `batch_tokens` tokens (`memory.batch_budget` for auto): the beginning all the calls' texts share, once, then
-    each text's own tokens padded to the longest (`_prefill`). And whose answers' key/value cache at their longest
-    takes no more memory than a pass of `batch_tokens` tokens (`memory.Shape.decode_tokens`): the decoding steps,
-    which hold one token's activations a row, run as many rows as that memory allows."""
+    """Consecutive runs of call indices (a call larger than the budget alone) whose answers decode together: their
+    key/value cache at the longest text plus `max_new_tokens`, with each row's draw over the vocabulary, takes no
+    more memory than `memory.Shape.decode_bytes` allows for `batch_tokens` (`memory.batch_budget` for auto), and
+    they are at most as many as its tokens. Their prefill runs in chunks of the budget (`_chunks`); a model whose
+    caches cannot join (sliding windows) prefills a batch at once, so its batch also keeps its prefill (the
+    beginning all texts share, once, then each text's own tokens padded to the longest) within the budget."""
     budget = batch_budget(model.hf, model.device, batch_tokens)
-    cached = Shape.of(model.hf).decode_tokens(budget)
+    shape = Shape.of(model.hf)
+    room = shape.decode_bytes(budget, model.device)
     encoded = [model.encode(call.texts) for call in calls]
     shared = shareable(model.hf, [e for texts in encoded for e in texts], max_new_tokens) if calls else 0
+    chunked = full_attention(model.hf)
     batch: list[int] = []
     texts = rows = longest = 0
     for i, call in enumerate(calls):
         length = max(len(e) for e in encoded[i])
         grown = (texts + len(call.texts), rows + call.rows, max(longest, length))
-        if batch and (shared + grown[0] * (grown[2] - shared) > budget
-                      or grown[1] * (grown[2] + max_new_tokens) > cached):
+        if batch and (grown[1] > budget or grown[1] * shape.decode_row_bytes(grown[2] + max_new_tokens) > room
+                      or not chunked and shared + grown[0] * (grown[2] - shared) > budget):
             yield batch
             batch, grown = [], (len(call.texts), call.rows, length)
         batch.append(i)
@@ -108,15 +112,26 @@ def call_batches(
         yield batch
 
 
+def full_attention(hf: PreTrainedModel) -> bool:
+    """Whether every block of the model attends over the whole sequence (no sliding window): its caches of
+    different prefills join, left-padded (`models.reserved.joined`)."""
+    config = getattr(hf.config, "text_config", hf.config)
+    types = getattr(config, "layer_types", None) or []
+    return all(kind == "full_attention" for kind in types) and getattr(config, "sliding_window", None) is None
+
+
 def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
-                 labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
+                 labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = (), *,
+                 batch_tokens: BatchTokens) -> Samples:
     """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
     probabilities (over the whole vocabulary when `labels` is None, as `forward` gives them) and block
     outputs read from the same prefill, which also keeps the outputs of blocks `keep` at every prompt token. All
-    calls run as one batch (`call_batches` splits a long list); a batch that runs out of memory runs again as two
-    halves, which draw the same answers (each call keeps its own random stream)."""
+    calls decode as one batch (`call_batches` splits a long list), prefilled in chunks of `batch_tokens`; a batch
+    that runs out of memory runs again as two halves, which draw the same answers (each call keeps its own random
+    stream)."""
     try:
-        return _sample_together(model, calls, max_new_tokens, labels, layers, keep)
+        budget = batch_budget(model.hf, model.device, batch_tokens)
+        return _sample_together(model, calls, max_new_tokens, labels, layers, keep, budget)
     except RuntimeError as err:
         if not is_out_of_memory(err):
             raise
@@ -126,16 +141,16 @@ def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int
     release_cached()
     warnings.warn(f"out of memory sampling {len(calls)} prompts together: going on in two halves", stacklevel=2)
     half = len(calls) // 2
-    first, second = (sample_calls(model, part, max_new_tokens, labels, layers, keep)
+    first, second = (sample_calls(model, part, max_new_tokens, labels, layers, keep, batch_tokens=batch_tokens)
                      for part in (calls[:half], calls[half:]))
     return first.followed_by(second)
 
 
 def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
-                     labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int]) -> Samples:
+                     labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int], budget: int) -> Samples:
     """`sample_calls` in one batch. The draws run on the model's device, each call's from a generator of that device
-    seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a
-    quarter of the batch has ended: then the ended rows leave it (a copy of the whole key/value cache)."""
+    seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a tenth
+    of the batch has ended: then the ended rows leave it (a copy of the live rows' key/value cache)."""
     hf, eos, device = model.hf, model.tokenizer.eos_token_id, model.device
     encoded = model.encode([text for call in calls for text in call.texts])
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
@@ -144,11 +159,12 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
     draw = _Draws(calls, call_of, device)
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
-        logits, cache, mask, read, states = _prefill(model, encoded, max_new_tokens, layers, keep)
-        probs, acts = readout(logits, labels, read) if labels is not None or layers else (None, None)
-        reserve(cache, max_new_tokens)
-        cache.batch_select_indices(text_of.to(device))  # each text's row once per answer
-        logits, mask = logits[text_of.to(device)], mask[text_of]
+        prefilled, row_of = _prefilled(model, encoded, max_new_tokens, layers, keep, budget)
+        cache, states = prefilled.cache, prefilled.states
+        asked = labels is not None or layers
+        probs, acts = readout(prefilled.logits, labels, prefilled.read) if asked else (None, None)
+        cache.batch_select_indices(row_of[text_of].to(device))  # each text's row once per answer
+        logits, mask = prefilled.logits[text_of.to(device)], prefilled.mask[row_of[text_of]]
         held = torch.arange(len(call_of))  # the answer rows in the batch, in order
         going = torch.ones(len(held), dtype=torch.bool)  # which of them are still being answered
         for step in range(max_new_tokens):
@@ -160,7 +176,7 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
                 break
             ids = torch.full((len(held),), model.tokenizer.pad_token_id, dtype=torch.long)
             ids[at] = drawn  # an ended row's next input, whose output is never read
-            if int(going.sum()) <= 3 * len(held) // 4:
+            if int(going.sum()) <= 9 * len(held) // 10:
                 kept = going.nonzero().squeeze(-1)
                 held, going, mask, ids = held[kept], going[kept], mask[kept], ids[kept]
                 cache.batch_select_indices(kept.to(device))
@@ -175,15 +191,59 @@ def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens:
     return Samples(list(tokens.split([call.rows for call in calls])), probs, acts, states or None)
 
 
+@dataclass
+class _Prefill:
+    """A prefill's last real position's float32 logits (on the model's device), key/value cache, attention mask
+    (whose sum is each text's length), last real position's outputs of the layers read and each text's outputs of
+    the blocks kept at all its tokens (on the CPU)."""
+
+    logits: torch.Tensor
+    cache: Cache
+    mask: torch.Tensor
+    read: list[torch.Tensor]
+    states: dict[int, list[torch.Tensor]]
+
+
+def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
+               budget: int) -> tuple[_Prefill, torch.Tensor]:
+    """`_prefill` of the texts in chunks of the budget (`_chunks`), their caches joined with room for `extra`
+    positions (`models.reserved.joined`) and their masks left-padded to match: the logits, block outputs and states
+    in the texts' order, the cache and mask in the chunks' order; and the row of each text in those."""
+    chunks = _chunks(model.hf, encoded, extra, budget)
+    parts = [_prefill(model, [encoded[t] for t in chunk], extra, layers, keep) for chunk in chunks]
+    row_of = torch.empty(len(encoded), dtype=torch.long)
+    row_of[[t for chunk in chunks for t in chunk]] = torch.arange(len(encoded))
+
+    def in_order(tensors: list[torch.Tensor]) -> torch.Tensor:
+        joined_ = torch.cat(tensors)
+        return joined_[row_of.to(joined_.device)]
+
+    width = max(part.mask.shape[1] for part in parts)
+    kept = {block: [state for part in parts for state in part.states[block]] for block in keep}
+    return _Prefill(
+        in_order([part.logits for part in parts]), joined([part.cache for part in parts], extra),
+        torch.cat([torch.nn.functional.pad(part.mask, (width - part.mask.shape[1], 0)) for part in parts]),
+        [in_order([part.read[i] for part in parts]) for i in range(len(layers))],
+        {block: [kept[block][row] for row in row_of.tolist()] for block in keep}), row_of
+
+
+def _chunks(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], extra: int, budget: int) -> list[list[int]]:
+    """The texts to prefill together: where the model's caches join (`full_attention`), runs of them longest first
+    whose prefill (the beginning they share, once, then their own tokens padded to the longest) fits the budget,
+    cut where they save padding (`batching.token_batches`); else all at once."""
+    if len(encoded) == 1 or not full_attention(hf):
+        return [list(range(len(encoded)))]
+    shared = shareable(hf, encoded, extra)
+    order = sorted(range(len(encoded)), key=lambda t: -len(encoded[t]))
+    return list(token_batches(order, [len(e) - shared for e in encoded], max(1, budget - shared)))
+
+
 def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int] = (),
-             keep: Sequence[int] = ()
-             ) -> tuple[torch.Tensor, Cache, torch.Tensor, list[torch.Tensor], dict[int, list[torch.Tensor]]]:
+             keep: Sequence[int] = ()) -> _Prefill:
     """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
     some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
     their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
-    own tokens left-padded after the beginning. Returns the last real position's float32 logits (on the model's
-    device), the key/value cache, the attention mask (whose sum is each text's length), the last real position's
-    outputs of `layers` and each text's outputs of blocks `keep` at all its tokens (on the CPU)."""
+    own tokens left-padded after the beginning."""
     hf = model.hf
     shared = shareable(hf, encoded, extra)
     rest = [e[shared:] for e in encoded]
@@ -209,7 +269,7 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     before = past.mask.bool().cpu()  # where each row's beginning and branch hold its tokens (a branch is left-padded)
     states = {block: [torch.cat([past.states[block][row].cpu()[before[row]], seen[block][row].cpu()[own[row].bool()]])
                       for row in range(len(encoded))] for block in keep}
-    return logits, out.past_key_values, mask, [read[layer] for layer in layers], states
+    return _Prefill(logits, out.past_key_values, mask, [read[layer] for layer in layers], states)
 
 
 class _Draws:
