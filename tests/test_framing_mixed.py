@@ -65,3 +65,36 @@ def test_a_singular_fit_gives_nan_estimates_not_a_failed_chapter(monkeypatch):
     fit = pronoun_model(synthetic(attributes=3))
     assert not fit.converged and list(fit.fixed["term"]) == ["he (intercept)", "she - he", "they - he"]
     assert fit.fixed["estimate"].isna().all() and len(fit.tukey) == 3
+
+
+# Relative shifts of the CI profile's three attributes (rounded to 3 digits), whose attributes' variance is at its
+# boundary: statsmodels' default optimisers stop on a singular matrix here, and gave an intercept of exactly 0 when
+# the probabilities behind them changed in their sixth digit.
+BOUNDARY = {
+    "he": [0.231, -0.496, -0.273, -0.053, -0.185, 0.42, 0.048, 0.101, -0.047, -0.081, 0.146, -0.566, -0.143, -0.036,
+           -0.126, -0.576, -0.341, -0.05, -0.643, 0.035, 0.087, -0.651, -0.315, 0.354],
+    "she": [0.059, 0.948, -0.18, -0.988, -0.995, 0.034, 1.597, -0.014, -0.99, -0.995, 0.069, 2.545, 0.74, -0.99,
+            -0.996, 0.922, 0.492, -0.372, 0.672, 0.684, -0.361, 1.99, 0.182, -0.42],
+    "they": [-0.22, -0.472, 0.296, 171.978, 180.578, -0.209, -0.487, -0.009, 195.982, 170.282, -0.27, -0.436,
+             -0.188, 161.654, 193.019, -0.439, -0.219, 0.915, -0.441, -0.21, 0.524, -0.463, 0.165, 0.678],
+}
+UNITS = [unit for unit, n in [("sideburns", 5), ("delicate wrists", 5), ("a sprained ankle", 5), ("sideburns", 3),
+                              ("delicate wrists", 3), ("a sprained ankle", 3)] for _ in range(n)]
+
+
+def test_a_fit_at_the_boundary_gives_the_least_squares_effects_whatever_the_noise():
+    import statsmodels.formula.api as smf
+
+    long = pd.DataFrame([{"unit": u, "pronoun": p, "shift": v} for p, values in BOUNDARY.items()
+                         for u, v in zip(UNITS, values)])
+    with pytest.raises(np.linalg.LinAlgError):  # the default optimisers alone
+        smf.mixedlm("shift ~ C(pronoun, Treatment('he'))", long, groups=long["unit"]).fit(reml=True)
+    levels = pd.DataFrame({"attribute": UNITS, "task": range(24), **BOUNDARY})
+    means = {p: np.mean(v) for p, v in BOUNDARY.items()}
+    for noise in (0.0, 1e-7):  # probabilities differing in their sixth digit: the same fit
+        fit = pronoun_model(levels.assign(they=levels["they"] * (1 + noise)))
+        fixed = fit.fixed.set_index("term")["estimate"]
+        assert fixed["he (intercept)"] == pytest.approx(means["he"], abs=1e-3)
+        assert fixed["she - he"] == pytest.approx(means["she"] - means["he"], abs=1e-3)
+        assert fixed["they - he"] == pytest.approx(means["they"] - means["he"], abs=1e-2)
+        assert not fit.converged  # on the boundary: reported as such

@@ -11,6 +11,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
+from statsmodels.regression.mixed_linear_model import MixedLM, MixedLMResults
 from statsmodels.stats.multicomp import pairwise_tukeyhsd
 from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
@@ -58,17 +59,33 @@ def _fixed_effects(data: pd.DataFrame, alpha: float) -> tuple[pd.DataFrame, bool
     are singular (few attributes, shifts that do not vary) gives NaN rows and False, not a failed chapter."""
     names = {"Intercept": f"{REFERENCE} (intercept)", **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]":
                                                          f"{f} - {REFERENCE}" for f in FAMILIES if f != REFERENCE}}
-    formula = f"shift ~ C(pronoun, Treatment('{REFERENCE}'))"
+    try:
+        fit, converged = _reml(smf.mixedlm(f"shift ~ C(pronoun, Treatment('{REFERENCE}'))", data, groups=data["unit"]))
+    except np.linalg.LinAlgError:
+        columns = ["estimate", "se", "p", "lo", "hi"]
+        return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
+                            columns=columns).reset_index(), False
+    terms, bounds = fit.fe_params.index, fit.conf_int(alpha)
+    fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
+                          "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
+    return fixed.rename(index=names).rename_axis("term").reset_index(), converged
+
+
+def _reml(model: MixedLM) -> tuple[MixedLMResults, bool]:
+    """The REML fit by statsmodels' gradient optimisers and whether it converged cleanly; where they stop on a
+    singular matrix or warn, again by Powell's derivative-free search. With the attributes' variance at its
+    boundary (0) the gradient steps go astray with float noise: a singular matrix, or an intercept of exactly 0,
+    for probabilities that differ in their sixth digit; Powell's search finds the boundary fit (the fixed effects
+    then least squares') either way. A fit that warned is reported as not converged."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         try:
-            fit = smf.mixedlm(formula, data, groups=data["unit"]).fit(reml=True)
-            terms, bounds = fit.fe_params.index, fit.conf_int(alpha)
-            fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
-                                  "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
+            fit = model.fit(reml=True)
+            if fit.converged and not any(issubclass(w.category, ConvergenceWarning) for w in caught):
+                return fit, True
         except np.linalg.LinAlgError:
-            columns = ["estimate", "se", "p", "lo", "hi"]
-            return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
-                                columns=columns).reset_index(), False
-    converged = bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return fixed.rename(index=names).rename_axis("term").reset_index(), converged
+            pass
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        fit = model.fit(reml=True, method="powell")
+    return fit, bool(fit.converged) and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
