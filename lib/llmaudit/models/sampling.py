@@ -207,11 +207,14 @@ class _Prefill:
 
 def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
                budget: int) -> tuple[_Prefill, torch.Tensor]:
-    """`_prefill` of the texts in chunks of the budget (`_chunks`), their caches joined with room for `extra`
-    positions (`models.reserved.joined`) and their masks left-padded to match: the logits, block outputs and states
-    in the texts' order, the cache and mask in the chunks' order; and the row of each text in those."""
-    chunks = _chunks(model.hf, encoded, extra, budget)
-    parts = [_prefill(model, [encoded[t] for t in chunk], extra, layers, keep) for chunk in chunks]
+    """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once,
+    their caches joined with room for `extra` positions (`models.reserved.joined`) and their masks left-padded to
+    match: the logits, block outputs and states in the texts' order, the cache and mask in the chunks' order; and the
+    row of each text in those."""
+    shared = shareable(model.hf, encoded, extra)
+    beginning = Past.beginning(model, encoded[0][:shared], keep)
+    chunks = _chunks(model.hf, encoded, shared, budget)
+    parts = [_prefill(model, [encoded[t] for t in chunk], extra, layers, beginning) for chunk in chunks]
     row_of = torch.empty(len(encoded), dtype=torch.long)
     row_of[[t for chunk in chunks for t in chunk]] = torch.arange(len(encoded))
 
@@ -228,30 +231,28 @@ def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequ
         {block: [kept[block][row] for row in row_of.tolist()] for block in keep}), row_of
 
 
-def _chunks(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], extra: int, budget: int) -> list[list[int]]:
-    """The texts to prefill together: where the model's caches join (`full_attention`), runs of them longest first
-    whose prefill (the beginning they share, once, then their own tokens padded to the longest) fits the budget,
-    cut where they save padding (`batching.token_batches`); else all at once."""
+def _chunks(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], shared: int, budget: int) -> list[list[int]]:
+    """The texts to prefill together after the `shared` tokens they all begin with: where the model's caches join
+    (`full_attention`), runs of them longest first whose own tokens padded to the longest fit the budget's room
+    beside those, cut where they save padding (`batching.token_batches`); else all at once."""
     if len(encoded) == 1 or not full_attention(hf):
         return [list(range(len(encoded)))]
-    shared = shareable(hf, encoded, extra)
     order = sorted(range(len(encoded)), key=lambda t: -len(encoded[t]))
     return list(token_batches(order, [len(e) - shared for e in encoded], max(1, budget - shared)))
 
 
-def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int] = (),
-             keep: Sequence[int] = ()) -> _Prefill:
-    """Every text once, each shared beginning once (`models.prefix`): the beginning all texts share, then, where
-    some texts share more and the model's window covers the padded texts and the `extra` tokens to be generated,
-    their branches left-padded after it and each text's own tokens right-padded after its branch; else the texts'
-    own tokens left-padded after the beginning."""
-    hf = model.hf
-    shared = shareable(hf, encoded, extra)
+def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], beginning: Past) -> _Prefill:
+    """Every text once, each shared beginning once (`models.prefix`): after `beginning` (the tokens all the batch's
+    texts begin with, already run, keeping the outputs of the blocks kept), where some texts share more and the
+    model's window covers the padded texts and the `extra` tokens to be generated, their branches left-padded and
+    each text's own tokens right-padded after its branch; else the texts' own tokens left-padded."""
+    hf, keep = model.hf, list(beginning.states)
+    shared = beginning.mask.shape[1]
     rest = [e[shared:] for e in encoded]
     # a branch is left-padded inside the sequence, which at most doubles its length
     found = branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
     branch_of = {i: b for b in found for i in b.members}
-    past = Past.beginning(model, encoded[0][:shared], keep)
+    past = beginning
     if found:
         past = past.branched(model, [branch_of.get(i) for i in range(len(rest))], rest)
         rest = [r[branch_of[i].length:] if i in branch_of else r for i, r in enumerate(rest)]
