@@ -1,5 +1,5 @@
 """Where the batched sampler's tokens differ from `generate`'s on a device, is it the draw or rounding? Two checks:
-the draw (`sampling.draw_one`, the device's own generator) against `torch.multinomial` on the same probabilities and
+the draw (`race.draw_one`, the device's own generator) against `torch.multinomial` on the same probabilities and
 stream; and the sampler against one `generate` call per prompt on the first two framing calls of the paper-size
 profile, per stand-in shape and dtype, with the step at which each answer first differs (50: never).
 Run on a GPU as benchmarks/gpu_check.py is (its header says what to carry); measured runs are under
@@ -21,7 +21,8 @@ import gpu_check  # noqa: E402 - the check's stand-in and workloads
 from llmaudit.config import load_params  # noqa: E402
 from llmaudit.models.memory import AUTO  # noqa: E402
 from llmaudit.models.plain_sampling import generated  # noqa: E402
-from llmaudit.models.sampling import draw_one, sample_calls  # noqa: E402
+from llmaudit.models.race import draw_one  # noqa: E402
+from llmaudit.models.sampling import sample_calls  # noqa: E402
 
 
 def draw_agreement(device: str, vocab: int = 49152) -> float:

@@ -130,16 +130,16 @@ def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
 
 
 def test_call_batches_keep_order_and_bound_the_decoding_memory(tiny_model, monkeypatch) -> None:
-    """A batch's answers (key/value cache and draws) fit the memory a pass of the budget takes, host floor aside, at
-    most one row per budget token; a full-attention model's batch may hold more texts than one prefill of the budget
-    holds (its prefill runs in chunks of it)."""
-    monkeypatch.setattr(memory, "HOST_DECODE_BYTES", 0)
+    """A batch's answers (key/value cache and draws) fit the memory the sampler may hold on a CPU (here ten answers'
+    worth), at most one row per budget token; a full-attention model's batch may hold more texts than one prefill of
+    the budget holds (its prefill runs in chunks of it)."""
     calls, budget = calls_of(tiny_model) * 3, 48
     encoded = [tiny_model.encode(c.texts) for c in calls]
     shared = shareable(tiny_model.hf, [e for texts in encoded for e in texts], NEW)
     assert shared > 0  # the chat template's beginning
     longest = [max(len(e) for e in texts) for texts in encoded]
     shape = Shape.of(tiny_model.hf)
+    monkeypatch.setattr(memory, "HOST_DECODE_BYTES", 10 * shape.decode_row_bytes(max(longest) + NEW))
     batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
     assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
     for batch in batches:
@@ -196,7 +196,7 @@ def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(m
 
 
 def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> None:
-    from llmaudit.models.sampling import draw_one
+    from llmaudit.models.race import draw_one
 
     for seed in range(20):
         probs = torch.softmax(3 * torch.randn(7, 500, generator=torch.Generator().manual_seed(seed + 100)), -1)
@@ -205,6 +205,33 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
         ours, theirs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         for _ in range(3):  # the streams stay in step over several draws
             assert torch.equal(draw_one(probs, ours), torch.multinomial(probs, 1, generator=theirs).squeeze(1))
+
+
+def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_included() -> None:
+    """Calls of 3, 2 and 4 rows whose live rows change from step to step: each live row's token is multinomial's over
+    the call's whole table (an ended row a dummy distribution), drawn from the call's own stream."""
+    from llmaudit.models.sampling import _Draws
+
+    sizes = (3, 2, 4)
+    calls = [SampleCall(("a",) * size, 1, seed=10 + i) for i, size in enumerate(sizes)]
+    call_of = torch.tensor([c for c, size in enumerate(sizes) for _ in range(size)])
+    draw = _Draws(calls, call_of, "cpu")
+    theirs = [torch.Generator().manual_seed(call.seed) for call in calls]
+    first = [0, 3, 5, 9]
+    for step, live in enumerate([range(9), [0, 2, 3, 4, 5, 7], [1, 5, 6, 8], [2, 8]]):
+        rows = torch.tensor(list(live))
+        logits = 4 * torch.randn(len(rows), 300, generator=torch.Generator().manual_seed(step))
+        got = draw(logits, rows)
+        probs = torch.softmax(logits, -1)
+        for c in range(len(sizes)):
+            mine = (call_of[rows] == c).nonzero().squeeze(-1)
+            if not len(mine):
+                continue  # a call without live rows does not draw
+            whole = torch.zeros(sizes[c], 300)
+            whole[:, 0] = 1.0
+            whole[rows[mine] - first[c]] = probs[mine]
+            want = torch.multinomial(whole, 1, generator=theirs[c]).squeeze(1)[rows[mine] - first[c]]
+            assert torch.equal(got[mine], want)
 
 
 def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:

@@ -96,8 +96,9 @@ class Shape:
 
     def decode_row_bytes(self, length: int) -> int:
         """Device memory one answer row of a sampler's decoding steps holds at `length` tokens: its keys and values
-        in every block, and its next-token logits, probabilities and draw over the vocabulary (float32)."""
-        return length * 2 * self.blocks * self.keys * self.item + 3 * self.vocab * 4
+        in every block, and per vocabulary entry its next-token logit and probability (float32) and its draw (on a
+        GPU a float32 exponential; on a CPU an int64 uniform, its float32 bound and a flag: `models.race`)."""
+        return length * 2 * self.blocks * self.keys * self.item + self.vocab * (4 + 4 + 8 + 4 + 1)
 
     def decode_bytes(self, batch_tokens: int, device: str | torch.device) -> int:
         """The memory a sampler's decoding steps may hold: what a pass of `batch_tokens` tokens plans for (each step's

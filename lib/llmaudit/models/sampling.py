@@ -19,7 +19,7 @@ probabilities and block outputs too, so a chapter that scores and samples the sa
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
@@ -35,6 +35,7 @@ from llmaudit.models.layers import at_rows, every_position, reading
 from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
+from llmaudit.models.race import cpu_winners, draw_one, uniforms
 from llmaudit.models.required import required
 from llmaudit.models.reserved import joined
 
@@ -276,9 +277,10 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
 
 class _Draws:
     """The batch's draws, step by step: every call with a live answer row draws once over all its rows from its own
-    generator (ended rows given a dummy distribution), as `generate` draws over a batch with finished rows. On a CPU
-    the calls' draws run on as many threads as torch's (each call's stream is its own, so the tokens are the same):
-    a draw is one random number per vocabulary entry, from a generator that runs on one thread."""
+    generator, as `generate` draws over a batch with finished rows (an ended row's numbers are drawn and unused). On
+    a CPU the calls' uniform integers are drawn on as many threads as torch's (each call's stream is its own, so the
+    tokens are the same) and the race is run on them at once (`race.cpu_winners`); on another device each call draws
+    `race.draw_one`, an ended row from a dummy distribution whose draw is discarded."""
 
     def __init__(self, calls: Sequence[SampleCall], call_of: torch.Tensor, device: torch.device | str) -> None:
         self.call_of = call_of
@@ -286,7 +288,9 @@ class _Draws:
         self.generators = [torch.Generator(device=device).manual_seed(call.seed) for call in calls]
         self.temperature = torch.tensor([call.temperature for call in calls], device=device)
         self.cold = bool((self.temperature == 1).all())  # a temperature of 1 divides nothing
-        self.threads = torch.get_num_threads() if torch.device(device).type == "cpu" else 1
+        self.on_cpu = torch.device(device).type == "cpu"
+        self.threads = torch.get_num_threads() if self.on_cpu else 1
+        self.integers: torch.Tensor | None = None  # the CPU draws' buffer, kept from step to step
 
     def __call__(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """A token for each of the answer rows `rows` (ascending), whose next-token logits `logits` holds in order.
@@ -294,29 +298,8 @@ class _Draws:
         calls = self.call_of[rows]
         scaled = logits if self.cold else logits / self.temperature[calls.to(logits.device)][:, None]
         probs = torch.softmax(scaled, dim=-1)
-        drawn = torch.empty(len(rows), dtype=torch.long, device=logits.device)
         ids, counts = (t.tolist() for t in calls.unique_consecutive(return_counts=True))
-        starts = [0, *accumulate(counts)]
-
-        def share(part: int) -> None:  # every `threads`-th call from the part-th (inference mode is per thread)
-            with torch.inference_mode():
-                for c, start, n in zip(ids[part:: self.threads], starts[part:: self.threads],
-                                       counts[part:: self.threads]):
-                    size, own = int(self.first[c + 1] - self.first[c]), rows[start: start + n] - self.first[c]
-                    if n == size:  # every row of the call live: its probabilities as they are
-                        drawn[start: start + n] = draw_one(probs[start: start + n], self.generators[c])
-                    else:  # ended rows draw from a dummy distribution, whose draw is discarded
-                        whole = torch.zeros(size, probs.shape[-1], device=probs.device)
-                        whole[:, 0] = 1.0
-                        whole[own.to(probs.device)] = probs[start: start + n]
-                        drawn[start: start + n] = draw_one(whole, self.generators[c])[own.to(probs.device)]
-
-        parts = min(self.threads, len(ids))
-        if parts > 1:
-            with ThreadPoolExecutor(parts) as pool:
-                list(pool.map(share, range(parts)))
-        else:
-            share(0)
+        drawn = (self._on_cpu if self.on_cpu else self._on_device)(probs, rows, ids, counts)
         # a row with NaN (or an infinite logit, which softmax turns into NaN) draws a NaN entry: argmax takes NaN as
         # the largest value. multinomial refused such rows; checking the drawn entries costs one value a row.
         if not bool(torch.isfinite(probs[torch.arange(len(rows), device=probs.device), drawn]).all()):
@@ -324,11 +307,63 @@ class _Draws:
                              "load it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
         return drawn
 
+    def _on_cpu(self, probs: torch.Tensor, rows: torch.Tensor, ids: list[int], counts: list[int]) -> torch.Tensor:
+        """Each drawing call's integers for all its rows in order, from its generator (a live row's into its row of
+        the batch's buffer, an ended row's into a scratch row), then the race of the live rows."""
+        vocab = probs.shape[-1]
+        if self.integers is None or len(self.integers) < len(rows):
+            self.integers = torch.empty(len(rows), vocab, dtype=torch.int64)
+        integers = self.integers[: len(rows)]
+        starts = [0, *accumulate(counts)]
+        own = (rows - self.first[self.call_of[rows]]).tolist()  # each live row's index among its call's rows
 
-def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of `probs`, the one `torch.multinomial(probs, 1, generator=generator)` draws: PyTorch draws a
-    single sample as the argmax of the probabilities over as many Exp(1) draws from the generator (the exponential
-    race, "Gumbel-max"), which this runs without multinomial's checks of its input, three quarters of its time on a
-    CPU (tests/test_sampling.py checks the two agree; `_Draws` checks the drawn probabilities are finite)."""
-    race = torch.empty_like(probs).exponential_(1, generator=generator)
-    return torch.div(probs, race, out=race).argmax(-1)
+        def fill(part: int) -> None:  # every `threads`-th call from the part-th
+            scratch = torch.empty(1, vocab, dtype=torch.int64)
+            for c, start, n in zip(ids[part:: self.threads], starts[part:: self.threads], counts[part:: self.threads]):
+                generator, at, row = self.generators[c], start, 0  # where the call's next live row goes; its next row
+                for first, run in _runs(own[start: start + n]):
+                    for _ in range(row, first):  # ended rows before this run of live ones
+                        uniforms(scratch.shape, generator, scratch)
+                    uniforms((run, vocab), generator, integers[at: at + run])
+                    at, row = at + run, first + run
+                for _ in range(row, int(self.first[c + 1] - self.first[c])):
+                    uniforms(scratch.shape, generator, scratch)
+
+        _on_threads(fill, min(self.threads, len(ids)))
+        return cpu_winners(probs, integers)
+
+    def _on_device(self, probs: torch.Tensor, rows: torch.Tensor, ids: list[int], counts: list[int]) -> torch.Tensor:
+        """Each drawing call's `draw_one` over its rows, the ended ones from a dummy distribution."""
+        drawn = torch.empty(len(rows), dtype=torch.long, device=probs.device)
+        for c, start, n in zip(ids, accumulate([0, *counts]), counts):
+            size, own = int(self.first[c + 1] - self.first[c]), rows[start: start + n] - self.first[c]
+            if n == size:  # every row of the call live: its probabilities as they are
+                drawn[start: start + n] = draw_one(probs[start: start + n], self.generators[c])
+            else:
+                whole = torch.zeros(size, probs.shape[-1], device=probs.device)
+                whole[:, 0] = 1.0
+                whole[own.to(probs.device)] = probs[start: start + n]
+                drawn[start: start + n] = draw_one(whole, self.generators[c])[own.to(probs.device)]
+        return drawn
+
+
+def _runs(rows: list[int]) -> Iterator[tuple[int, int]]:
+    """The runs of consecutive numbers in ascending `rows`: (first, length) each."""
+    first = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i] != rows[i - 1] + 1:
+            yield rows[first], i - first
+            first = i
+
+
+def _on_threads(work: Callable[[int], None], parts: int) -> None:
+    """`work(part)` for each part on a thread of its own (in inference mode, which is per thread), or at once."""
+    def run(part: int) -> None:
+        with torch.inference_mode():
+            work(part)
+
+    if parts > 1:
+        with ThreadPoolExecutor(parts) as pool:
+            list(pool.map(run, range(parts)))
+    else:
+        run(0)
