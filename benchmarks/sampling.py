@@ -46,8 +46,10 @@ def main(n: int) -> None:
     reference = [generate(model, call, sizes.max_new_tokens) for call in calls]
     per_prompt = time.perf_counter() - started
     started = time.perf_counter()
-    batched = [tokens for batch in call_batches(model.handle, calls, sizes.max_new_tokens, params.batch_tokens)
-               for tokens in model.sample([calls[i] for i in batch], sizes.max_new_tokens).tokens]
+    batched: list[torch.Tensor] = [torch.empty(0)] * len(calls)
+    for batch in call_batches(model.handle, calls, sizes.max_new_tokens, params.batch_tokens):
+        for i, tokens in zip(batch, model.sample([calls[i] for i in batch], sizes.max_new_tokens).tokens):
+            batched[i] = tokens
     together = time.perf_counter() - started
     same = sum(torch.equal(a, b) for a, b in zip(batched, reference))
     print(f"{len(calls)} framing cells, {answers} answers of up to {sizes.max_new_tokens} tokens, "

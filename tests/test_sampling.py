@@ -129,10 +129,11 @@ def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
     assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
 
 
-def test_call_batches_keep_order_and_bound_the_decoding_memory(tiny_model, monkeypatch) -> None:
-    """A batch's answers (key/value cache and draws) fit the memory the sampler may hold on a CPU (here ten answers'
-    worth), at most one row per budget token; a full-attention model's batch may hold more texts than one prefill of
-    the budget holds (its prefill runs in chunks of it)."""
+def test_call_batches_group_texts_alike_in_length_and_bound_the_decoding_memory(tiny_model, monkeypatch) -> None:
+    """Every call once, longest text first (ties in order); a batch's answers (key/value cache and draws) fit the
+    memory the sampler may hold on a CPU (here ten answers' worth), at most one row per budget token; a
+    full-attention model's batch may hold more texts than one prefill of the budget holds (its prefill runs in chunks
+    of it)."""
     calls, budget = calls_of(tiny_model) * 3, 48
     encoded = [tiny_model.encode(c.texts) for c in calls]
     shared = shareable(tiny_model.hf, [e for texts in encoded for e in texts], NEW)
@@ -141,7 +142,9 @@ def test_call_batches_keep_order_and_bound_the_decoding_memory(tiny_model, monke
     shape = Shape.of(tiny_model.hf)
     monkeypatch.setattr(memory, "HOST_DECODE_BYTES", 10 * shape.decode_row_bytes(max(longest) + NEW))
     batches = list(call_batches(tiny_model.handle, calls, NEW, budget))
-    assert [i for batch in batches for i in batch] == list(range(len(calls))) and len(batches) > 1
+    planned = [i for batch in batches for i in batch]
+    assert planned == sorted(range(len(calls)), key=lambda i: -longest[i]) and len(batches) > 1
+    assert len({longest[i] for i in planned}) > 1 and planned != list(range(len(calls)))  # the order is a choice
     for batch in batches:
         rows = sum(calls[i].rows for i in batch)
         width = max(longest[i] for i in batch)

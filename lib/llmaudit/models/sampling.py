@@ -87,7 +87,9 @@ class SampleCall:
 def call_batches(
     model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
 ) -> Iterator[list[int]]:
-    """Consecutive runs of call indices (a call larger than the budget alone) whose answers decode together: their
+    """Runs of call indices (a call larger than the budget alone) whose answers decode together, the calls taken
+    longest text first (ties in their order), so that a batch's texts are alike in length: every answer's attention
+    reads the batch's longest text, padding included, so short and long texts apart read less. A batch's
     key/value cache at the longest text plus `max_new_tokens`, with each row's draw over the vocabulary, takes no
     more memory than `memory.Shape.decode_bytes` allows for `batch_tokens` (`memory.batch_budget` for auto), and
     they are at most as many as its tokens. Their prefill runs in chunks of the budget (`_chunks`); a model whose
@@ -99,10 +101,11 @@ def call_batches(
     encoded = [model.encode(call.texts) for call in calls]
     shared = shareable(model.hf, [e for texts in encoded for e in texts], max_new_tokens) if calls else 0
     chunked = full_attention(model.hf)
+    lengths = [max(len(e) for e in texts) for texts in encoded]
     batch: list[int] = []
     texts = rows = longest = 0
-    for i, call in enumerate(calls):
-        length = max(len(e) for e in encoded[i])
+    for i in sorted(range(len(calls)), key=lambda i: -lengths[i]):
+        call, length = calls[i], lengths[i]
         grown = (texts + len(call.texts), rows + call.rows, max(longest, length))
         if batch and (grown[1] > budget or grown[1] * shape.decode_row_bytes(grown[2] + max_new_tokens) > room
                       or not chunked and shared + grown[0] * (grown[2] - shared) > budget):

@@ -124,9 +124,7 @@ def chat_pass(
     completion = [p.kind == "completion" for p in prompts]  # a completion prompt is one text, its own only version
     calls = [SampleCall(tuple(texts(model, versions_, "chat")), 1 if p.kind == "choice" else samples, seed + i)
              for i, (p, versions_) in enumerate(zip(prompts, shown))]
-    answers: list[torch.Tensor] = []
-    read: dict[str, list[torch.Tensor]] = {"probs": [], "acts": []}
-    kept: list[torch.Tensor] = []
+    share: list[dict[str, torch.Tensor]] = [{} for _ in calls]  # each call's part of its batch's results
     cache = model.runtime.cache
     for batch in tqdm(list(call_batches(model.handle, calls, max_new_tokens, model.runtime.batch_tokens)),
                       desc="framing chat pass", leave=False):
@@ -136,16 +134,21 @@ def chat_pass(
                "labels": space, "layers": layers, "keep": layers}  # a batch cached without its states runs again
         found = cached_tensors(cache, key, partial(_sample_batch, model, chosen, [completion[i] for i in batch],
                                                    max_new_tokens, space, vector))
-        answers += found["tokens"].split([call.rows for call in chosen])
-        for name in read.keys() & found.keys():
-            read[name].append(found[name])
+        per_text = [len(call.texts) for call in chosen]
+        for name, sizes in {"tokens": [call.rows for call in chosen], "probs": per_text, "acts": per_text}.items():
+            for i, part in zip(batch, found[name].split(sizes) if name in found else ()):
+                share[i][name] = part
         if "states" in found:
-            kept += found["states"].split(found["lengths"].tolist())
+            for i, part in zip([i for i in batch if completion[i]], found["states"].split(found["lengths"].tolist())):
+                share[i]["states"] = part
     if vector is not None and any(completion):  # (no states to keep without a completion prompt)
         free = [p for p, done in zip(prompts, completion) if done]
+        kept = [part["states"] for part, done in zip(share, completion) if done]
         store_states(cache, model.identity, texts(model, free, "chat"), LowerStates(vector.layer, kept))
-    scored = _scored([v for versions_ in shown for v in versions_], positions, torch.cat(read["probs"]),
-                     torch.cat(read["acts"]) if layers else None, vector)
+    scored = _scored([v for versions_ in shown for v in versions_], positions,
+                     torch.cat([part["probs"] for part in share]),
+                     torch.cat([part["acts"] for part in share]) if layers else None, vector)
+    answers = [part["tokens"] for part in share]
     rows = []
     for prompt, versions_, call, tokens in zip(prompts, shown, calls, answers):
         repeat = len(tokens) // len(versions_)

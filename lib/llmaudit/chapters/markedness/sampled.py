@@ -63,6 +63,7 @@ def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: in
     own (under the model's runtime: its token budget and cache)."""
     calls = [SampleCall((text,), 1, run.seed * _STREAMS + i, run.temperature) for i, text in enumerate(texts)]
     parts: dict[str, list[torch.Tensor]] = {}
+    order: list[int] = []  # the texts in the batches' order (`call_batches` groups texts alike in length)
     for batch in tqdm(list(call_batches(model.handle, calls, new, model.runtime.batch_tokens)), desc=desc, leave=False):
         chosen = [calls[i] for i in batch]
         key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": new,
@@ -70,7 +71,10 @@ def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: in
         found = cached_tensors(model.runtime.cache, key, partial(_batch, model, chosen, new, labels, layers))
         for name, tensor in found.items():
             parts.setdefault(name, []).append(tensor)
-    read = {name: torch.cat(tensors) for name, tensors in parts.items()}
+        order += batch
+    back = torch.empty(len(order), dtype=torch.long)
+    back[order] = torch.arange(len(order))  # each text's row among the batches' rows
+    read = {name: torch.cat(tensors)[back] for name, tensors in parts.items()}
     answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
                for row in read["tokens"]]
     return answers, read
