@@ -205,20 +205,40 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
         probs = torch.softmax(3 * torch.randn(7, 500, generator=torch.Generator().manual_seed(seed + 100)), -1)
         probs[3] = 0.0
         probs[3, 11] = 1.0  # an ended row's dummy distribution
+        probs[5] = 1 / 500  # a flat row: every entry a candidate on the CPU's path
+        probs[6, :250] = 0.0  # entries that cannot win
         ours, theirs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         for _ in range(3):  # the streams stay in step over several draws
             assert torch.equal(draw_one(probs, ours), torch.multinomial(probs, 1, generator=theirs).squeeze(1))
 
 
-def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_included() -> None:
+def test_the_cpu_race_works_out_few_exponentials_whether_the_rows_are_flat_or_peaked(monkeypatch) -> None:
+    """The exponential of an entry is worked out only where its bound reaches the floor: about one entry a row
+    besides the floor's own, even for a random-weight model's nearly flat rows (a weak floor made it most of them)."""
+    from llmaudit.models import race
+
+    worked: list[int] = []
+    exponential = race._exponential
+    monkeypatch.setattr(race, "_exponential", lambda integers: worked.append(integers.numel()) or exponential(integers))
+    for scale in (0.01, 1.0, 10.0):
+        probs = torch.softmax(scale * torch.randn(16, 4096, generator=torch.Generator().manual_seed(3)), -1)
+        worked.clear()
+        race.cpu_winners(probs, race.uniforms(probs.shape, torch.Generator().manual_seed(4)))
+        assert sum(worked) <= 16 * 4
+
+
+@pytest.mark.parametrize("cpu_path", [True, False], ids=["cpu", "device"])
+def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_included(cpu_path) -> None:
     """Calls of 3, 2 and 4 rows whose live rows change from step to step: each live row's token is multinomial's over
-    the call's whole table (an ended row a dummy distribution), drawn from the call's own stream."""
+    the call's whole table (an ended row a dummy distribution), drawn from the call's own stream, on the CPU's path
+    (an ended row's integers drawn and unused) and a GPU's (run here on the CPU)."""
     from llmaudit.models.sampling import _Draws
 
     sizes = (3, 2, 4)
     calls = [SampleCall(("a",) * size, 1, seed=10 + i) for i, size in enumerate(sizes)]
     call_of = torch.tensor([c for c, size in enumerate(sizes) for _ in range(size)])
     draw = _Draws(calls, call_of, "cpu")
+    draw.on_cpu = cpu_path
     theirs = [torch.Generator().manual_seed(call.seed) for call in calls]
     first = [0, 3, 5, 9]
     for step, live in enumerate([range(9), [0, 2, 3, 4, 5, 7], [1, 5, 6, 8], [2, 8]]):

@@ -41,13 +41,14 @@ def _exponential(integers: torch.Tensor) -> torch.Tensor:
 def cpu_winners(probs: torch.Tensor, integers: torch.Tensor) -> torch.Tensor:
     """Each row's argmax of probs / Exp(1) (the first, where several tie), the exponentials those of `integers`
     (`uniforms`, one per entry). An exponential is at least its uniform, so probs / uniform bounds each entry's ratio
-    from above: only entries whose bound reaches the exact ratio of the row's most probable entry have their
-    exponential worked out, typically a few dozen of the vocabulary."""
+    from above: the exact ratio of the entry with the highest bound is a floor, and only entries whose bound reaches
+    it have their exponential worked out, typically a handful of the vocabulary, peaked or flat."""
     rows = torch.arange(len(probs))
-    top = probs.max(-1).indices  # NaN counts as the largest: such a row draws it, as multinomial's race would
+    bound = torch.div(probs, integers.float(), out=torch.empty_like(probs))  # over 2^53 (a zero integer: infinite)
+    top = bound.max(-1).indices  # NaN counts as the largest: a NaN row draws its NaN entry, as multinomial's race
     best = probs[rows, top] / _exponential(integers[rows, top])
-    scale = (best * ((1 - _MARGIN) / UNIFORM_RANGE)).clamp(max=torch.finfo(torch.float32).max)
-    candidate = probs >= integers.float().mul_(scale[:, None])  # the bound reaches the best ratio, below margin
+    floor = (best * ((1 - _MARGIN) / UNIFORM_RANGE)).clamp(max=torch.finfo(torch.float32).max)
+    candidate = bound >= floor[:, None]
     candidate[rows, top] = True
     row, column = candidate.nonzero(as_tuple=True)
     ratio = probs[row, column] / _exponential(integers[row, column])
