@@ -98,10 +98,11 @@ def test_other_errors_are_not_remote_failures() -> None:
 
 
 def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module(tmp_path) -> None:
-    """A remote trace carries the model object (`models.runtime.AuditModel`) and the audit's functions, and
-    `remote.connect` registers llmaudit so that they travel by value: the server has no llmaudit to import. Anything
+    """A remote trace carries the tracer (`models.traced.Tracer`, whose method holds the trace) and the audit's
+    functions, and `remote.connect` registers llmaudit so that they travel by value: the server has no llmaudit to
+    import. Anything
     pickled by name instead stops every remote request there (a `functools.cache` wrapper in models.flex did), so the
-    runtime module, with all it reaches, must unpickle in a process that cannot import llmaudit (a separate one:
+    traced module, with all it reaches, must unpickle in a process that cannot import llmaudit (a separate one:
     unpickling by value in this process would overwrite llmaudit's own classes)."""
     import subprocess
     import sys
@@ -110,10 +111,10 @@ def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module(tmp_path) 
     from nnsight.intervention.serialization import dumps
 
     import llmaudit
-    from llmaudit.models import runtime
+    from llmaudit.models import traced
 
     nnsight.register(llmaudit)
-    (tmp_path / "payload").write_bytes(dumps(runtime))
+    (tmp_path / "payload").write_bytes(dumps(traced))
     server = f"""
 import sys
 class NoAudit:

@@ -10,6 +10,7 @@ from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import batching, load_model
 from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.spec import ModelSpec
+from llmaudit.models.traced import Tracer
 
 # Very different lengths (1 to ~40 tokens) so length-sorted batches need left padding.
 PROMPTS = [
@@ -51,13 +52,13 @@ def test_batched_equals_one_by_one(tiny_model, monkeypatch) -> None:
     assert max(lengths) > 3 * min(lengths)
 
     batches: list[list[int]] = []
-    original = model._forward_batch
+    original = Tracer.batch
 
-    def spy(ids, mask, *args, **kwargs):
+    def spy(tracer, ids, mask, *args, **kwargs):
         batches.append(mask.sum(1).tolist())
-        return original(ids, mask, *args, **kwargs)
+        return original(tracer, ids, mask, *args, **kwargs)
 
-    monkeypatch.setattr(model, "_forward_batch", spy)
+    monkeypatch.setattr(Tracer, "batch", spy)
     out = model.forward(texts, labels, layers, batch_tokens=max(lengths) + 3, traced=True)
     monkeypatch.undo()
 

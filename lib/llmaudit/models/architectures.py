@@ -1,9 +1,9 @@
 """Where a causal LM keeps the parts the audit reaches into (decoder blocks, final norm, embedding, rotary
-embedding, unembedding), and which engines run it. The parts are found through transformers' own accessors
+embedding, unembedding). The parts are found through transformers' own accessors
 (`get_decoder()`, `get_input_embeddings()`, `get_output_embeddings()`) and the decoder's children, as attribute
 paths that hold for the transformers module and for its nnsight wrapper alike; `EXCEPTIONS` names a family's parts
 where that search would not find them. Any causal LM transformers loads has a layout; the fast engines run only the
-families in `FAST`, the plain hooked forward (`models.plain`) every other."""
+families in `FAST` (`models.engines.choose`), the plain hooked forward (`models.plain`) every other."""
 
 from __future__ import annotations
 
@@ -44,20 +44,6 @@ class Layout:
     unembedding: str
 
 
-@dataclass(frozen=True)
-class Engine:
-    """Which engines run a model (`fast`: the verified fast ones, else the plain hooked forward) and why, in words
-    for the progress line and the ledger."""
-
-    fast: bool
-    reason: str
-
-    @property
-    def name(self) -> str:
-        """The engine family's name in ledger labels."""
-        return "fast" if self.fast else "plain"
-
-
 # Parts a family keeps where the accessors and the decoder's children do not show them: model_type -> part -> path.
 EXCEPTIONS: dict[str, dict[str, str]] = {}
 
@@ -76,14 +62,6 @@ def layout(model: Any) -> Layout:
     if type(hf) not in _FOUND:
         _FOUND[type(hf)] = _search(hf)
     return _FOUND[type(hf)]
-
-
-def engine(model: Any) -> Engine:
-    """The engines that run `model`: the fast ones for a family in `FAST`, else the plain hooked forward."""
-    model_type = model.config.model_type
-    if model_type in FAST:
-        return Engine(True, f"'{model_type}' is verified for the fast engines")
-    return Engine(False, f"'{model_type}' is not in the fast engines' verified table: plain hooked forward")
 
 
 def _search(hf: Any) -> Layout:

@@ -48,7 +48,7 @@ def _batches(model: Handle, encoded: Sequence[Sequence[int]], budget: int, only:
              desc: str | None) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Length-sorted batches of `only` as (indices, right-padded ids, mask, each row's last real position)."""
     order = sorted(only, key=lambda i: -len(encoded[i]))
-    label = None if desc is None else f"{desc} [{architectures.engine(model.hf).reason}]"
+    label = None if desc is None else f"{desc} ['{model.hf.config.model_type}': plain hooked forward]"
     with tqdm(total=len(order), desc=label, disable=desc is None, leave=False) as bar:
         for batch in token_batches(order, [len(e) for e in encoded], budget):
             width = max(len(encoded[i]) for i in batch)

@@ -1,10 +1,8 @@
 """The one entry point of every scored forward pass, steered or not: `run_pass` takes a `models.request.Request`,
-builds its tensor-cache key, returns the cached result or picks the engine (the traced forward for a remote model; for
-a local one whose family the fast engines are verified for, the shared-prefix forward unsteered and the split sweep
-with its exact derivative steered, started from the highest block at or below the edit whose lower states the tensor
-cache holds for these prompts; for any other local one the plain hooked forward, `models.plain`), stores what it
-computed, and the engines record their passes in the model's ledger. The cache, token budget and lambdas per upper
-pass come from the `models.request.Runtime` the audit bound to the model (`AuditModel.runtime`)."""
+builds its tensor-cache key, returns the cached result or asks the model's engine (`models.engines`, chosen once as
+the model loaded; a request it cannot answer is refused with one line), stores what it computed, and the engines
+record their passes in the model's ledger. The cache, token budget and lambdas per upper pass come from the
+`models.request.Runtime` the audit bound to the model (`AuditModel.runtime`)."""
 
 from __future__ import annotations
 
@@ -13,13 +11,12 @@ from dataclasses import dataclass
 import torch
 
 from llmaudit.cache import store_tensors, stored_tensors
-from llmaudit.errors import AuditError
-from llmaudit.models.plain import hooked_sweep
-from llmaudit.models.request import Edit, Keep, Request
+from llmaudit.models.engines import Capability
+from llmaudit.models.request import Request
 from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
-from llmaudit.models.states import LowerStates, store_kept, store_states, stored_states
-from llmaudit.models.sweep import SweepOutput, split_sweep
+from llmaudit.models.states import store_kept
+from llmaudit.models.sweep import SweepOutput
 
 
 @dataclass
@@ -38,8 +35,7 @@ def run_pass(model: AuditModel, request: Request) -> Outputs:
     The probabilities and the derivative are cached apart: a missing one is computed alone, both in one pass when
     both are missing."""
     edit, cache = request.edit, model.runtime.cache
-    if request.targets is not None and model.hf is None:
-        raise AuditError("the split sweep and exact sensitivities need a local model (not remote tracing) and a vector")
+    model.engine.require(_needs(request), f"the pass {request.desc!r}" if request.desc else "a scored pass")
     key = {"model": model.identity, "prompts": list(request.texts), "labels": list(request.labels),
            "vector": None if edit is None else edit.vector.fingerprint(),
            "edit": "projection" if edit is None or edit.projection else "additive"}
@@ -59,52 +55,22 @@ def run_pass(model: AuditModel, request: Request) -> Outputs:
 
 
 def _computed(model: AuditModel, request: Request, *, outputs: bool, derivative: bool) -> SweepOutput:
-    """The pass itself, by the engine that fits it (see `run_pass`): the outputs and the derivative where asked."""
-    texts, labels, runtime, edit = request.texts, request.labels, model.runtime, request.edit
-    if edit is None:
-        keep = request.keep if model.engine.fast else None  # the plain engine's sweeps start from the tokens
-        wanted = () if keep is None else texts if keep.texts is None else keep.texts
-        blocks = keep.blocks if keep is not None and wanted and set(wanted) <= set(texts) else ()
-        out = model.forward(texts, labels, request.layers, batch_tokens=runtime.batch_tokens, desc=request.desc,
-                            keep=blocks)
-        if blocks:
-            store_kept(runtime.cache, model.identity, texts, out.states, wanted)
-        return SweepOutput(out.probs[None], None if out.acts is None else out.acts[None])
-    lambdas = request.lambdas if outputs else ()
-    layers = request.layers if outputs else ()
-    targets = request.targets if derivative else None
-    vector, projection = edit.vector, edit.projection
-    if model.hf is None:  # the traced forward, one lambda at a time
-        passes = [model.forward(texts, labels, layers, None if lam is None else vector.intervention(lam, projection),
-                                runtime.batch_tokens) for lam in lambdas]
-        return SweepOutput(torch.stack([out.probs for out in passes]),
-                           torch.stack([required(out.acts, "block outputs") for out in passes]) if layers else None)
-    if not model.engine.fast:
-        return hooked_sweep(model.handle, texts, labels, vector, lambdas, targets, projection, runtime.batch_tokens,
-                            request.desc, layers)
-    start = _lower_states(model, request)
-    swept = split_sweep(model.handle, texts, labels, vector, lambdas, targets, projection, runtime.batch_tokens,
-                        runtime.lambda_batch, request.desc, layers, start=start,
-                        keep=_kept_block(edit, request.keep, start))
-    if swept.states is not None:
-        store_states(runtime.cache, model.identity, texts, swept.states)
-    return swept
+    """The pass itself, by the model's engine: the outputs and the derivative where asked."""
+    engine, runtime, texts = model.engine, model.runtime, request.texts
+    if request.edit is not None:
+        return engine.sweep(request, runtime, model.identity, outputs=outputs, derivative=derivative)
+    keep = request.keep if engine.can(Capability.KEPT_STATES) else None  # other engines' sweeps start from the tokens
+    wanted = () if keep is None else texts if keep.texts is None else keep.texts
+    blocks = keep.blocks if keep is not None and wanted and set(wanted) <= set(texts) else ()
+    out = engine.score(texts, request.labels, request.layers, batch_tokens=runtime.batch_tokens, desc=request.desc,
+                       keep=blocks)
+    if blocks:
+        store_kept(runtime.cache, model.identity, texts, out.states, wanted)
+    return SweepOutput(out.probs[None], None if out.acts is None else out.acts[None])
 
 
-def _lower_states(model: AuditModel, request: Request) -> LowerStates | None:
-    """The stored lower states of the request's prompts at the highest block a sweep can start from: at or below the
-    edit's block and below every block it reads under it (None: none stored, the sweep starts from the tokens)."""
-    edit = required(request.edit, "the edit")
-    below = [layer for layer in request.layers if layer < edit.vector.layer]
-    highest = min([edit.vector.layer, *(layer - 1 for layer in below)])
-    return stored_states(model.runtime.cache, model.identity, request.texts, range(highest + 1))
-
-
-def _kept_block(edit: Edit, keep: Keep | None, start: LowerStates | None) -> int | None:
-    """The block whose states a sweep stores (`models.request.Keep`): the lowest of the kept blocks at or below the
-    edit (none: the edit's block), where it ran that block (it started below it); None: none."""
-    if keep is None:
-        return None
-    blocks = [block for block in keep.blocks if block <= edit.vector.layer] or [edit.vector.layer]
-    block = min(blocks)
-    return block if start is None or start.block < block else None
+def _needs(request: Request) -> list[Capability]:
+    """What an engine must be able to do to answer `request`."""
+    return ([Capability.PROBABILITIES] + ([Capability.STATES] if request.layers else [])
+            + ([Capability.EDITS] if request.edit is not None else [])
+            + ([Capability.DERIVATIVE] if request.targets is not None else []))

@@ -29,7 +29,7 @@ length from its first block). The derivative runs whole prompts, left-padded aft
 sliding window is shorter than the prompts shares no beginning (the padding would count inside its window) and packs
 no token trees (their mask stands in for the model's own window masks). The families in
 `architectures.FAST` are the ones whose forward was read and tested for this (tests/test_conformance.py); every other
-runs the plain hooked forward (`models.plain`), which `models.steer.run_pass` picks. Models traced remotely cannot
+runs the plain hooked forward (`models.plain`): `models.engines.choose` picks the engine. Models traced remotely cannot
 be split and use the traced forward. A model spread over devices
 (`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
 where the steering block left it.
@@ -99,8 +99,6 @@ def split_sweep(
     the texts' lower states there (`models.states`). `keep`: a block at or below the steering block whose states to
     return, for later sweeps of the same texts. Callers go through `models.steer.run_pass`."""
     hf = model.hf
-    if not architectures.engine(hf).fast:  # models.steer.run_pass runs such a family through models.plain
-        raise ValueError(f"the split sweep runs only the families in architectures.FAST, not '{hf.config.model_type}'")
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     acts = torch.empty(len(lambdas), len(texts), len(layers), model.width) if layers else None
     derivative = torch.empty(len(texts)) if targets is not None else None

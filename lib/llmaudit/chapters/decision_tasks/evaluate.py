@@ -17,6 +17,7 @@ from llmaudit.chapters.decision_tasks.dependence import Dependence, measure
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
+from llmaudit.models.engines import Capability
 from llmaudit.models.request import Edit, Keep, Request
 from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
@@ -233,16 +234,17 @@ class TaskRunner:
         exclude: Collection[int] = (), projection: bool = True, exact: bool = False, variant: str = "whitebox",
     ) -> pd.DataFrame:
         """Per item of `variant` (the paper's white-box prompts unless told) and lambda: case, group, item (its
-        position), lam, metric, mass and the exact prompt text; `projection` False steers with the additive edit.
-        With `exact` (local models), also each item's exact derivatives at lambda = 0: `slope0` at the edited point
-        along k v (the edit's own), `eq2` at the unedited state along the unit vector (main paper Eq. 2, additive
-        edit): forward-mode passes through the upper blocks that cost several sweeps' lambdas, so they are taken
-        only where they are reported. The probabilities and a derivative are cached apart; a missing one is
-        computed alone, in one pass with the other when both are missing."""
+        position), lam, metric, mass and the exact prompt text; `projection` False steers with the additive
+        edit. With `exact` (where the model's engine takes exact derivatives), also each item's exact
+        derivatives at lambda = 0: `slope0` at the edited point along k v (the edit's own), `eq2` at the
+        unedited state along the unit vector (main paper Eq. 2, additive edit): forward-mode passes through the
+        upper blocks that cost several sweeps' lambdas, so they are taken only where they are reported. The
+        probabilities and a derivative are cached apart; a missing one is computed alone, in one pass with the
+        other when both are missing."""
         model, items = self.model, task.items(variant, n, self.seed, self.mirror, exclude)
         texts, labels = self._prompts(items), answer_ids(model.tokenizer, task.answers)
         targets = [item.target for item in items]
-        exact = exact and model.hf is not None
+        exact = exact and model.engine.can(Capability.DERIVATIVE)
         # the sweep starts from the highest block whose states are stored (tasks of both concepts share their neutral
         # prompts: admissions) and keeps them at the lowest block the concept's vectors steer, where its other
         # vector's sweeps start

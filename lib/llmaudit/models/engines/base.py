@@ -1,0 +1,87 @@
+"""What every engine is: a name, the reason it runs this model (for the progress line and the ledger), what it can
+answer, and the three requests of the model layer (an unsteered scoring pass, a steering sweep, seeded samples).
+A request an engine cannot answer is refused with one line naming the engine and the missing capability."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Protocol
+
+from llmaudit.errors import AuditError
+from llmaudit.models.batching import ForwardOutput
+from llmaudit.models.handle import Handle
+from llmaudit.models.memory import BatchTokens
+from llmaudit.models.request import Request, Runtime
+from llmaudit.models.sampling import SampleCall, Samples
+from llmaudit.models.sweep import SweepOutput
+from llmaudit.models.traced import Tracer
+
+
+class Capability(StrEnum):
+    """Something a request may need of an engine, in words for the refusal line."""
+
+    PROBABILITIES = "next-token probabilities"
+    STATES = "block outputs"
+    EDITS = "steering edits"
+    DERIVATIVE = "exact derivatives"
+    SAMPLING = "sampled answers"
+    KEPT_STATES = "stored lower states"  # sweeps that start from another pass's block outputs, not from the tokens
+
+
+class Parts(Protocol):
+    """What an engine takes of the model it runs, read at each call (a benchmark or test may give the model a fresh
+    ledger): its local parts (`handle`; a remote model has none) and its traced forward (`tracer`)."""
+
+    @property
+    def handle(self) -> Handle: ...
+
+    @property
+    def tracer(self) -> Tracer: ...
+
+
+class NotAnswerable(AuditError):
+    """A request needs what the model's engine cannot do."""
+
+
+class Engine(ABC):
+    """One way of running a model. `name` labels its passes in the ledger, `reason` says why it runs this model."""
+
+    name: str
+    reason: str
+    capabilities: frozenset[Capability]
+
+    def require(self, needed: Iterable[Capability], purpose: str) -> None:
+        """Refuse `purpose` with one line if this engine lacks any of `needed`."""
+        missing = [capability for capability in needed if capability not in self.capabilities]
+        if missing:
+            raise self.refusal(missing, purpose)
+
+    def refusal(self, missing: Sequence[Capability], purpose: str) -> NotAnswerable:
+        """The one line that refuses `purpose`, naming this engine and what it lacks."""
+        lacking = " and ".join(str(capability) for capability in missing)
+        return NotAnswerable(f"{purpose} needs {lacking}, which the {self.name} engine cannot give ({self.reason})")
+
+    def can(self, capability: Capability) -> bool:
+        """Whether this engine can answer requests that need `capability`."""
+        return capability in self.capabilities
+
+    @abstractmethod
+    def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
+              batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
+        """The unsteered pass: label probabilities (the vocabulary's when `labels` is None) and last-token outputs of
+        `layers` of chat-formatted `texts`, and the outputs of blocks `keep` at every token where it keeps states."""
+
+    @abstractmethod
+    def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
+              derivative: bool) -> SweepOutput:
+        """The steered request (`request.edit` set): its outputs per lambda where `outputs`, the exact derivative at
+        lambda = 0 where `derivative`; `runtime` and `identity` locate stored lower states where the engine uses
+        them."""
+
+    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None,
+               layers: Sequence[int], keep: Sequence[int], *, batch_tokens: BatchTokens) -> Samples:
+        """Seeded answers of each call's texts (`models.sampling.Samples`), with the label probabilities and block
+        outputs of the same pass where asked; refused by an engine that cannot sample."""
+        raise self.refusal([Capability.SAMPLING], "sampling answers")

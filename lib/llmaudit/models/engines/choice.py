@@ -1,0 +1,21 @@
+"""The one place an engine is chosen, once per model as it loads: the traced engine for a remote model, the fast
+engines for a local family in `architectures.FAST`, else the plain engine."""
+
+from __future__ import annotations
+
+from llmaudit.models.architectures import FAST
+from llmaudit.models.engines.base import Engine, Parts
+from llmaudit.models.engines.fast import FastEngine
+from llmaudit.models.engines.plain import PlainEngine
+from llmaudit.models.engines.traced import TracedEngine
+
+
+def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
+    """The engine that runs model `name` from its `parts`: traced for a remote model, else by its family."""
+    if remote:
+        return TracedEngine(parts)
+    model_type = parts.handle.hf.config.model_type
+    if model_type in FAST:
+        return FastEngine(parts, f"'{model_type}' is verified for the fast engines")
+    return PlainEngine(parts, f"'{model_type}' is not in the fast engines' verified table: plain hooked forward",
+                       model=name)
