@@ -138,3 +138,15 @@ def test_a_params_link_is_read_by_its_own_name(tmp_path) -> None:
     run = audit._params(str(tmp_path / "link.yaml"))
     assert run.path.name == "link.yaml" and run.params.name == "ci"
     assert load_params(run.path).name == "ci"  # as the chapters read it
+
+
+@pytest.mark.parametrize("chapter", ["framing", "markedness"])
+def test_a_chapter_a_remote_model_cannot_run_is_refused_first(tmp_path, no_chapter, chapter) -> None:
+    """Sampling is not something the traced engine of a remote model does: refused in one line before any chapter,
+    naming the engine and the lack (it stopped mid-chapter before)."""
+    ci = yaml.safe_load((PARAMS_DIR / "ci.yaml").read_text(encoding="utf-8"))
+    path = ci_params(tmp_path, model={"hf": "some/model", "remote": True},
+                     markedness=ci["markedness"] | {"decoding": "sampled"})
+    with pytest.raises(ConfigError, match=rf"^chapter {chapter} needs sampled answers, which the traced engine of a "
+                                          r"remote model cannot give: leave"):
+        audit.run_audit(str(path), reports=tmp_path / "reports", chapters=[chapter])

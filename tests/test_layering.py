@@ -20,7 +20,7 @@ CHAPTERS = tuple(f"chapters.{key}" for key in KEYS)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ
-    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance"),
+    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities"),
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed"),
     ("spec",),
     ("data",),

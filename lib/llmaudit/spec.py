@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass as declaration
 
+from llmaudit.capabilities import Capability
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section
 
@@ -146,6 +147,11 @@ def no_check(params: Any, reports: Path) -> None:
     """For chapters with nothing to check before an audit's chapters run."""
 
 
+def probabilities_only(params: Any) -> tuple[Capability, ...]:
+    """For chapters that read next-token probabilities and nothing else of the model."""
+    return (Capability.PROBABILITIES,)
+
+
 @dataclass(frozen=True, kw_only=True)
 class IndexFigure:
     """A section a chapter adds to the cross-model index: its title, what it shows, and `charts(reports, models,
@@ -167,6 +173,7 @@ class ChapterSpec:
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
     results.json). Its steps in the audit's generic parts, declared here so that no generic module imports a chapter:
     `preflight(params, reports)`, a check before any chapter of an audit that lists it runs (a one-line ConfigError);
+    `needs(params)`, what the model's engine must be able to do for it to run (checked before any chapter runs);
     `standin(section)`, its params section as a random-weight stand-in's audit reads it (None: as shipped);
     `reused(section)`, its section of a shipped profile as the audit of another model (--model) reads it; `index`,
     its section of the cross-model index; `answers(tokenizer, params)`, why a tokenizer cannot run its section's
@@ -184,6 +191,7 @@ class ChapterSpec:
     results: tuple[Result, ...] = ()
     gates: tuple[Gate, ...] = ()
     preflight: Callable[[Any, Path], None] = field(default=no_check)
+    needs: Callable[[Any], tuple[Capability, ...]] = field(default=probabilities_only)
     standin: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     reused: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     index: IndexFigure | None = None

@@ -22,6 +22,7 @@ from papermill.exceptions import PapermillExecutionError
 from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.config import ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
+from llmaudit.models.engines import can_run
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
 from llmaudit.registry import chapter as chapter_spec
@@ -137,6 +138,7 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
     report_dir = reports / params.name
     for chapter in chosen:
         chapter_spec(chapter).preflight(params, reports)
+        _engine_can_run(chapter, params)
     with _held(report_dir):
         if write:
             write_atomic(run.path, run.text)
@@ -160,6 +162,16 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
         report = build_report(audited, f"Bias audit of {params.name}", notebooks)
         build_index(reports, audited)
     return report
+
+
+def _engine_can_run(chapter: str, params) -> None:
+    """Refuse, before any chapter runs, a chapter that needs what the model's engine cannot do."""
+    engine, can = can_run(remote=params.model.remote)
+    missing = [str(need) for need in chapter_spec(chapter).needs(params) if need not in can]
+    if missing:
+        where = "a remote model" if params.model.remote else "this model"
+        raise ConfigError(f"chapter {chapter} needs {' and '.join(missing)}, which the {engine} engine of {where} "
+                          f"cannot give: leave {chapter} out of the params' chapters")
 
 
 def _say_mixed(audited: Audited, params_file: Path) -> None:

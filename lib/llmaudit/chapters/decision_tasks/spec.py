@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.errors import AuditError
@@ -206,4 +207,5 @@ GATES = (
 CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
                       section="tasks", params=TaskParams, verdict_tests=_tests, answers=_answers, gates=GATES,
-                      results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)))
+                      results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)),
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS))

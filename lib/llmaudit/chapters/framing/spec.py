@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.sections import Section, coefficients
 from llmaudit.spec import ChapterSpec, Result
 
@@ -63,4 +64,6 @@ CHAPTER = ChapterSpec(key="framing", title="Framing",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.framing"),
                       section="framing", params=FramingParams, headlines=HEADLINES,
-                      results=RESULTS)
+                      results=RESULTS,
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS,
+                                            Capability.SAMPLING))

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.markedness.metrics import KINDS
 from llmaudit.chapters.markedness.prompts import FewShot
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
@@ -126,8 +127,14 @@ GATES = (
          failing="the classifier (almost) never predicts one label, so its error rates do not compare across groups"),
 )
 
+def _needs(params: Any) -> tuple[Capability, ...]:
+    """Probabilities and block outputs, and sampled answers where the params read the labels from samples."""
+    sampled = (Capability.SAMPLING,) if params.markedness.decoding == "sampled" else ()
+    return (Capability.PROBABILITIES, Capability.STATES, *sampled)
+
+
 CHAPTER = ChapterSpec(key="markedness", title="Markedness",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.markedness"),
                       section="markedness", params=MarkednessParams, verdict_tests=_tests, headlines=HEADLINES,
-                      gates=GATES, results=RESULTS)
+                      gates=GATES, results=RESULTS, needs=_needs)

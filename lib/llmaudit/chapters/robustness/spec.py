@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.spec import SLOPE_EPSILON, requirement, tasks_run
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
@@ -48,4 +49,5 @@ CHAPTER = ChapterSpec(key="robustness", title="Robustness",
                       headlines=tuple(
                        COSINE.headline(f"{concept}: cosine of its two vectors",
                                           f"{' vs '.join(vectors)}: {COSINE.meaning}", concept=concept)
-                       for concept, vectors in CONCEPT_VECTORS.items()))
+                       for concept, vectors in CONCEPT_VECTORS.items()),
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.EDITS))

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import field_validator, model_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.similarity.across import TEXT, compared_ready, similarity_charts
 from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
@@ -105,4 +106,5 @@ CHAPTER = ChapterSpec(key="similarity", title="Similarity",
                                  "chapters.similarity"),
                       section="similarity", params=SimilarityParams, headlines=HEADLINES,
                       results=RESULTS, preflight=compared_ready, reused=_reused, standin=_reused,
-                      index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts))
+                      index=IndexFigure(title="Bias similarity", text=TEXT, charts=similarity_charts),
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS))

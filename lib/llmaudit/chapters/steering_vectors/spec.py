@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.steering_vectors.recipes import CONCEPT_VECTORS, RECIPES
 from llmaudit.sections import Section, at_least, coefficients, known, within
 from llmaudit.spec import ChapterSpec, Gate, Result, result
@@ -116,4 +117,5 @@ def _standin(section: dict[str, Any]) -> dict[str, Any]:
 CHAPTER = ChapterSpec(key="steering_vectors", title="Steering vectors",
                       computing=("data", "models", "chapters.steering_vectors"), section="steering",
                       params=SteeringParams, headlines=HEADLINES, gates=GATES, results=RESULTS, standin=_standin,
-                      concepts=CONCEPT)
+                      concepts=CONCEPT,
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS))

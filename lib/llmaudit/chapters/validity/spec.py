@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import model_validator
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.spec import GAP_EPSILON, requirement, tasks_run
 from llmaudit.sections import Section
@@ -67,4 +68,5 @@ CHAPTER = ChapterSpec(key="validity", title="Validity",
                       headlines=(PROJECTION_R.headline("names: projection vs female share"),
                                  MIXED_R.headline("mixed names: projection vs female share"),
                                  GAP.headline("credit: gap between female and male names"),
-                                 NAMES_SLOPE.headline("credit: rate per unit female share")))
+                                 NAMES_SLOPE.headline("credit: rate per unit female share")),
+                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS))

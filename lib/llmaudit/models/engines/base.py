@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from enum import StrEnum
 from typing import Protocol
 
+from llmaudit.capabilities import Capability
 from llmaudit.errors import AuditError
 from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.handle import Handle
@@ -17,17 +17,6 @@ from llmaudit.models.request import Request, Runtime
 from llmaudit.models.sampling import SampleCall, Samples
 from llmaudit.models.sweep import SweepOutput
 from llmaudit.models.traced import Tracer
-
-
-class Capability(StrEnum):
-    """Something a request may need of an engine, in words for the refusal line."""
-
-    PROBABILITIES = "next-token probabilities"
-    STATES = "block outputs"
-    EDITS = "steering edits"
-    DERIVATIVE = "exact derivatives"
-    SAMPLING = "sampled answers"
-    KEPT_STATES = "stored lower states"  # sweeps that start from another pass's block outputs, not from the tokens
 
 
 class Parts(Protocol):

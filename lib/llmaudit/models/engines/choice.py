@@ -3,6 +3,7 @@ engines for a local family in `architectures.FAST`, else the plain engine."""
 
 from __future__ import annotations
 
+from llmaudit.capabilities import Capability
 from llmaudit.models.architectures import FAST
 from llmaudit.models.engines.base import Engine, Parts
 from llmaudit.models.engines.fast import FastEngine
@@ -14,6 +15,19 @@ def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
     """The engine that runs model `name` from its `parts`: traced for a remote model, else by its family."""
     if remote:
         return TracedEngine(parts)
+    return _local(name, parts)
+
+
+def can_run(*, remote: bool) -> tuple[str, frozenset[Capability]]:
+    """Before the model loads: the engine's name and what every engine a model so placed may get can do (a local
+    model's family decides between the fast and the plain engine, which the chapters need alike)."""
+    if remote:
+        return TracedEngine.name, TracedEngine.capabilities
+    return "local", FastEngine.capabilities & PlainEngine.capabilities
+
+
+def _local(name: str, parts: Parts) -> Engine:
+    """The fast engines for a family in `FAST`, else the plain one."""
     model_type = parts.handle.hf.config.model_type
     if model_type in FAST:
         return FastEngine(parts, f"'{model_type}' is verified for the fast engines")

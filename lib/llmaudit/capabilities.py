@@ -1,0 +1,17 @@
+"""What a request may need of the engine that runs a model (`models.engines`), named once for the engines that
+declare them and the chapters that need them (`spec.ChapterSpec.needs`), in words for the one line that refuses."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Capability(StrEnum):
+    """Something an engine can do."""
+
+    PROBABILITIES = "next-token probabilities"
+    STATES = "block outputs"
+    EDITS = "steering edits"
+    DERIVATIVE = "exact derivatives"
+    SAMPLING = "sampled answers"
+    KEPT_STATES = "stored lower states"  # sweeps that start from another pass's block outputs, not from the tokens
