@@ -16,7 +16,7 @@ from llmaudit.cli import main
 from llmaudit.config import load_params
 from llmaudit.paths import PARAMS_DIR
 from llmaudit.runner import adhoc
-from test_hostile_state import PROGRESS, one_line_exit_2, ran  # noqa: F401  (ran: a fixture)
+from test_hostile_state import PROGRESS, one_line_exit_2
 
 
 @pytest.fixture

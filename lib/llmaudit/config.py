@@ -173,9 +173,9 @@ def parse_yaml(data: bytes, where: str) -> Any:
         raise ConfigError(f"{where}: not UTF-8 text (byte {err.start}): a params file is YAML text") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
+        at = f" line {mark.line + 1}" if mark else ""
         problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise ConfigError(f"{where}{line}: not valid YAML ({clipped(problem)})") from None
+        raise ConfigError(f"{where}{at}: not valid YAML ({clipped(problem)})") from None
 
 
 @dataclass(frozen=True)

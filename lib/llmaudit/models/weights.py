@@ -22,12 +22,12 @@ FIX = "give the folder save_pretrained wrote the model to"
 
 def check_folder(folder: Path, *, trust_remote_code: bool = False) -> None:
     """Stop with one line, before any chapter, where `folder` lacks a readable config.json or weights, or where a
-    stored tensor's shape is not the one its config describes (a folder of custom code, `trust_remote_code`, is not
-    built: its weights are only found)."""
-    read_config(folder)
+    stored tensor's shape is not the one its config describes (a folder of custom code, `trust_remote_code`, or of
+    quantized weights is not built: its weights are only found)."""
+    config = read_config(folder)
     stored = stored_shapes(folder)
-    if trust_remote_code or not stored:  # pickled (.bin) weights: their shapes are read only by loading them
-        return
+    if trust_remote_code or not stored or "quantization_config" in config:  # pickled weights' shapes are read only
+        return  # by loading them, and quantized ones are stored packed, in shapes of their own
     prefix, described = described_shapes(folder)
     held = {name.removeprefix(prefix): (name, shape) for name, shape in stored.items()}  # a base model's checkpoint
     common = [name for name in described if name.removeprefix(prefix) in held]  # names its tensors without prefix
@@ -54,8 +54,8 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def stored_shapes(folder: Path) -> dict[str, list[int]]:
-    """The shape of every tensor of a folder's safetensors weights, by name; none for pickled weights. Missing weights, a missing shard or a damaged header is a
-    ConfigError."""
+    """The shape of every tensor of a folder's safetensors weights, by name; none for pickled weights. Missing
+    weights, a missing shard or a damaged header is a ConfigError."""
     found = next((name for name in WEIGHTS if (Path(folder) / name).is_file()), None)
     if found is None:
         raise ConfigError(f"model folder {clipped(folder)} holds no weights (no {', '.join(WEIGHTS[:-1])} or "
@@ -65,7 +65,7 @@ def stored_shapes(folder: Path) -> dict[str, list[int]]:
         return {}
     from safetensors import SafetensorError, safe_open
 
-    shapes = {}
+    shapes: dict[str, list[int]] = {}
     for path in files:
         try:
             with safe_open(str(path), framework="pt") as weights:

@@ -44,8 +44,8 @@ def model_source(model: str) -> dict[str, str]:
                               "save_pretrained wrote, or a hub id such as Qwen/Qwen3-8B")
         return {"path": str(folder.resolve())}
     if not HUB_ID.fullmatch(model):
-        raise ConfigError(f"--model {clipped(model)}: no such folder, nor a hub id (org/name): give a model folder or a hub id "
-                          "such as Qwen/Qwen3-8B")
+        raise ConfigError(f"--model {clipped(model)}: no such folder, nor a hub id (org/name): give a model folder "
+                          "or a hub id such as Qwen/Qwen3-8B")
     return {"hf": model}
 
 
@@ -69,9 +69,9 @@ def override(params: dict[str, Any], setting: str) -> None:
 
 def built_params(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
                  settings: Sequence[str] = ()) -> dict[str, Any]:
-    """The shipped `profile`'s params for `model`: named `name` (default: after the model), its model section the model with the profile's
-    dtype and device (`device` if given), each chapter's section as another model's audit reads it
-    (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
+    """The shipped `profile`'s params for `model`: named `name` (default: after the model), its model section the
+    model with the profile's dtype and device (`device` if given), each chapter's section as another model's audit
+    reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{clipped(profile)}' (known: {', '.join(PROFILES)})")
     source, params = model_source(model), read_profile(PROFILES[profile])
@@ -92,13 +92,14 @@ def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None
     template (the params expect one) or gives two answer words of a task the chapters run one first token."""
     tokenizer = _tokenizer(model, params)
     if params.model.chat_template and not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"--model {clipped(model)}: its tokenizer has no chat template: audit it as a base model (prompts as "
-                          "plain text) with --set model.chat_template=false")
+        raise ConfigError(f"--model {clipped(model)}: its tokenizer has no chat template: audit it as a base model "
+                          "(prompts as plain text) with --set model.chat_template=false")
     template = getattr(tokenizer, "chat_template", None) or ""
     if params.model.chat_template and "enable_thinking" in template \
             and "enable_thinking" not in params.model.template_options:
-        raise ConfigError(f"--model {clipped(model)}: its chat template can open a thinking block before the answer, which the "
-                          "next-token readings would score: add --set model.template_options.enable_thinking=false")
+        raise ConfigError(f"--model {clipped(model)}: its chat template can open a thinking block before the answer, "
+                          "which the next-token readings would score: add --set "
+                          "model.template_options.enable_thinking=false")
     read = {name for key in chapters for name in (chapter(key).section, *chapter(key).reads)}
     for spec in CHAPTERS:
         problem = spec.answers(tokenizer, params) if spec.answers and spec.section in read else ""
@@ -115,8 +116,8 @@ def _tokenizer(model: str, params: Params) -> Any:
         return AutoTokenizer.from_pretrained(spec.path or spec.hf, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise AuditError(f"--model {clipped(model)}: cannot load its tokenizer ({clipped(reason)}): check the id, log in for gated "
-                         "models, or give a local folder") from None
+        raise AuditError(f"--model {clipped(model)}: cannot load its tokenizer ({clipped(reason)}): check the id, log "
+                         "in for gated models, or give a local folder") from None
 
 
 def _has_gpu() -> bool:
@@ -137,7 +138,8 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(one_line(err, f"--model {clipped(model)} --profile {profile}")) from None
-    params = located(params, Path.cwd(), f"--model {clipped(model)}")  # --set data_dir: from here, as the params written keep it
+    # --set data_dir: from here, as the params written keep it
+    params = located(params, Path.cwd(), f"--model {clipped(model)}")
     if params.data_dir is not None:
         raw["data_dir"] = params.data_dir
     if params.model.device == "cuda" and not params.model.remote and not _has_gpu():
