@@ -65,8 +65,20 @@ def test_a_second_model_of_the_same_folder_name_leaves_the_first_audit_intact(tm
     assert main(audit_args(b, reports, "--name", "model-b")) == 0  # B in a folder of its own
     assert load_params(reports / "model-b" / adhoc.PARAMS_FILE).model.path == str(b.resolve())
     assert main(audit_args(a, reports)) == 0 and main(audit_args(b, reports, "--name", "model-b")) == 0  # reruns
+    written_b = reports / "model-b" / adhoc.PARAMS_FILE  # B's params as written, rerun as a params file
+    assert main(["audit", str(written_b), "--reports", str(reports), "--chapter", "steering_vectors"]) == 0
     assert contents(folder) == before  # A's rerun kept its params, vectors and cache
-    assert [call[0] for call in ran] == ["steering_vectors"] * 4
+    assert [call[0] for call in ran] == ["steering_vectors"] * 5
+
+
+@pytest.mark.parametrize("record", ["[1]", '{"model": {}}', "{", "\ud800"])
+def test_a_damaged_ownership_record_is_one_line(tmp_path, model_folder, ran, capsys, record) -> None:
+    (tmp_path / "r" / "m").mkdir(parents=True)
+    (tmp_path / "r" / "m" / "model_source.json").write_text(record, encoding="utf-8", errors="surrogatepass")
+    folder = model_folder(tmp_path / "m")
+    capsys.readouterr()
+    one_line_exit_2(capsys, audit_args(folder, tmp_path / "r"), "model_source.json", "delete it")
+    assert not ran
 
 
 def test_a_params_file_naming_another_model_is_refused_before_it_writes(tmp_path, model_folder, ran,
