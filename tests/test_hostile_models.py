@@ -133,6 +133,7 @@ def test_a_bad_set_value_is_one_line(tmp_path, model_folder, ran, capsys, settin
     ("[" * 100_000 + "]" * 100_000, "nested deeper than"),
     ('{"model_type": "llama", "hidden_size": "wide"}', "config.json"),
     ('{"model_type": "no-such-family"}', "config.json"),
+    ('{"model_type": "llama", "num_hidden_layers": 1000000000}', "1000000000 blocks"),
 ])
 def test_a_bad_config_json_is_one_line(tmp_path, model_folder, ran, capsys, config, needle) -> None:
     folder = model_folder(tmp_path / "m")

@@ -28,7 +28,7 @@ def check_folder(folder: Path, *, trust_remote_code: bool = False) -> None:
     stored = stored_shapes(folder)
     if trust_remote_code or not stored or "quantization_config" in config:  # pickled weights' shapes are read only
         return  # by loading them, and quantized ones are stored packed, in shapes of their own
-    prefix, described = described_shapes(folder)
+    prefix, described = described_shapes(folder, len(stored))
     held = {name.removeprefix(prefix): (name, shape) for name, shape in stored.items()}  # a base model's checkpoint
     common = [name for name in described if name.removeprefix(prefix) in held]  # names its tensors without prefix
     if not common:
@@ -90,19 +90,33 @@ def _shards(index: Path) -> list[Path]:
     return shards
 
 
-def described_shapes(folder: Path) -> tuple[str, dict[str, list[int]]]:
+def described_shapes(folder: Path, tensors: int) -> tuple[str, dict[str, list[int]]]:
     """The base model's prefix ('model.' in a Llama) and the shape of every tensor of the model a folder's config
     describes, by name; built on the meta device, it takes no memory. A config transformers cannot build a model
-    from is a ConfigError."""
+    from, or of more blocks than the weights' `tensors` could hold, is a ConfigError."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    where = clipped(Path(folder) / "config.json")
+    try:
+        described = AutoConfig.from_pretrained(folder)
+    except Exception as err:  # noqa: BLE001  # what transformers raises for a config it cannot use is of any type
+        raise _unbuildable(where, err) from None
+    blocks = getattr(described, "num_hidden_layers", None)
+    if isinstance(blocks, int) and blocks > tensors:  # a billion blocks would take hours to build, even on meta
+        raise ConfigError(f"{where} describes {blocks} blocks, more than the {tensors} tensors of its weights could "
+                          "hold: give the config.json saved with the weights")
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
-    except Exception as err:  # noqa: BLE001  # what transformers raises for a config it cannot use is of any type
-        reason = clipped(" ".join(str(err).split()) or type(err).__name__)
-        raise ConfigError(f"{clipped(Path(folder) / 'config.json')}: transformers cannot build the model it describes "
-                          f"({type(err).__name__}: {reason}): give the config.json saved with the weights") from None
+            model = AutoModelForCausalLM.from_config(described)
+    except Exception as err:  # noqa: BLE001
+        raise _unbuildable(where, err) from None
     prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
     return prefix, {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+
+
+def _unbuildable(where: str, err: Exception) -> ConfigError:
+    """The one line for a config.json transformers cannot build a model from, with its reason."""
+    reason = clipped(" ".join(str(err).split()) or type(err).__name__)
+    return ConfigError(f"{where}: transformers cannot build the model it describes ({type(err).__name__}: {reason}): "
+                       "give the config.json saved with the weights")
