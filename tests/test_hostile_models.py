@@ -134,6 +134,8 @@ def test_a_bad_set_value_is_one_line(tmp_path, model_folder, ran, capsys, settin
     ('{"model_type": "llama", "hidden_size": "wide"}', "config.json"),
     ('{"model_type": "no-such-family"}', "config.json"),
     ('{"model_type": "llama", "num_hidden_layers": 1000000000}', "1000000000 blocks"),
+    ('{"model_type": "llama", "num_hidden_layers": 0}', "0 blocks"),
+    ('{"model_type": "llama", "vocab_size": -5}', "config.json"),  # no warnings of transformers' beside the line
 ])
 def test_a_bad_config_json_is_one_line(tmp_path, model_folder, ran, capsys, config, needle) -> None:
     folder = model_folder(tmp_path / "m")

@@ -96,21 +96,27 @@ def described_shapes(folder: Path, tensors: int) -> tuple[str, dict[str, list[in
     from, or of more blocks than the weights' `tensors` could hold, is a ConfigError."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging
 
     where = clipped(Path(folder) / "config.json")
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()  # its warnings about a wrong config: this check says what is wrong in one line
     try:
-        described = AutoConfig.from_pretrained(folder)
-    except Exception as err:  # noqa: BLE001  # what transformers raises for a config it cannot use is of any type
-        raise _unbuildable(where, err) from None
-    blocks = getattr(described, "num_hidden_layers", None)
-    if isinstance(blocks, int) and blocks > tensors:  # a billion blocks would take hours to build, even on meta
-        raise ConfigError(f"{where} describes {blocks} blocks, more than the {tensors} tensors of its weights could "
-                          "hold: give the config.json saved with the weights")
-    try:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(described)
-    except Exception as err:  # noqa: BLE001
-        raise _unbuildable(where, err) from None
+        try:
+            described = AutoConfig.from_pretrained(folder)
+        except Exception as err:  # noqa: BLE001  # what transformers raises for a config it cannot use is of any type
+            raise _unbuildable(where, err) from None
+        blocks = getattr(described, "num_hidden_layers", None)
+        if isinstance(blocks, int) and not 0 < blocks <= tensors:  # a billion blocks would take hours, even on meta
+            raise ConfigError(f"{where} describes {blocks} blocks, where the {tensors} tensors of its weights hold "
+                              "at least one and at most that many: give the config.json saved with the weights")
+        try:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(described)
+        except Exception as err:  # noqa: BLE001
+            raise _unbuildable(where, err) from None
+    finally:
+        logging.set_verbosity(verbosity)
     prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
     return prefix, {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
 

@@ -33,7 +33,7 @@ from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 from llmaudit.runner.chapter import finish_chapter
-from llmaudit.runner.owner import check_owner, claim, model_source
+from llmaudit.runner.owner import check_owner, claim, source_of
 from llmaudit.runner.snapshot import edited_note, snapshot
 from llmaudit.terminal import clipped, printable
 
@@ -139,7 +139,7 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
                           f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
-    source = model_source(params.model)
+    source = source_of(params.model)
     how = ("audit it under a name of its own (--name NAME) or into another --reports folder" if write else
            f"give it a name of its own (name: in {clipped(run.path.name)}) or another --reports folder")
     check_owner(report_dir, source, how)  # before anything is written there, even the lock

@@ -20,7 +20,7 @@ RECORD = "model_source.json"  # in a report folder: {"model": the source of the 
 LIMIT = 2**16  # bytes of the record: a path of a few kilobytes at most
 
 
-def model_source(spec: ModelSpec) -> dict[str, Any]:
+def source_of(spec: ModelSpec) -> dict[str, Any]:
     """What names the model a params' `model` section loads: a local folder by its absolute path with links
     resolved, a hub id (served locally or by NDIF alike), a packaged GGUF by its file, a joined one by its sha256."""
     if spec.path:
