@@ -1,6 +1,7 @@
 """One audit run: every chapter a params file lists, executed with papermill into reports/<model>/, then one
 self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply; a run holds
-its report folder, so a second audit of the same model stops at once."""
+its report folder, so a second audit of the same model stops at once, and the folder belongs to one model (`owner`),
+so that another model of the same name stops before it writes there."""
 
 from __future__ import annotations
 
