@@ -180,3 +180,20 @@ def mirror():
         if not (root / key).is_file():
             pytest.skip(f"data mirror {root} lacks {key}: set LLMAUDIT_DATA to a mirror of the upstream data")
     return root
+
+
+@pytest.fixture
+def ran(monkeypatch) -> list[tuple]:
+    """execute_chapter replaced by a recorder: the audit's plumbing runs, no notebook is executed."""
+    from llmaudit.report import card
+    from llmaudit.runner import audit
+
+    calls = []
+
+    def record(chapter, params_file, report_dir, output, use_cache=True, progress=True):
+        calls.append((chapter, params_file, report_dir, output))
+        return output
+
+    monkeypatch.setattr(audit, "execute_chapter", record)
+    monkeypatch.setattr(card, "_git_commit", lambda: None)
+    return calls

@@ -60,20 +60,6 @@ def one_line_exit_2(capsys, argv: list[str], *needles: str) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def ran(monkeypatch) -> list[tuple]:
-    """execute_chapter replaced by a recorder: the audit's plumbing runs, no notebook is executed."""
-    calls = []
-
-    def record(chapter, params_file, report_dir, output, use_cache=True, progress=True):
-        calls.append((chapter, params_file, report_dir, output))
-        return output
-
-    monkeypatch.setattr(audit, "execute_chapter", record)
-    monkeypatch.setattr(card, "_git_commit", lambda: None)
-    return calls
-
-
 # --- 5: a chapter's rows are replaced only when it succeeds ---------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
-from llmaudit.terminal import printable
+from llmaudit.terminal import clipped, printable
 
 INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
 INTERRUPTED = 130  # exit status after Ctrl-C (SIGINT), as a shell reports it: 128 + the signal's number
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("--profile", default=None, help="with --model: the sizes and settings, paper, default or ci "
                        "(default: default)")
     audit.add_argument("--device", default=None, help="with --model: cpu or cuda (default: the profile's)")
+    audit.add_argument("--name", default=None, help="with --model: the report folder's name (default: the model "
+                       "folder's name, or the hub id with / as __)")
     audit.add_argument("--set", action="append", default=None, metavar="KEY=VALUE", dest="settings",
                        help="with --model: one params setting, e.g. model.chat_template=false (repeatable)")
     audit.add_argument("--reports", type=Path, default=None, help="output root (default: reports/)")
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
               "passes already made are cached)", file=sys.stderr)
         return INTERRUPTED
     except OSError as err:  # the disk's failures no read site turned into an AuditError: full, read-only, vanished
-        where = f"{err.filename}: " if err.filename else ""
+        where = f"{clipped(err.filename)}: " if err.filename else ""
         print(f"llmaudit: error: {printable(where)}{printable(err.strerror or err)}: check the path, its permissions "
               "and free space", file=sys.stderr)
         return 2
@@ -122,14 +124,14 @@ def _audit(args: argparse.Namespace) -> Path:
         raise AuditError("give a params name or file (llmaudit audit NAME) or a model (llmaudit audit --model "
                          "HUB_ID_OR_FOLDER), one of the two")
     if args.model is None:
-        if args.profile or args.device or args.settings:
-            raise AuditError("--profile, --device and --set go with --model: a params file sets them itself")
+        if args.profile or args.device or args.name or args.settings:
+            raise AuditError("--profile, --device, --name and --set go with --model: a params file sets them itself")
         from llmaudit.runner.audit import run_audit
 
         return run_audit(args.params, chapters=args.chapter, **kwargs)
     from llmaudit.runner.adhoc import audit_model
 
-    return audit_model(args.model, profile=args.profile or "default", device=args.device,
+    return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
                        settings=args.settings or (), chapters=args.chapter, **kwargs)
 
 

@@ -20,6 +20,7 @@ from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS, Sections
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
+from llmaudit.terminal import clipped
 from llmaudit.verdict.gates import GateParams
 from llmaudit.verdict.margins import EpsilonParams
 
@@ -32,7 +33,7 @@ MOVED: dict[tuple[str, ...], str] = {
 _SHORT = reprlib.Repr()  # reprlib's limits (6 items, 3 levels, 40-digit integers) bound the work a repr does
 
 __all__ = ["REPO", "PARAMS_DIR", "Params", "ParamsFile", "available_models", "load_params", "params_path",
-           "read_params_file", "read_profile", "standin_params"]
+           "parse_yaml", "read_params_file", "read_profile", "standin_params"]
 
 
 class RunSettings(Section):
@@ -99,16 +100,16 @@ def params_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"}:
         if not path.exists():
-            raise ConfigError(f"params file {path} does not exist")
+            raise ConfigError(f"params file {clipped(path)} does not exist")
         if not path.is_file():  # a FIFO or device would block or stream forever once opened: never open one
-            raise ConfigError(f"params file {path} is not a regular file: give a YAML file")
+            raise ConfigError(f"params file {clipped(path)} is not a regular file: give a YAML file")
         return path
     candidate = PARAMS_DIR / f"{name_or_path}.yaml"
     if not candidate.exists():
         known_names = available_models()
         close = difflib.get_close_matches(str(name_or_path), known_names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ConfigError(f"unknown model '{name_or_path}': {hint}known models: {', '.join(known_names)}")
+        raise ConfigError(f"unknown model '{clipped(name_or_path)}': {hint}known models: {', '.join(known_names)}")
     return candidate
 
 
@@ -153,22 +154,28 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _read_yaml(path: Path, data: bytes | None = None) -> Any:
-    """A params file's YAML document (its bytes `data`, read from `path` where not given), read by the strict loader;
-    a NUL byte, bad UTF-8 or bad YAML is a one-line ConfigError with the line where there is one."""
-    data = path.read_bytes() if data is None else data
+    """A params file's YAML document (its bytes `data`, read from `path` where not given), read by the strict loader
+    (`parse_yaml`)."""
+    return parse_yaml(path.read_bytes() if data is None else data, clipped(path))
+
+
+def parse_yaml(data: bytes, where: str) -> Any:
+    """The YAML document `data` (from `where`: a params file, or a `--set` of the command line) read by the strict
+    loader; a NUL byte, bad UTF-8 or bad YAML is a one-line ConfigError starting with `where`, with the line where
+    there is one."""
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise ConfigError(f"{path} line {line}: a NUL byte: a params file is YAML text")
+        raise ConfigError(f"{where} line {line}: a NUL byte: a params file is YAML text")
     try:
         return yaml.load(data.decode("utf-8"), Loader=_StrictLoader)
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}): a params file is YAML text") from None
+        raise ConfigError(f"{where}: not UTF-8 text (byte {err.start}): a params file is YAML text") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
+        at = f" line {mark.line + 1}" if mark else ""
         problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
+        raise ConfigError(f"{where}{at}: not valid YAML ({clipped(problem)})") from None
 
 
 @dataclass(frozen=True)
@@ -221,7 +228,7 @@ def located(params: Params, folder: Path, where: str) -> Params:
 def one_line(err: ValidationError, where: str) -> str:
     """The first problem pydantic found, as 'file:section:key: what is wrong (got value)'."""
     problem = err.errors(include_url=False)[0]
-    loc = [str(part) for part in problem["loc"]]
+    loc = [clipped(part) for part in problem["loc"]]
     kind = problem["type"]
     if kind == "extra_forbidden":
         names = _fields(loc[:-1])

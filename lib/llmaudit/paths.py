@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from llmaudit.terminal import clipped
+
 REPO = Path(__file__).resolve().parents[2]
 PARAMS_DIR = REPO / "params"
 BOOK = REPO / "book"
@@ -18,7 +20,8 @@ def plain_name(name: str) -> str:
     """`name` if it can only be one folder under reports/ (never a path out of it, nor one of the files beside the
     model folders), else ValueError."""
     if not PLAIN_NAME.fullmatch(name):
-        raise ValueError(f"use up to 100 letters, digits and ._- only, not starting with a dot (got {name!r})")
+        raise ValueError("use up to 100 letters, digits and ._- only, not starting with a dot "
+                         f"(got {clipped(repr(name))})")
     if name.split(".")[0].lower() in RESERVED:
         raise ValueError(f"{name!r} would collide with reports/index.* or reports/compare/: choose another name")
     return name

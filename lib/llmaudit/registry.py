@@ -27,6 +27,7 @@ from llmaudit.chapters.validity.spec import ValidityParams
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, VerdictTest
+from llmaudit.terminal import clipped
 
 # Each chapter's `spec` module (llmaudit/chapters/<key>/spec.py), in book order: a new chapter is one more entry here.
 MODULES: tuple[ModuleType, ...] = (steering_vectors, decision_tasks, robustness, validity, framing, similarity,
@@ -52,7 +53,7 @@ def chapter(key: str) -> ChapterSpec:
     for spec in CHAPTERS:
         if spec.key == key:
             return spec
-    raise AuditError(f"unknown chapter '{key}': known chapters are {', '.join(KEYS)}")
+    raise AuditError(f"unknown chapter '{clipped(key)}': known chapters are {', '.join(KEYS)}")
 
 
 def notebook(key: str) -> str:

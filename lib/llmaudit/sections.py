@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, create_model, field_validator
 
+from llmaudit.terminal import clipped
+
 SEED_LIMIT = 2**32
 LAMBDA_LIMIT = 10.0  # |lambda| of a steering coefficient: the vectors are fit at +-1, far beyond it the slope is 0
 GRID_LIMIT = 101  # steering coefficients in one grid: the paper sweeps 11; a sweep's cost grows with each one
@@ -33,7 +35,7 @@ def known(name: str, names: Iterable[str]) -> str:
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(names)}"
-        raise ValueError(f"unknown name '{name}' ({hint})")
+        raise ValueError(f"unknown name '{clipped(name)}' ({hint})")
     return name
 
 

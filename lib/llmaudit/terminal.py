@@ -17,3 +17,13 @@ def _unsafe(char: str) -> bool:
 def printable(text: object) -> str:
     """`text` with every unsafe character written as its Python escape (newline as \\n, ESC as \\x1b)."""
     return "".join(char.encode("unicode_escape").decode("ascii") if _unsafe(char) else char for char in str(text))
+
+
+QUOTED = 200  # characters of an input (a path, a name, a setting) an error line quotes at most
+
+
+def clipped(text: object, limit: int = QUOTED) -> str:
+    """`text` cut to `limit` characters, saying how long it was, for an error line that quotes an input: an argument
+    of a megabyte is quoted by its start."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

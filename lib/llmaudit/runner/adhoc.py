@@ -14,11 +14,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from llmaudit.config import Params, ParamsFile, located, one_line, params_path, read_profile
+from llmaudit.config import MAX_DEPTH, Params, ParamsFile, located, one_line, params_path, parse_yaml, read_profile
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.paths import REPO
 from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.runner.audit import audit
+from llmaudit.terminal import clipped
 
 PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct", "ci": "ci"}  # --profile: params
 PARAMS_FILE = "params.yaml"  # in the report folder of an audit of --model: the params it ran with
@@ -39,42 +40,43 @@ def model_source(model: str) -> dict[str, str]:
     folder = Path(model)
     if folder.exists():
         if not (folder / "config.json").is_file():
-            raise ConfigError(f"--model {model}: not a model folder (no config.json): give a folder that "
+            raise ConfigError(f"--model {clipped(model)}: not a model folder (no config.json): give a folder that "
                               "save_pretrained wrote, or a hub id such as Qwen/Qwen3-8B")
         return {"path": str(folder.resolve())}
     if not HUB_ID.fullmatch(model):
-        raise ConfigError(f"--model {model}: no such folder, nor a hub id (org/name): give a model folder or a hub id "
-                          "such as Qwen/Qwen3-8B")
+        raise ConfigError(f"--model {clipped(model)}: no such folder, nor a hub id (org/name): give a model folder "
+                          "or a hub id such as Qwen/Qwen3-8B")
     return {"hf": model}
 
 
 def override(params: dict[str, Any], setting: str) -> None:
-    """Apply one `--set KEY=VALUE` to the params: KEY a dotted path (tasks.sizes.credit), VALUE read as YAML."""
+    """Apply one `--set KEY=VALUE` to the params: KEY a dotted path (tasks.sizes.credit), VALUE read as YAML as a
+    params file is read (`config.parse_yaml`: no aliases, nesting and scalars bounded)."""
     key, sep, value = setting.partition("=")
+    where = f"--set {clipped(setting)}"
     if not sep or not key:
-        raise ConfigError(f"--set {setting}: give KEY=VALUE, e.g. --set model.chat_template=false")
+        raise ConfigError(f"{where}: give KEY=VALUE, e.g. --set model.chat_template=false")
     *sections, last = key.split(".")
+    if len(sections) >= MAX_DEPTH:
+        raise ConfigError(f"{where}: the key is nested deeper than {MAX_DEPTH} levels")
     node = params
     for section in sections:
         node = node.setdefault(section, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"--set {setting}: '{section}' is a value, not a section of the params")
-    try:
-        node[last] = yaml.safe_load(value)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"--set {setting}: the value is not YAML ({' '.join(str(err).split())})") from None
+            raise ConfigError(f"{where}: '{clipped(section)}' is a value, not a section of the params")
+    node[last] = parse_yaml(value.encode("utf-8", "surrogateescape"), where)  # argv's undecodable bytes as they were
 
 
-def built_params(model: str, *, profile: str = "default", device: str | None = None,
+def built_params(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
                  settings: Sequence[str] = ()) -> dict[str, Any]:
-    """The shipped `profile`'s params for `model`: named after it, its model section the model with the profile's
-    dtype and device (`device` if given), each chapter's section as another model's audit reads it
-    (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
+    """The shipped `profile`'s params for `model`: named `name` (default: after the model), its model section the
+    model with the profile's dtype and device (`device` if given), each chapter's section as another model's audit
+    reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
     if profile not in PROFILES:
-        raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
+        raise ConfigError(f"unknown profile '{clipped(profile)}' (known: {', '.join(PROFILES)})")
     source, params = model_source(model), read_profile(PROFILES[profile])
     placed = {key: value for key, value in params.get("model", {}).items() if key in PLACEMENT}
-    params["name"] = report_name(model)
+    params["name"] = report_name(model) if name is None else name
     params["model"] = {**source, **placed, **({"device": device} if device else {})}
     for spec in CHAPTERS:
         section = params.get(spec.section or "")
@@ -90,18 +92,19 @@ def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None
     template (the params expect one) or gives two answer words of a task the chapters run one first token."""
     tokenizer = _tokenizer(model, params)
     if params.model.chat_template and not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"--model {model}: its tokenizer has no chat template: audit it as a base model (prompts as "
-                          "plain text) with --set model.chat_template=false")
+        raise ConfigError(f"--model {clipped(model)}: its tokenizer has no chat template: audit it as a base model "
+                          "(prompts as plain text) with --set model.chat_template=false")
     template = getattr(tokenizer, "chat_template", None) or ""
     if params.model.chat_template and "enable_thinking" in template \
             and "enable_thinking" not in params.model.template_options:
-        raise ConfigError(f"--model {model}: its chat template can open a thinking block before the answer, which the "
-                          "next-token readings would score: add --set model.template_options.enable_thinking=false")
+        raise ConfigError(f"--model {clipped(model)}: its chat template can open a thinking block before the answer, "
+                          "which the next-token readings would score: add --set "
+                          "model.template_options.enable_thinking=false")
     read = {name for key in chapters for name in (chapter(key).section, *chapter(key).reads)}
     for spec in CHAPTERS:
         problem = spec.answers(tokenizer, params) if spec.answers and spec.section in read else ""
         if problem:
-            raise ConfigError(f"--model {model}: {problem}")
+            raise ConfigError(f"--model {clipped(model)}: {problem}")
 
 
 def _tokenizer(model: str, params: Params) -> Any:
@@ -113,8 +116,8 @@ def _tokenizer(model: str, params: Params) -> Any:
         return AutoTokenizer.from_pretrained(spec.path or spec.hf, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise AuditError(f"--model {model}: cannot load its tokenizer ({reason}): check the id, log in for gated "
-                         "models, or give a local folder") from None
+        raise AuditError(f"--model {clipped(model)}: cannot load its tokenizer ({clipped(reason)}): check the id, log "
+                         "in for gated models, or give a local folder") from None
 
 
 def _has_gpu() -> bool:
@@ -124,25 +127,28 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def audit_model(model: str, *, profile: str = "default", device: str | None = None, settings: Sequence[str] = (),
-                reports: Path = REPO / "reports", chapters: list[str] | None = None) -> Path:
-    """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<model's name>, from the params
-    written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the report path."""
-    raw = built_params(model, profile=profile, device=device, settings=settings)
+def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
+                settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None
+                ) -> Path:
+    """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
+    name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
+    report path."""
+    raw = built_params(model, profile=profile, device=device, name=name, settings=settings)
     try:
         params = Params.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(one_line(err, f"--model {model} --profile {profile}")) from None
-    params = located(params, Path.cwd(), f"--model {model}")  # --set data_dir: from here, as the params written keep it
+        raise ConfigError(one_line(err, f"--model {clipped(model)} --profile {profile}")) from None
+    # --set data_dir: from here, as the params written keep it
+    params = located(params, Path.cwd(), f"--model {clipped(model)}")
     if params.data_dir is not None:
         raw["data_dir"] = params.data_dir
     if params.model.device == "cuda" and not params.model.remote and not _has_gpu():
-        raise ConfigError(f"--model {model}: the {profile} profile runs on cuda but torch sees no GPU: add "
+        raise ConfigError(f"--model {clipped(model)}: the {profile} profile runs on cuda but torch sees no GPU: add "
                           "--device cpu")
-    check_tokenizer(model, params, chapters or params.chapters)
     params_file = Path(reports).resolve() / params.name / PARAMS_FILE
     header = (f"# Written by `llmaudit audit --model`: the profile {params_path(PROFILES[profile]).name} for the "
               "model below; rerun it with `llmaudit audit <this file>`.\n")
     text = header + yaml.safe_dump(raw, sort_keys=False)
     run = ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
-    return audit(run, reports=reports, chapters=chapters, write=True)
+    return audit(run, reports=reports, chapters=chapters, write=True,
+                 check=lambda: check_tokenizer(model, params, chapters or params.chapters))

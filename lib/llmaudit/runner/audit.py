@@ -1,6 +1,7 @@
 """One audit run: every chapter a params file lists, executed with papermill into reports/<model>/, then one
 self-contained HTML report. Chapters cache their forward passes there, so a killed run resumes cheaply; a run holds
-its report folder, so a second audit of the same model stops at once."""
+its report folder, so a second audit of the same model stops at once, and the folder belongs to one model (`owner`),
+so that another model of the same name stops before it writes there."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.config import ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.engines import can_run
+from llmaudit.models.weights import check_folder
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
 from llmaudit.registry import chapter as chapter_spec
@@ -33,8 +35,9 @@ from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
 from llmaudit.runner.chapter import finish_chapter
+from llmaudit.runner.owner import check_owner, claim, source_of
 from llmaudit.runner.snapshot import edited_note, snapshot
-from llmaudit.terminal import printable
+from llmaudit.terminal import clipped, printable
 
 CELL_TIMEOUT_S = 3600
 # The chapters' progress bars are text on stderr by design; in a kernel without ipywidgets, tqdm.auto (which
@@ -121,11 +124,13 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
 
 
 def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
-          write: bool = False) -> Path:
+          write: bool = False, check: Callable[[], object] = lambda: None) -> Path:
     """`run_audit` for params as read once (`run`); with `write`, the run first writes their text to their path once
     it holds the report folder (an audit of `--model` runs from the params it writes there, and a second run on the
     folder must not replace them under the first). A chapter the params do not list is refused: the report shows the
-    listed chapters, and would show its rows and verdicts but not its section."""
+    listed chapters, and would show its rows and verdicts but not its section. Before any chapter, the report folder
+    must be this model's or no model's (`owner`), a local model folder must hold weights of its config's shape
+    (`models.weights`), and `check` (the caller's own checks) must pass."""
     params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:
@@ -136,10 +141,18 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
                           f"{', '.join(params.chapters)}): add it there, or leave chapters out to run every chapter")
     reports = Path(reports).resolve()
     report_dir = reports / params.name
+    source = source_of(params.model)
+    how = ("audit it under a name of its own (--name NAME) or into another --reports folder" if write else
+           f"give it a name of its own (name: in {clipped(run.path.name)}) or another --reports folder")
+    check_owner(report_dir, source, how)  # before anything is written there, even the lock
+    if params.model.path is not None:
+        check_folder(Path(params.model.path), trust_remote_code=params.model.trust_remote_code)
+    check()
     for chapter in chosen:
         chapter_spec(chapter).preflight(params, reports)
         _engine_can_run(chapter, params)
     with _held(report_dir):
+        claim(report_dir, source, how)  # again under the lock: a run that began meanwhile may have recorded its model
         if write:
             write_atomic(run.path, run.text)
         ran = snapshot(run, report_dir)
