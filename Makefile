@@ -41,9 +41,14 @@ audit: install
 endif
 
 # ruff's rules (pyproject.toml: pycodestyle, pyflakes, import order, bugbear, pyupgrade) over the code, the tests,
-# the benchmarks and the scripts, then mypy's type checks over the code (pyproject.toml [tool.mypy])
+# the benchmarks, the scripts and every chapter's code cells (jupytext hands ruff each MyST notebook as an .ipynb,
+# whose code cells ruff reads; a finding names the notebook and its cell), then mypy's type checks over the code
+# (pyproject.toml [tool.mypy])
+NOTEBOOKS := $(wildcard book/[0-9][0-9]_*.md)
 lint: install
 	$(VENV)/bin/ruff check lib tests benchmarks scripts
+	@status=0; for notebook in $(NOTEBOOKS); do $(VENV)/bin/jupytext --quiet --pipe-fmt ipynb \
+	  --check "$(VENV)/bin/ruff check --quiet --output-format concise {}" $$notebook || status=1; done; exit $$status
 	$(VENV)/bin/mypy
 
 test: install lint

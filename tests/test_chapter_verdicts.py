@@ -14,7 +14,7 @@ from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.spec import method
 from llmaudit.config import load_params
 from llmaudit.report import Results
-from llmaudit.verdict.verdicts import verdicts
+from llmaudit.verdict.verdicts import verdicts, verdicts_at
 
 REFERENCES = Path(__file__).resolve().parent / "notebooks"
 CHAPTER = REFERENCES / "02_decision_tasks.ipynb"
@@ -57,7 +57,7 @@ def chapter() -> nbformat.NotebookNode:
 
 
 def test_table_2_1_gives_the_verdict_pages_verdicts(chapter) -> None:
-    text = shown_text(code_cell(chapter, "summary(found, audits, slope_verdicts("))
+    text = shown_text(code_cell(chapter, "summary(found, audits, verdicts_at("))
     if "ungated" in text:
         pytest.skip("Table 2.1 labels its column as the interval-only verdict")
     shown = row_verdicts(text)
@@ -74,6 +74,17 @@ def test_exercise_2_1_gives_the_verdict_pages_verdicts_at_both_margins(chapter) 
     shown = row_verdicts(text)
     assert set(shown) == set(expected[0])
     assert shown == {task: [at[task] for at in expected] for task in shown}
+
+
+def test_verdicts_at_a_margin_are_the_verdict_pages_at_that_margin() -> None:
+    """The chapter's call (`verdicts_at`) changes the one margin it is given and keeps the gates: a slope test at a
+    zero margin can no longer pass."""
+    params, results = load_params("ci"), Results(REFERENCES / "results.csv").table()
+    for epsilon in (params.epsilon.slope, params.epsilon.slope / 2, 0.0):
+        expected = page(epsilon)
+        found = verdicts_at(results, [method(task, "whitebox_slope") for task in expected], params, slope=epsilon)
+        assert expected and list(found) == list(expected.values())
+    assert "pass" not in expected.values()
 
 
 def test_the_check_reads_a_disagreeing_table() -> None:

@@ -5,6 +5,7 @@ fresh interpreter and every llmaudit module that import loads must come from its
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
@@ -112,34 +113,42 @@ def test_no_generic_module_imports_a_chapter_package(module: Path) -> None:
     assert not named, f"{module.name} imports {sorted(named)}: declare the step as a hook of the chapter's spec"
 
 
-def model_imports(module: Path) -> set[str]:
-    """The models/ modules one models/ module imports, under TYPE_CHECKING too (`from llmaudit.models import x`
-    counts as importing module x)."""
-    modules = {p.stem for p in (PACKAGE / "models").glob("*.py")}
-    found = set()
-    for node in ast.walk(ast.parse(module.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "llmaudit.models":
-            found |= {alias.name for alias in node.names} & modules
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmaudit.models."):
-            found.add(node.module.split(".")[2])
-        elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("llmaudit.models.")}
-    return found
+def module_of(path: Path) -> str:
+    """A module's dotted name ('llmaudit.models.steer'; a package's __init__: the package's)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_models_modules_import_no_cycle() -> None:
-    """The models/ modules form no import cycle, not even through type-only imports: the engines take a
-    `models.handle.Handle`, not the `AuditModel` that runs them."""
-    graph = {p.stem: model_imports(p) - {p.stem} for p in (PACKAGE / "models").glob("*.py") if p.stem != "__init__"}
-    done: set[str] = set()
+def import_graph() -> dict[str, set[str]]:
+    """Per llmaudit module, the llmaudit modules it imports, under TYPE_CHECKING and inside functions too: `from p
+    import n` imports module p.n where there is one, else p (a module importing its own package's submodule does
+    not run the package's __init__ for it)."""
+    modules = {module_of(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+        graph[name] = (found & set(modules)) - {name}
+    return graph
 
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        assert module not in path, f"import cycle: {' -> '.join([*path, module])}"
-        if module not in done:
-            for imported in sorted(graph.get(module, ())):
-                visit(imported, (*path, module))
-            done.add(module)
 
-    for module in sorted(graph):
-        visit(module, ())
-    assert not [m for m in ("prefix", "sampling", "sweep", "derivative", "swept_prefix") if "runtime" in graph[m]]
+def test_no_import_cycle() -> None:
+    """No two llmaudit modules import each other, directly or around a loop, not even through type-only imports: a
+    measurement that needs another module's work takes it as data or as a narrow function passed in (the decision
+    tasks' dependence tests take the runner's contrast scores and its sweep, not the runner)."""
+    try:
+        graphlib.TopologicalSorter(import_graph()).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")
+
+
+def test_the_engines_take_a_handle_not_the_audit_model() -> None:
+    """The engines take a `models.handle.Handle`, not the `AuditModel` that runs them."""
+    graph = import_graph()
+    engines = ("prefix", "sampling", "sweep", "derivative", "swept_prefix")
+    assert not [e for e in engines if "llmaudit.models.runtime" in graph[f"llmaudit.models.{e}"]]

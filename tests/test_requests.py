@@ -50,7 +50,7 @@ def test_a_chapter_binds_its_audits_runtime_to_the_model(tiny_model, tmp_path, m
     chapter = open_chapter("decision_tasks", "ci", str(tmp_path), True)
     assert chapter.model.runtime == Runtime(cache=chapter.cache, batch_tokens=chapter.params.batch_tokens,
                                             lambda_batch=chapter.params.tasks.lambda_batch)
-    assert chapter.cache is not None and chapter.cache.is_relative_to(tmp_path)
+    assert chapter.cache is not None and chapter.cache.folder.is_relative_to(tmp_path)
 
 
 @pytest.mark.parametrize(("read", "start"), [((), 1), ((1,), 0)], ids=["highest-below-edit", "below-a-read-block"])

@@ -1,5 +1,5 @@
 """The audit's chapters in book order: one registration line each (and one typed field of `Sections` for a chapter
-with a params section). The audit's chapter list, the params file's sections, the cache's code hash, the verdict
+with a params section). The audit's chapter list, the params file's sections, the caches' code hashes, the verdict
 page's tests and gates and the book's contents are all read from here; it is the one generic module that imports
 the chapter packages."""
 
@@ -67,8 +67,23 @@ def gates() -> tuple[Gate, ...]:
 
 
 def computing_packages() -> tuple[str, ...]:
-    """Every package whose code some chapter's forward passes depend on (the cache's code hash)."""
+    """Every package whose code some chapter's forward passes depend on (the audit's code version on its card)."""
     return tuple(sorted({package for spec in CHAPTERS for package in spec.computing}))
+
+
+def reused(key: str) -> tuple[str, ...]:
+    """The chapters whose cached forward passes a chapter reads (its `reuses`, and theirs in turn: a chapter's cache
+    holds only the passes it computed itself), in book order."""
+    found = set(chapter(key).reuses)
+    for other in chapter(key).reuses:
+        found |= set(reused(other))
+    return tuple(k for k in KEYS if k in found)
+
+
+def cache_packages(key: str) -> tuple[str, ...]:
+    """The packages a chapter's tensor-cache folder is named by: its computing packages, those of the chapters whose
+    passes it reads (so that it reads only passes of the code it would run itself) and the model layer."""
+    return tuple(sorted({"models", *chapter(key).computing, *(p for k in reused(key) for p in chapter(k).computing)}))
 
 
 def verdict_tests(params: Any = None) -> list[VerdictTest]:

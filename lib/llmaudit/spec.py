@@ -168,7 +168,9 @@ class ChapterSpec:
     """A chapter's declaration. `section`/`params`: its part of the params file (None: it has none); `reads`: other
     chapters' sections it also runs with (the robustness chapter reruns the decision tasks' sizes); `computing`: the
     llmaudit packages whose code decides what its forward passes compute, named from llmaudit down
-    ('models', 'chapters.decision_tasks'; part of every cache key);
+    ('models', 'chapters.decision_tasks'; part of its cache key); `reuses`: the chapters whose forward passes it
+    repeats and reads from their tensor caches (the robustness chapter's main-vector sweeps are the decision tasks'),
+    whose packages its cache key covers too;
     `verdict_tests(params)`: the tests its results feed, for a run with these params (None: every test it can feed);
     `headlines`: the few results the report shows as its headline numbers (all of them stay in results.csv and
     results.json). Its steps in the audit's generic parts, declared here so that no generic module imports a chapter:
@@ -186,6 +188,7 @@ class ChapterSpec:
     section: str | None = None
     params: type[Section] | None = None
     reads: tuple[str, ...] = ()
+    reuses: tuple[str, ...] = ()
     verdict_tests: Callable[[Any], list[VerdictTest]] = field(default=no_tests)
     headlines: tuple[Headline, ...] = ()
     results: tuple[Result, ...] = ()

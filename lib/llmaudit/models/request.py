@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
 
+from llmaudit.cache import Cache
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.vector import SteeringVector
 
@@ -78,9 +78,10 @@ class Request:
 
 @dataclass(frozen=True, kw_only=True)
 class Runtime:
-    """What an audit sets once for every pass of a model: the folder of cached results (None: no caching), the token
-    budget of one forward batch (`models.memory`) and how many lambdas share one pass over the upper blocks."""
+    """What an audit sets once for every pass of a model: the tensor cache (`llmaudit.cache.Cache`; None: no
+    caching), the token budget of one forward batch (`models.memory`) and how many lambdas share one pass over the
+    upper blocks."""
 
-    cache: Path | None = None
+    cache: Cache = None
     batch_tokens: BatchTokens = 4096
     lambda_batch: int = 1

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from llmaudit.cache import store_tensors, stored_tensors
+from llmaudit.cache import Cache, store_tensors, stored_tensors
 
 
 @dataclass
@@ -42,12 +41,12 @@ class LowerStates:
         return cls(int(tensors["block"]), list(tensors["states"].split(tensors["lengths"].tolist())))
 
 
-def store_states(cache: Path | None, identity: dict, texts: Sequence[str], states: LowerStates) -> None:
+def store_states(cache: Cache, identity: dict, texts: Sequence[str], states: LowerStates) -> None:
     """Keep `states` of `texts` (the model's `identity`) in the tensor cache."""
     store_tensors(cache, _key(identity, texts, states.block), states.tensors())
 
 
-def store_kept(cache: Path | None, identity: dict, texts: Sequence[str], kept: dict[int, list[torch.Tensor]] | None,
+def store_kept(cache: Cache, identity: dict, texts: Sequence[str], kept: dict[int, list[torch.Tensor]] | None,
                wanted: Sequence[str]) -> None:
     """Store the states a forward of `texts` kept (`ForwardOutput.states`, per block) for the texts `wanted` among
     them."""
@@ -56,7 +55,7 @@ def store_kept(cache: Path | None, identity: dict, texts: Sequence[str], kept: d
         store_states(cache, identity, wanted, LowerStates(block, [states[where[text]] for text in wanted]))
 
 
-def stored_states(cache: Path | None, identity: dict, texts: Sequence[str],
+def stored_states(cache: Cache, identity: dict, texts: Sequence[str],
                   blocks: Iterable[int]) -> LowerStates | None:
     """The stored states of `texts` at the highest of `blocks` that has them; None where none has."""
     for block in sorted(blocks, reverse=True):

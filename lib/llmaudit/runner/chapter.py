@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmaudit.cache import code_version
+from llmaudit.cache import TensorCache, code_version
 from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
@@ -23,8 +23,8 @@ from llmaudit.models.request import Runtime
 from llmaudit.models.vector import SteeringVector
 from llmaudit.paths import REPO
 from llmaudit.records import empty_records
+from llmaudit.registry import cache_packages, reused
 from llmaudit.registry import chapter as chapter_spec
-from llmaudit.registry import computing_packages
 from llmaudit.report import Results
 from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
@@ -70,10 +70,17 @@ class Chapter:
         return Results(self.report_dir / RESULTS, staged=self.name)
 
     @property
-    def cache(self) -> Path | None:
-        """Folder of cached forward passes, one per version of the code the chapters declare as computing them (None
-        when caching is off, e.g. in regression runs)."""
-        return self.report_dir / "cache" / code_version(computing_packages()) if self.use_cache else None
+    def cache(self) -> TensorCache | None:
+        """The chapter's cached forward passes (None when caching is off, e.g. in regression runs): a folder per
+        version of the code that computes them (`registry.cache_packages`), read along with the folders of the
+        chapters whose passes it repeats (`ChapterSpec.reuses`)."""
+        if not self.use_cache:
+            return None
+        return TensorCache(self._cache_folder(self.name), tuple(map(self._cache_folder, reused(self.name))))
+
+    def _cache_folder(self, key: str) -> Path:
+        """Where chapter `key` stores its cached passes in this audit: named by the hash of its code."""
+        return self.report_dir / "cache" / code_version(cache_packages(key))
 
     @property
     def vectors_dir(self) -> Path:

@@ -108,6 +108,12 @@ def verdict_of(results: pd.DataFrame, names: Sequence[str], margins: Section, pa
     return verdicts(results, margins, params).set_index("name")["verdict"].reindex(list(names)).to_numpy()
 
 
+def verdicts_at(results: pd.DataFrame, names: Sequence[str], params: Any, **margins: float) -> np.ndarray:
+    """The verdict page's verdict of each test named for a run with `params` (its margins and gates), with the margins
+    of the units given changed (e.g. `slope=0.01`): how the verdicts move with a margin."""
+    return verdict_of(results, names, params.epsilon.model_copy(update=margins), params.gates)
+
+
 def card_margins(epsilon: float | dict[str, float]) -> Section:
     """The margins a model card records: one per unit, or for a card written before margins had units, its one
     epsilon, which judged every test then."""

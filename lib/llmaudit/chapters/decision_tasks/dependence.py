@@ -12,20 +12,16 @@ move the metric: a flat sweep means the instrument moves nothing the model reads
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
 
-from llmaudit.chapters.decision_tasks.base import SampledTask, Task
+from llmaudit.chapters.decision_tasks.base import TaskItem
 from llmaudit.chapters.steering_vectors.selection import scale
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.models.vector import SteeringVector
-
-if TYPE_CHECKING:
-    from llmaudit.chapters.decision_tasks.evaluate import TaskRunner
 
 BAND = (-0.5, 0.5)  # scores below / above are the negative / positive contrast, the rest (score 0) neutral
 
@@ -51,15 +47,11 @@ def task_vector(name: str, layer: int, acts: torch.Tensor, scores: torch.Tensor)
                           {"dataset": "contrast prompts", "band": list(BAND)})
 
 
-def measure(runner: TaskRunner, task: Task, layer: int, lambdas: Sequence[float], n: int | None,
-            exclude: Collection[int]) -> Dependence | None:
-    """The task's dependence measurements on the cases its audit draws (None: the task has no task-relevant
-    concept)."""
-    if task.relevant is None or not isinstance(task, SampledTask):
-        return None
-    items = task.contrasts(n, runner.seed, runner.mirror, exclude)
-    scored, acts = runner.score_states(items, task.answers, f"{task.name} contrasts", layer)
+def measure(name: str, concept: str, layer: int, items: Sequence[TaskItem], scored: pd.DataFrame,
+            acts: torch.Tensor, sweep: Callable[[SteeringVector], pd.DataFrame]) -> Dependence:
+    """Task `name`'s dependence measurements on its task-relevant `concept`: its contrast `items` as scored (case,
+    group, metric, mass, prompt) with their last token's output of block `layer` (`acts`: items, width), where the
+    task vector is fitted, and its white-box prompts swept along that vector by `sweep`."""
     scores = torch.tensor([item.meta["score"] for item in items], dtype=torch.float32)
-    vector = task_vector(f"{task.name}_{task.relevant.split()[0]}", layer, acts, scores)
-    black = scored.assign(lam=scores.numpy())
-    return Dependence(task.relevant, vector, black, runner.white_box(task, vector, lambdas, n, exclude))
+    vector = task_vector(f"{name}_{concept.split()[0]}", layer, acts, scores)
+    return Dependence(concept, vector, scored.assign(lam=scores.numpy()), sweep(vector))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from llmaudit.chapters.decision_tasks.base import Task, TaskItem, answer_ids, metric
+from llmaudit.chapters.decision_tasks.base import SampledTask, Task, TaskItem, answer_ids, metric
 from llmaudit.chapters.decision_tasks.dependence import Dependence, measure
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
@@ -165,7 +165,18 @@ class TaskRunner:
         if not dependence:
             return TaskAudit(task, vector, black, white)
         removed = self.removed(task, vector, lambdas, n, exclude, white)
-        return TaskAudit(task, vector, black, white, removed, measure(self, task, vector.layer, lambdas, n, exclude))
+        return TaskAudit(task, vector, black, white, removed, self.dependence(task, vector.layer, lambdas, n, exclude))
+
+    def dependence(self, task: Task, layer: int, lambdas: Sequence[float], n: int | None,
+                   exclude: Collection[int]) -> Dependence | None:
+        """The task's dependence measurements on the cases its audit draws, its task vector fitted at block `layer`
+        (None: the task has no task-relevant concept)."""
+        if task.relevant is None or not isinstance(task, SampledTask):
+            return None
+        items = task.contrasts(n, self.seed, self.mirror, exclude)
+        scored, acts = self.score_states(items, task.answers, f"{task.name} contrasts", layer)
+        return measure(task.name, task.relevant, layer, items, scored, acts,
+                       lambda vector: self.white_box(task, vector, lambdas, n, exclude))
 
     def removed(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
                 exclude: Collection[int], white: pd.DataFrame) -> pd.DataFrame | None:

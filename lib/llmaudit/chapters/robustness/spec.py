@@ -44,7 +44,7 @@ RESULTS = (
 CHAPTER = ChapterSpec(key="robustness", title="Robustness",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks",
                                  "chapters.robustness"),
-                      reads=("tasks",),
+                      reads=("tasks",), reuses=("decision_tasks",),
                       verdict_tests=_tests, results=RESULTS,
                       headlines=tuple(
                        COSINE.headline(f"{concept}: cosine of its two vectors",
