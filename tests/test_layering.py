@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("captions",),  # how numbered captions read, for the report and the book's Sphinx extension
     ("report",),
-    ("runner.chapter", "runner.snapshot"),
+    ("runner.chapter", "runner.snapshot", "runner.owner"),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
     ("runner.adhoc",),
     ("cli",),
