@@ -55,9 +55,11 @@ def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequ
             found += [{"name": f"{form}.{task}.{column}", "value": value,
                        "note": "mean APD over attributes (token probability)"}
                       for task, value in frame.groupby("task")[column].mean().dropna().items()]
-        shift = t_interval(pronoun_shift(tidy[form])["pronoun_shift"])
+        shifts = pronoun_shift(tidy[form])["pronoun_shift"]
+        shift = t_interval(shifts)
         found.append({"name": f"{form}.pronoun_shift", "value": shift.value, "lo": shift.lo, "hi": shift.hi,
-                      "note": "Probability of Pronoun Shift, mean over attributes (95% t-interval)"})
+                      "note": "Probability of Pronoun Shift, mean over attributes (95% t-interval)",
+                      "n": int(shifts.notna().sum())})
     cases = [pronoun_shift_cases(frame.assign(prompt=prompts[form]), f"{form}.pronoun_shift")
              for form, frame in probability.items()]
     table = pd.concat({form: frame.groupby("task")[["gen_effect", "instr_effect"]].mean()
@@ -146,6 +148,7 @@ def pronoun_levels(tokens: pd.DataFrame) -> tuple[Findings, PronounModel]:
     results = [{"name": f"chat.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
                 "lo": fixed.loc[f"{family} - he", "lo"], "hi": fixed.loc[f"{family} - he", "hi"],
                 "note": "mixed model of the relative shifts, random intercept per attribute"
-                        + ("" if model.converged else " (fit did not converge)")}
+                        + ("" if model.converged else " (fit did not converge)"),
+                "n": int(relative["attribute"].nunique())}
                for family in ("she", "they")]
     return Findings(pd.DataFrame(rows), results_frame(results), relative), model
