@@ -70,8 +70,8 @@ def _pending_path(path: Path, chapter: str) -> Path:
 
 def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     """One file's rows (absent = none), keyed by (chapter, name), in file order; a file written before a column was
-    recorded (`EARLIER`) reads as if that column were empty. A damaged file, or one past LIMIT (which would exhaust memory), is a one-line
-    DataError naming it."""
+    recorded (`EARLIER`) reads as if that column were empty. A damaged file, or one past LIMIT (which would exhaust
+    memory), is a one-line DataError naming it."""
     fix = "delete it and rerun the audit's chapters (their forward passes are cached)"
     try:
         reader = csv.DictReader(io.StringIO(read_text(path, fix, LIMIT), newline=""))
