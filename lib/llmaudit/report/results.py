@@ -33,14 +33,14 @@ _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf)")
 def _to_text(value: object) -> str:
     """Format a value for the CSV: integers exactly, floats by shortest round-trip repr (NaN, no value: empty),
     strings as-is (any object: callers pass numpy scalars, and anything else is refused at run time)."""
-    if value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value)):
-        return ""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError("a result value must be a number or a string, not a bool: record a yes/no result as a flag")
+    if value is None:
+        return ""
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return repr(float(value))
+        return "" if math.isnan(value) else repr(float(value))
     if isinstance(value, str):
         return value
     raise TypeError(f"a result value must be a number or a string, got {type(value).__name__}")

@@ -28,6 +28,10 @@ from llmaudit.stats import t_interval
 TAGS = ("masculine", "feminine", "neutral")
 EXCLUDED = "chat.excluded_share"  # the exclusion rule's test in the case file
 METRICS = {"token probability": "token", "proportion of choices": "choice"}  # sensitivity metric -> result key
+NONE_KEPT = ("The 60% rule excludes every (task, condition) cell, so no sampled answer's pronoun can be compared "
+             "with the token probability.")  # what the choice-based tables, figures and results say when so
+NO_PAIR = "no (attribute, task) pair has both cells of an effect kept by the 60% rule"
+FLAT = "not defined: the token probability or the share is the same in every kept cell"
 
 
 def sample_attributes(per_tag: int | None, seed: int) -> list[Attribute]:
@@ -85,9 +89,24 @@ def token_vs_choice(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
     """The kept cells' token probabilities beside their proportions of choices (columns '{pronoun}_token' and
     '{pronoun}_choice'), recorded as each pronoun's Pearson r."""
     paired = tokens.merge(choices, on=KEYS, suffixes=("_token", "_choice"))
-    found = [{"name": f"token_vs_choice.{family}", "note": "Pearson r over kept cells (attribute x condition)",
-              "value": paired[f"{family}_token"].corr(paired[f"{family}_choice"])} for family in FAMILIES]
+    found = []
+    for family in FAMILIES:
+        r = paired[f"{family}_token"].corr(paired[f"{family}_choice"])
+        why = ("Pearson r over kept cells (attribute x condition)" if pd.notna(r)
+               else NONE_KEPT if paired.empty else FLAT)
+        found.append({"name": f"token_vs_choice.{family}", "value": r, "note": why})
     return Findings(paired, results_frame(found))
+
+
+def agreement_line(agreement: Findings) -> str:
+    """The sentence under the token-versus-choice table: the kept cells and each pronoun's r, or why there is none."""
+    if agreement.table.empty:
+        return NONE_KEPT
+    r = agreement.results["value"]
+    each = ", ".join(f"{family} {value:+.2f}" if pd.notna(value) else f"{family} not defined (a constant reading)"
+                     for family, value in zip(FAMILIES, r))
+    return (f"{len(agreement.table)} attribute x condition cells kept; correlation of token probability with "
+            f"proportion of choices: {each}")
 
 
 def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
@@ -98,7 +117,8 @@ def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
     for metric, key in METRICS.items():
         values = by_metric.loc[by_metric["metric"] == metric, "sensitivity"]
         found.append({"name": f"chat.sensitivity.{key}", "value": values.mean() if len(values) else float("nan"),
-                      "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"})
+                      "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"
+                              if len(values) else f"not measured: {NO_PAIR}"})
     return Findings(by_metric, results_frame(found))
 
 
