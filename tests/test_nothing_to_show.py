@@ -19,11 +19,13 @@ from llmaudit.chapters.framing.metrics import choice_proportions
 from llmaudit.chapters.framing.pronouns import drop_excluded, exclusion_table
 from llmaudit.config import load_params
 from llmaudit.errors import AuditError
-from llmaudit.report import build_report, show
+from llmaudit.report import Results, build_report, show
+from llmaudit.report.answer import answers
 from llmaudit.report.audited import read_audited
 from llmaudit.report.charts import NO_DATA, NOTHING, NoFigure, SVGFigure
 from llmaudit.report.printed import printed_nans
 from llmaudit.runner.chapter import Chapter
+from llmaudit.verdict.verdicts import NOT_MEASURABLE, verdicts
 
 TOKENS = pd.DataFrame([("x", "association", g, i, 0.5, 0.3, 0.2) for g in (False, True) for i in (False, True)],
                       columns=["attribute", "task", "gender", "instr", "he", "she", "they"])
@@ -98,3 +100,16 @@ def test_the_report_shows_an_empty_figure_as_its_number_and_sentence(tmp_path: P
     figure = figure[:figure.index("</figure>")]
     assert "The 60% rule excludes every cell." in figure and "Figure 1.1" in figure
     assert "<svg" not in figure and "One point per kept cell" not in page
+
+
+def test_a_test_recorded_without_a_score_is_not_measurable_with_its_reason(tmp_path: Path) -> None:
+    results = Results(tmp_path / "results.csv")
+    results.record("decision_tasks", "credit.blackbox_explicit", None, note="no case had both groups answered")
+    results.record("decision_tasks", "credit.whitebox_slope", 0.001, -0.004, 0.006, n=48)
+    table = verdicts(results.table()).set_index("name")
+    row = table.loc["credit.blackbox_explicit"]
+    assert row["verdict"] == NOT_MEASURABLE
+    assert row["unmet"] == ("credit.blackbox_explicit: no case had both groups answered",)
+    assert table.loc["credit.whitebox_slope", "verdict"] != NOT_MEASURABLE
+    document = {"verdicts": verdicts(results.table()).to_dict("records")}
+    assert all("nan" not in f"{a.interval} {a.reason}".lower() for a in answers(document))
