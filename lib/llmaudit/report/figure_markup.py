@@ -14,7 +14,7 @@ _LABEL = re.compile(r'(<svg\b[^>]*\baria-label=|<img\b[^>]*\balt=)"[^"]*"')
 _TAGS = re.compile(r"<[^>]+>")
 _CAPTION = re.compile(r'\s*<div class="numbered figure" id="([^"]+)">(.*?)</div>', re.S)
 _OPENING = re.compile(r"<p><strong>.*?</strong>", re.S)
-_NO_DATA = re.compile(r'<figure class="no-data"><p>(.*?)</p></figure>$', re.S)
+_NO_DATA = re.compile(r'<figure class="no-data"><p>([^<]*)</p></figure>$')  # its sentence is escaped: no '<'
 
 
 def text_of(html: str) -> str:
