@@ -23,6 +23,7 @@ from llmaudit.report import Results, build_report, show
 from llmaudit.report.answer import answers
 from llmaudit.report.audited import read_audited
 from llmaudit.report.charts import NO_DATA, NOTHING, NoFigure, SVGFigure
+from llmaudit.report.headlines import headline_rows
 from llmaudit.report.printed import printed_nans
 from llmaudit.runner.chapter import Chapter
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, verdicts
@@ -113,3 +114,10 @@ def test_a_test_recorded_without_a_score_is_not_measurable_with_its_reason(tmp_p
     assert table.loc["credit.whitebox_slope", "verdict"] != NOT_MEASURABLE
     document = {"verdicts": verdicts(results.table()).to_dict("records")}
     assert all("nan" not in f"{a.interval} {a.reason}".lower() for a in answers(document))
+
+
+def test_a_headline_not_measured_says_why(tmp_path: Path) -> None:
+    results = Results(tmp_path / "results.csv")
+    results.record("framing", "chat.pronoun_shift", None, note="no attribute has a defined effect")
+    (row,) = headline_rows(results.table())["Framing"]
+    assert (row.value, row.meaning) == ("—", "no attribute has a defined effect")
