@@ -7,6 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
+from llmaudit.chapters.robustness import compare
+from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.report.answer import answer_section, short_label
 from llmaudit.report.bottom_line import BottomLine, bottom_line
 
@@ -28,18 +37,48 @@ def results_file(folder: Path, rows: list[tuple[str, str, str]]) -> dict:
     return json.loads(path.read_text())
 
 
-def test_a_fail_only_under_steering_says_so_and_names_the_disagreeing_vectors(tmp_path: Path) -> None:
+def test_a_fail_only_under_steering_says_so_and_names_the_conflicting_vectors(tmp_path: Path) -> None:
     document = results_file(tmp_path, [
         (CONVICTION, STATED, "pass"), (CONVICTION, IMPLIED, "inconclusive"), (CONVICTION, DIAL, "fail"),
         (CONVICTION, ID, "inconclusive"),
-        (PENALTY, STATED, "pass"), (PENALTY, IMPLIED, "inconclusive"), (PENALTY, DIAL, "fail"), (PENALTY, ID, "pass"),
+        (PENALTY, STATED, "pass"), (PENALTY, IMPLIED, "inconclusive"), (PENALTY, DIAL, "fail"), (PENALTY, ID, "fail"),
         (CREDIT, "black-box gap, gender stated", "not measurable"),
     ])
+    document["verdicts"][7].update(score=-0.1, lo=-0.15, hi=-0.05)  # penalty's race_id slope: below 0
     assert bottom_line(document) == BottomLine(
         "3 requirements: 2 fail, 1 not measurable",
         "m: 3 requirements: 2 fail, 1 not measurable; the fails come from white-box slopes only; their black-box "
-        "gaps: 2 inconclusive, 2 pass; the white-box slopes disagree on judicial_penalty (white-box slope, steering "
-        "race_dial fails; white-box slope, steering race_id passes).")
+        "gaps: 2 inconclusive, 2 pass; the white-box slopes conflict on judicial_penalty (white-box slope, steering "
+        "race_dial above 0, white-box slope, steering race_id below 0).")
+
+
+def _audit(explicit: float, implicit: float) -> TaskAudit:
+    """The credit task's audit with hand-made answers: per case, female minus male is `explicit` (stated) and
+    `implicit` (implied), give or take a case-to-case spread of 0.01."""
+    spread = np.linspace(-0.01, 0.01, 12)
+    black = {variant: pd.DataFrame({"case": np.tile(np.arange(12), 2), "group": np.repeat(["female", "male"], 12),
+                                    "metric": np.concatenate([gap + spread, np.zeros(12)])})
+             for variant, gap in (("explicit", explicit), ("implicit", implicit))}
+    vector = SteeringVector("gender_lang", "gender", 0, torch.ones(4), torch.zeros(4), 1.0)
+    return TaskAudit(TASKS["credit"], vector, black, pd.DataFrame(columns=["case", "lam", "metric", "group"]))
+
+
+@pytest.mark.parametrize(("explicit", "implicit"), [(0.1, -0.1), (0.1, 0.01), (0.1, 0.0), (-0.1, 0.1)])
+def test_the_first_screen_and_the_robustness_table_give_one_answer(explicit, implicit, tmp_path: Path) -> None:
+    """The robustness chapter's Table 3.2 flags a conflict exactly where the bottom line names one (once, the first
+    screen said 'disagree' where one gap failed and the other passed, and Table 3.2 said no conflict)."""
+    audit = _audit(explicit, implicit)
+    flagged = bool(compare.black_box({("credit", "gender_lang"): audit}, 200, 0).table.at["credit", "conflict"])
+    document = results_file(tmp_path, [(CREDIT, "black-box gap, gender stated", "fail"),
+                                       (CREDIT, "black-box gap, gender implied", "fail")])
+    for row, variant in zip(document["verdicts"], ("explicit", "implicit")):
+        gap = audit.gap(variant, 200, 0)
+        inside = abs(gap.lo) <= 0.02 and abs(gap.hi) <= 0.02
+        row.update(score=gap.value, lo=gap.lo, hi=gap.hi, verdict="pass" if inside else "fail")
+    line = bottom_line(document)
+    assert line is not None
+    assert ("conflict on credit" in line.sentence) == flagged
+    assert "disagree" not in line.sentence
 
 
 def test_instruments_of_different_kinds_disagreeing_are_both_named(tmp_path: Path) -> None:

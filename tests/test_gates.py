@@ -220,8 +220,8 @@ def test_results_file_records_n_and_reads_files_without_it(tmp_path) -> None:
     results = Results(path)
     assert results.table()["n"].isna().all() and results.get("c", "a") == 0.5
     results.record("c", "b", 0.1, 0.0, 0.2, n=120)
-    assert path.read_text().splitlines()[:3] == ["chapter,name,value,lo,hi,unit,note,n", "c,a,0.5,0.4,0.6,,,",
-                                                 "c,b,0.1,0.0,0.2,,,120"]
+    assert path.read_text().splitlines()[:3] == ["chapter,name,value,lo,hi,unit,note,n,meaning,flag",
+                                                 "c,a,0.5,0.4,0.6,,,,,", "c,b,0.1,0.0,0.2,,,120,,"]
     table = Results(path).table()
     assert table["n"].dtype == "Int64" and table["n"].tolist()[1] == 120 and pd.isna(table["n"].iloc[0])
     for bad in (2.5, True, "3"):

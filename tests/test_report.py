@@ -89,7 +89,7 @@ def test_results_upsert_and_reopen(tmp_path: Path) -> None:
     assert reopened.get("steering", "dataset") == "crows_pairs"
     assert pd.isna(reopened.table("steering")["lo"]).all()
     assert list(reopened.table("bbq")["unit"]) == ["", "items"]
-    assert path.read_text().splitlines()[0] == "chapter,name,value,lo,hi,unit,note,n"
+    assert path.read_text().splitlines()[0] == "chapter,name,value,lo,hi,unit,note,n,meaning,flag"
     assert sorted(p.name for p in path.parent.iterdir()) == [".results.csv.lock", "results.csv"]  # no temp files
     with pytest.raises(KeyError):
         reopened.get("bbq", "missing")
@@ -106,7 +106,7 @@ def test_results_keeps_rows_from_another_writer(tmp_path: Path) -> None:
 def test_results_rejects_bad_input(tmp_path: Path) -> None:
     res = Results(tmp_path / "results.csv")
     with pytest.raises(TypeError):
-        res.record("ch", "flag", True)
+        res.record("ch", "x", [1.0])
     with pytest.raises(TypeError):
         res.record("ch", "x", 1.0, lo="low")
     with pytest.raises(ValueError):

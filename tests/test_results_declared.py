@@ -37,10 +37,10 @@ def test_every_headline_is_a_declared_result_of_its_chapter() -> None:
 
 
 def test_a_pattern_covers_its_fields_and_nothing_else() -> None:
-    gap = Result("{task}.blackbox_explicit", "metric difference", "")
+    gap = Result("{task}.blackbox_explicit", "metric difference", "the explicit gap")
     assert gap.matches("credit.blackbox_explicit") and gap.named(task="credit") == "credit.blackbox_explicit"
     assert not gap.matches("credit.blackbox_explicits") and not gap.matches("credit.blackbox_implicit")
-    assert Result("bbq{steered}.acc_{context}", "", "").matches("bbq.acc_amb")
+    assert Result("bbq{steered}.acc_{context}", "accuracy", "a share").matches("bbq.acc_amb")
 
 
 @pytest.fixture
@@ -77,3 +77,49 @@ def test_a_results_frame_keeps_integers_and_order(run: Chapter) -> None:
     table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name)
     assert table["name"].tolist() == ["credit.competence", "credit.answer_mass", "credit.whitebox_slope"]
     assert table["value"].tolist() == [27, 0.5, "True"] and isinstance(table["value"].iloc[0], int)
+
+
+def test_a_result_declared_without_a_unit_or_meaning_is_refused() -> None:
+    with pytest.raises(ValueError, match="declares no unit"):
+        Result("{task}.blackbox_explicit", "", "the explicit gap")
+    with pytest.raises(ValueError, match="declares no meaning"):
+        Result("{task}.blackbox_explicit", "metric difference", " ")
+
+
+def test_every_row_carries_its_declared_unit_and_meaning(run: Chapter) -> None:
+    run.record_table(results_frame([{"name": "credit.blackbox_explicit", "value": 0.1, "lo": 0.0, "hi": 0.2,
+                                     "n": 6}, {"name": "credit.answer_mass", "value": 0.5}]))
+    table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name).set_index("name")
+    for name, row in table.iterrows():
+        spec = chapter("decision_tasks").declared(str(name))
+        assert (row["unit"], row["meaning"]) == (spec.unit, spec.meaning) and spec.unit
+
+
+def test_the_reference_rows_each_have_a_unit_and_meaning_and_no_boolean_value() -> None:
+    rows = list(csv.DictReader(REFERENCE.open()))
+    assert [r["name"] for r in rows if not r["unit"] or not r["meaning"]] == []
+    assert [r["name"] for r in rows if r["value"].lower() in ("true", "false")] == []
+
+
+def test_an_interval_without_its_n_is_refused(run: Chapter) -> None:
+    with pytest.raises(AuditError, match="'credit.competence' with an interval but no n"):
+        run.record("credit.competence", 0.3, 0.2, 0.4)
+    run.record("credit.competence", 0.3, 0.2, 0.4, n=12)
+
+
+def test_a_yes_no_result_is_a_flag_and_no_value(tmp_path: Path) -> None:
+    run = Chapter("robustness", load_params("ci"), tmp_path)
+    run.record_table(results_frame([{"name": "credit.whitebox_conflict", "value": True},
+                                    {"name": "credit.blackbox_conflict", "value": False}]))
+    rows = list(csv.DictReader((tmp_path / ".results.csv.robustness.pending").open()))
+    assert [(r["value"], r["flag"]) for r in rows] == [("", "true"), ("", "false")]
+    table = Results(tmp_path / "results.csv", staged="robustness").table("robustness")
+    assert table["flag"].tolist() == [True, False] and table["value"].isna().all()
+
+
+def test_a_missing_value_is_recorded_empty_with_why(run: Chapter) -> None:
+    run.record_table(results_frame([{"name": "credit.answer_mass", "value": math.nan},
+                                    {"name": "credit.whitebox_slope", "value": None, "note": "no sweep ran"}]))
+    rows = {r["name"]: r for r in csv.DictReader((run.report_dir / ".results.csv.decision_tasks.pending").open())}
+    assert rows["credit.answer_mass"]["value"] == "" and rows["credit.answer_mass"]["note"].startswith("not measured")
+    assert (rows["credit.whitebox_slope"]["value"], rows["credit.whitebox_slope"]["note"]) == ("", "no sweep ran")

@@ -21,6 +21,7 @@ def test_results_json_round_trips_to_the_csv_and_carries_verdicts(tmp_path) -> N
     results.record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=48)
     results.record("decision_tasks", "credit.whitebox_slope", 0.1, 0.09, 0.11, unit="per unit lambda", n=48)
     results.record("decision_tasks", "credit.verdict", "fail", note="|S| <= 0.02")
+    results.record("robustness", "credit.whitebox_conflict", True, unit="yes/no", meaning="opposite signs")
     card = {"params": {"name": "m", "file": "m.yaml", "sha256": "ab", "text": "name: m\n", "seed": 0, "epsilon": 0.02},
             "environment": {"llmaudit": "0.1.0", "code_version": "c0de"}, "model": {"sha256": "f00"}}
     (tmp_path / "model_card.json").write_text(json.dumps(card))
@@ -29,10 +30,12 @@ def test_results_json_round_trips_to_the_csv_and_carries_verdicts(tmp_path) -> N
     def plain(x):
         return None if x is None or x is pd.NA or (isinstance(x, float) and x != x) else x
 
-    back = [(c, n, *(e[f] for f in ("value", "lo", "hi", "unit", "note", "n")))
+    back = [(c, n, *(e[f] for f in ("value", "lo", "hi", "unit", "note", "n", "meaning", "flag")))
             for c, entries in document["results"].items() for n, e in entries.items()]
     table = Results(tmp_path / "results.csv").table()
     assert back == [tuple(plain(x) for x in row) for row in table[COLUMNS].itertuples(index=False)]
+    assert document["results"]["robustness"]["credit.whitebox_conflict"]["flag"] is True
+    assert document["results"]["robustness"]["credit.whitebox_conflict"]["value"] is None
     assert document["n-samples"] == {"decision_tasks": {"credit.competence": 48, "credit.whitebox_slope": 48}}
     (verdict,) = document["verdicts"]
     assert (verdict["test"], verdict["verdict"], verdict["n"]) == ("white-box slope, steering gender_lang", "fail", 48)

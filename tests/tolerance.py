@@ -102,7 +102,7 @@ def results_differences(
     lines += [f"{chapter}:{name} not in the reference" for chapter, name in test.keys() - reference.keys()]
     for key in sorted(reference.keys() & test.keys()):
         tol = results_tolerance(*key)
-        for field in ("value", "lo", "hi", "unit", "note", "n"):
+        for field in ("value", "lo", "hi", "unit", "note", "n", "meaning", "flag"):
             got, expected = test[key].get(field, ""), reference[key].get(field, "")
             if not _cell_agrees(got, expected, tol):
                 lines.append(f"{key[0]}:{key[1]} {field} = {got}, reference {expected} ({tol})")

@@ -74,11 +74,18 @@ class Headline:
 @dataclass(frozen=True)
 class Result:
     """A result a chapter records, declared beside it: its results-file name, where each `{field}` stands for any
-    characters, none included (e.g. '{task}.blackbox_explicit'), its unit and in one line what it means."""
+    characters, none included (e.g. '{task}.blackbox_explicit'), its unit and in one line what it means (both
+    written with every row of the results files; a declaration without either is refused)."""
 
     name: str
     unit: str
     meaning: str
+
+    def __post_init__(self) -> None:
+        for part in ("name", "unit", "meaning"):
+            if not getattr(self, part).strip():
+                raise ValueError(f"result {self.name!r} declares no {part}: every result has a name, a unit and a "
+                                 "meaning")
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:

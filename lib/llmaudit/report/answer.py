@@ -1,6 +1,6 @@
 """The report's first screen, the answer: the bottom line (a generated sentence and tally, `report.bottom_line`), then
 per requirement its verdict (the verdict page's, gates included), each of its tests as a badge linked to its row of
-the verdict page (so instruments that disagree show side by side), and the test that decides it with its interval
+the verdict page (so instruments that differ show side by side), and the test that decides it with its interval
 against epsilon and one plain reason, under one or two lines saying which model was audited, when, and how far
 (chapters run, sizes). Built from a results.json document (`results_document`) by pure functions, so what the reader
 sees first is what the data files say."""

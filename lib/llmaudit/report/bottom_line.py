@@ -9,17 +9,22 @@ document alone, by these rules (the report's first screen and the index state th
    requirements say (e.g. "their black-box gaps: 2 pass, 2 inconclusive"), so a fail seen only under steering reads
    as such.
 5. Nothing fails but something is inconclusive: how many requirements need more cases to decide.
-6. Instruments of one kind disagree: a requirement where one test of a kind fails and another of the same kind
-   passes (the two race vectors on one task) is named with both tests.
+6. Instruments of one kind conflict: a requirement where two tests of one kind (the explicit and implicit gaps, a
+   concept's two vectors) conflict, both 95% intervals excluding 0 with opposite signs, is named with both tests.
+   This is the robustness chapter's conflict (main paper §4.5; `stats.conflict`, the one definition), so the first
+   screen and the chapter's tables give one answer for each task. Tests that merely differ in verdict (one inside
+   epsilon, one outside, same sign) do not conflict: more cases may reconcile them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import pandas as pd
 
+from llmaudit.stats import Estimate, conflict
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
 
 OUTCOMES = ("fail", "inconclusive", "pass", NOT_MEASURABLE)
@@ -27,7 +32,8 @@ KINDS = {"black-box": "black-box gaps", "white-box": "white-box slopes", "probe"
 RULES = ("The bottom line is generated from the verdicts by fixed rules: the tally counts requirements per verdict; "
          "where a requirement fails it names the instruments its failing tests come from (\"only\" when one kind) and "
          "what the other instruments say about the same requirements; it names any requirement on which two tests of "
-         "one kind of instrument (the two vectors of a concept) disagree, one failing and one passing.")
+         "one kind of instrument (explicit and implicit gaps, or a concept's two vectors) conflict: both 95% "
+         "intervals exclude 0, with opposite signs (the robustness chapter's definition).")
 
 
 @dataclass(frozen=True)
@@ -73,14 +79,17 @@ def _fails(table: pd.DataFrame, worst: pd.Series) -> list[str]:
     return clauses
 
 
-def _disagreements(table: pd.DataFrame) -> list[str]:
-    """Rule 6: per requirement and kind of instrument, a failing test beside a passing one."""
+def _conflicts(table: pd.DataFrame) -> list[str]:
+    """Rule 6: per requirement and kind of instrument, the first two tests that conflict (`stats.conflict`)."""
     found = []
     for (requirement, kind), tests in table.groupby(["requirement", "kind_of"], sort=False):
-        failed, passed = (tests.loc[tests["verdict"] == v, "test"].tolist() for v in ("fail", "pass"))
-        if failed and passed:
-            found.append(f"the {KINDS[str(kind)]} disagree on {short(str(requirement))} "
-                         f"({', '.join(failed)} fails; {', '.join(passed)} passes)")
+        rows = [(t.test, Estimate(float(t.score), float(t.lo), float(t.hi)))
+                for t in tests.dropna(subset=["score", "lo", "hi"]).itertuples(index=False)]
+        clash = next(((a, b) for a, b in combinations(rows, 2) if conflict(a[1], b[1])), None)
+        if clash is not None:
+            (above, _), (below, _) = sorted(clash, key=lambda test: -test[1].lo)
+            found.append(f"the {KINDS[str(kind)]} conflict on {short(str(requirement))} ({above} above 0, "
+                         f"{below} below 0)")
     return found
 
 
@@ -104,6 +113,6 @@ def bottom_line(document: dict[str, Any]) -> BottomLine | None:
         undecided = int((worst == "inconclusive").sum())
         clauses.append(f"nothing fails, but {undecided} requirement{'s need' if undecided != 1 else ' needs'} more "
                        "cases to decide")
-    clauses += _disagreements(table)
+    clauses += _conflicts(table)
     model = document.get("config", {}).get("name") or "The model"
     return BottomLine(counted, f"{model}: {counted}; {'; '.join(clauses)}.")

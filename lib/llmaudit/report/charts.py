@@ -1,9 +1,13 @@
-"""Render altair charts to static, deterministic SVG so executed notebooks and reports need no JavaScript or network."""
+"""Render altair charts to static, deterministic SVG so executed notebooks and reports need no JavaScript or network;
+a chart with nothing to plot is shown as one sentence saying why, never as an empty grid."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import textwrap
+from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ from llmaudit.atomic import write_atomic
 
 THEME = "llmaudit"
 WIDTH = 560
+NO_DATA = "application/vnd.llmaudit.no-data+json"  # the output of a figure with nothing to plot: {"reason": ...}
+NOTHING = "Nothing to draw: every value this figure would plot is missing."  # a reason where the caller gives none
 
 
 @alt.theme.register(THEME, enable=False)
@@ -47,6 +53,48 @@ class SVGFigure:
         return f"<SVGFigure {len(self.svg)} chars>"
 
 
+class NoFigure:
+    """A figure with nothing to plot: one sentence saying why, as a small SVG (the book), the report's own output
+    (`NO_DATA`: the report shows the sentence in place of the figure and its caption) and plain text."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        lines = textwrap.wrap(self.reason, 80)
+        text = "".join(f'<text x="8" y="{22 * (i + 1)}">{escape(line)}</text>' for i, line in enumerate(lines))
+        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{22 * len(lines) + 10}" '
+               f'font-family="Helvetica, Arial, sans-serif" font-size="14" fill="#555">{text}</svg>')
+        return {NO_DATA: {"reason": self.reason}, "image/svg+xml": svg, "text/plain": self.reason}
+
+    def __repr__(self) -> str:
+        return self.reason
+
+
+def _sources(spec: Any) -> Iterator[list[Any]]:
+    """The rows of each inline data source of a Vega-Lite spec: its named datasets and inline values, nested views
+    included."""
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key == "datasets" and isinstance(value, dict):
+                yield from (rows for rows in value.values() if isinstance(rows, list))
+            elif key == "data" and isinstance(value, dict) and isinstance(value.get("values"), list):
+                yield value["values"]
+            else:
+                yield from _sources(value)
+    elif isinstance(spec, list):
+        for item in spec:
+            yield from _sources(item)
+
+
+def plotted(spec: dict[str, Any]) -> bool:
+    """Whether a chart's spec has something to plot: a data row with a number (altair writes NaN as null); a spec
+    without inline data (a URL, a generator) is taken to have some."""
+    sources = list(_sources(spec))
+    return not sources or any(isinstance(v, (int, float)) and not isinstance(v, bool)
+                              for rows in sources for row in rows if isinstance(row, dict) for v in row.values())
+
+
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
@@ -78,9 +126,13 @@ def to_svg(chart: alt.TopLevelMixin) -> str:
     return spec_to_svg(spec)
 
 
-def show(chart: alt.TopLevelMixin) -> SVGFigure:
-    """Return the chart as a static SVG figure: make it a cell's last expression (or display() it) in a notebook."""
-    return SVGFigure(to_svg(chart))
+def show(chart: alt.TopLevelMixin, *, empty: str = NOTHING) -> SVGFigure | NoFigure:
+    """Return the chart as a static SVG figure: make it a cell's last expression (or display() it) in a notebook.
+    A chart with nothing to plot is shown as the sentence `empty`, which says why (vega would draw an empty grid,
+    or an SVG 1.8e308 px wide)."""
+    with alt.theme.enable(THEME):
+        spec = chart.to_dict()
+    return SVGFigure(spec_to_svg(spec)) if plotted(spec) else NoFigure(empty)
 
 
 def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:

@@ -13,6 +13,8 @@ _TITLE = re.compile(r"role-title\b.*?<text[^>]*>(.*?)</text>", re.S)
 _LABEL = re.compile(r'(<svg\b[^>]*\baria-label=|<img\b[^>]*\balt=)"[^"]*"')
 _TAGS = re.compile(r"<[^>]+>")
 _CAPTION = re.compile(r'\s*<div class="numbered figure" id="([^"]+)">(.*?)</div>', re.S)
+_OPENING = re.compile(r"<p><strong>.*?</strong>", re.S)
+_NO_DATA = re.compile(r'<figure class="no-data"><p>([^<]*)</p></figure>$')  # its sentence is escaped: no '<'
 
 
 def text_of(html: str) -> str:
@@ -39,17 +41,26 @@ def relabel(chart: str, label: str) -> str:
 
 def with_captions(parts: list[str]) -> list[str]:
     """The rendered cells of a chapter with each chart (a `<figure>` part) joined to the figure caption that opens the
-    part after it: one <figure id=...> holding the chart labelled by its caption and the <figcaption>."""
+    part after it: one <figure id=...> holding the chart labelled by its caption and the <figcaption>. A figure with
+    nothing to plot (`<figure class="no-data">`) keeps only its number and the sentence saying why: its caption
+    describes marks that are not there."""
     joined: list[str] = []
     for part in parts:
         previous = joined[-1].rstrip() if joined else ""
         start, caption = previous.rfind("<figure>"), _CAPTION.match(part)
-        if start < 0 or not previous.endswith("</figure>") or caption is None:
+        empty = _NO_DATA.search(previous)
+        if (start < 0 and empty is None) or not previous.endswith("</figure>") or caption is None:
             joined.append(part)
             continue
-        chart = relabel(previous[start + len("<figure>"):-len("</figure>")], text_of(caption[2]))
-        joined[-1] = previous[:start] + (f'<figure id="{caption[1]}">{chart}<figcaption>{caption[2]}</figcaption>'
-                                         "</figure>")
+        if empty is not None:
+            opening = _OPENING.match(caption[2].strip())
+            figure = (f'<figure id="{caption[1]}" class="no-data"><figcaption>'
+                      f'{opening[0] if opening else "<p>"} {empty[1]}</p></figcaption></figure>')
+            joined[-1] = previous[:empty.start()] + figure
+        else:
+            chart = relabel(previous[start + len("<figure>"):-len("</figure>")], text_of(caption[2]))
+            joined[-1] = previous[:start] + (f'<figure id="{caption[1]}">{chart}<figcaption>{caption[2]}'
+                                             "</figcaption></figure>")
         rest = part[caption.end():].strip()
         if rest:
             joined.append(rest)

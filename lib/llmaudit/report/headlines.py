@@ -1,7 +1,8 @@
 """The report's headline numbers: per chapter the few results its spec declares headline (`ChapterSpec.headlines`),
-each with its interval where it has one, its unit and a line of meaning, marked where it is an instrument gate's
-number that fails its gate (a test it gates is then not measurable); every other number stays in results.csv and
-results.json in the report folder, which the section links instead of printing."""
+each with its interval where it has one, its unit and a line of meaning (for a number not measured: its note, why),
+marked where it is an instrument gate's number that fails its gate (a test it gates is then not measurable); every
+other number stays in results.csv and results.json in the report folder, which the section links instead of
+printing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmaudit.formats import interval, number, signed
+from llmaudit.formats import interval, missing, number, signed
 from llmaudit.registry import CHAPTERS
 from llmaudit.report.results_json import NAME as RESULTS_JSON
 from llmaudit.sections import Section
@@ -69,7 +70,8 @@ def headline_rows(results: pd.DataFrame, thresholds: Section | None = None) -> d
             if bounds and not pd.isna(r.n):
                 bounds += f", n = {int(r.n)}"
             value = signed(r.value) if bounds else number(r.value)
-            rows.append(HeadlineRow(h.label, value, bounds, h.unit, h.meaning, failed_gate(h.name, r, thresholds)))
+            meaning = r.note if missing(r.value) and r.note else h.meaning  # no value: why, in its note
+            rows.append(HeadlineRow(h.label, value, bounds, h.unit, meaning, failed_gate(h.name, r, thresholds)))
         if rows:
             chosen[spec.title] = rows
     return chosen

@@ -23,7 +23,7 @@ from llmaudit.report.answer import answer_section
 from llmaudit.report.audited import Audited
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
-from llmaudit.report.charts import spec_to_svg
+from llmaudit.report.charts import NO_DATA, spec_to_svg
 from llmaudit.report.evidence_links import evidence_links
 from llmaudit.report.figure_markup import accessible, chart_title, with_captions
 from llmaudit.report.figures import undrawn_figures
@@ -32,6 +32,7 @@ from llmaudit.report.front import card_section
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
 from llmaudit.report.outline import Entry, contents, with_ids
+from llmaudit.report.printed import printed_nans
 from llmaudit.report.results_json import results_document
 from llmaudit.report.sanitiser import sanitise
 from llmaudit.report.tables import tidy
@@ -160,6 +161,8 @@ def _output(out: nbformat.NotebookNode) -> str:
     data = out.get("data", {})
     if "application/vnd.jupyter.widget-view+json" in data:
         return ""
+    if NO_DATA in data:  # a figure with nothing to plot: its sentence, which its caption then reads (with_captions)
+        return f'<figure class="no-data"><p>{escape(str(data[NO_DATA].get("reason", "")))}</p></figure>'
     for mime, spec in data.items():
         if _VEGALITE.fullmatch(mime):
             try:
@@ -242,6 +245,9 @@ def build_report(
         undrawn = [] if failed else undrawn_figures(nb)  # a failed chapter stops short of its later figures
         if undrawn:
             raise AuditError(f"{path.name}: {'; '.join(undrawn)}: end that cell with the figure's show(...) call")
+        nans = printed_nans(nb)
+        if nans:
+            raise AuditError(f"{path.name}: {'; '.join(nans)}: print why the number is missing instead of nan")
         flag = '<span class="failed">execution error</span>' if failed else ""
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in (_cell(cell, numbered) for cell in nb.cells) if html]

@@ -13,14 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from llmaudit.atomic import open_lock, write_atomic
 from llmaudit.errors import DataError
 from llmaudit.reading import read_text
 
-COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n"]
-WITHOUT_N = COLUMNS[:-1]  # files written before `n` (the cases behind an interval) was recorded
+COLUMNS = ["chapter", "name", "value", "lo", "hi", "unit", "note", "n", "meaning", "flag"]
+EARLIER = (COLUMNS[:7], COLUMNS[:8])  # files written before `n`, then before `meaning` and `flag`, were recorded
+FLAGS = {True: "true", False: "false"}  # a yes/no result, in its own column: never a value
 LIMIT = 8 * 2**20  # bytes of a results file: 400 times the ci profile's 215 rows; reading one costs ~25x its size
 Value = float | int | str
 
@@ -29,23 +31,26 @@ _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf)")
 
 
 def _to_text(value: object) -> str:
-    """Format a value for the CSV: integers exactly, floats by shortest round-trip repr, strings as-is (any object:
-    callers pass numpy scalars, and anything else is refused at run time)."""
+    """Format a value for the CSV: integers exactly, floats by shortest round-trip repr (NaN, no value: empty),
+    strings as-is (any object: callers pass numpy scalars, and anything else is refused at run time)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("a result value must be a number or a string, not a bool: record a yes/no result as a flag")
     if value is None:
         return ""
-    if isinstance(value, bool):
-        raise TypeError("a result value must be a number or a string, not a bool")
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return repr(float(value))
+        return "" if math.isnan(value) else repr(float(value))
     if isinstance(value, str):
         return value
     raise TypeError(f"a result value must be a number or a string, got {type(value).__name__}")
 
 
 def _parse(text: str) -> Value:
-    """Read a CSV cell back: int or float where the text is a number, else the string."""
+    """Read a CSV cell back: int or float where the text is a number, NaN where it is empty (no value), else the
+    string."""
+    if not text:
+        return math.nan
     if _INT.fullmatch(text):
         return int(text)
     if _FLOAT.fullmatch(text):
@@ -64,13 +69,13 @@ def _pending_path(path: Path, chapter: str) -> Path:
 
 
 def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
-    """One file's rows (absent = none), keyed by (chapter, name), in file order; a file without the n column reads
-    as if every n were empty. A damaged file, or one past LIMIT (which would exhaust memory), is a one-line
-    DataError naming it."""
+    """One file's rows (absent = none), keyed by (chapter, name), in file order; a file written before a column was
+    recorded (`EARLIER`) reads as if that column were empty. A damaged file, or one past LIMIT (which would exhaust
+    memory), is a one-line DataError naming it."""
     fix = "delete it and rerun the audit's chapters (their forward passes are cached)"
     try:
         reader = csv.DictReader(io.StringIO(read_text(path, fix, LIMIT), newline=""))
-        if reader.fieldnames not in (COLUMNS, WITHOUT_N):
+        if reader.fieldnames not in (COLUMNS, *EARLIER):
             raise DataError(f"{path}: expected columns {','.join(COLUMNS)}, got {reader.fieldnames}: {fix}")
         rows = list(reader)
     except FileNotFoundError:
@@ -83,7 +88,7 @@ def _read(path: Path) -> dict[tuple[str, str], dict[str, str]]:
         problem = _bad_numbers(row)
         if problem:
             raise DataError(f"{path}: row {number} ({row['chapter']} {row['name']}): {problem}: {fix}")
-    return {(r["chapter"], r["name"]): {"n": "", **r} for r in rows}
+    return {(r["chapter"], r["name"]): {**dict.fromkeys(COLUMNS, ""), **r} for r in rows}
 
 
 def _bad_numbers(row: dict[str, str]) -> str:
@@ -96,6 +101,8 @@ def _bad_numbers(row: dict[str, str]) -> str:
     n = row.get("n", "")
     if n and not (_INT.fullmatch(n) and int(n) >= 1):
         return f"n {n!r} is not a positive integer"
+    if row.get("flag", "") not in ("", *FLAGS.values()):
+        return f"flag {row['flag']!r} is not one of {', '.join(FLAGS.values())}"
     value = _parse(row["value"])
     if isinstance(value, float) and math.isinf(value):
         return f"value {row['value']!r} is infinite"
@@ -148,16 +155,18 @@ class Results:
         self,
         chapter: str,
         name: str,
-        value: Value,
+        value: Value | bool | None,
         lo: float | None = None,
         hi: float | None = None,
         unit: str = "",
         note: str = "",
         n: int | None = None,
+        meaning: str = "",
     ) -> None:
         """Insert or replace the row (chapter, name) and write the file (the staged chapter's: its side file) under the
-        lock; rows other writers added meanwhile are kept.
-        `n` is the number of sampled units behind the interval (what the verdict page's power figure scales)."""
+        lock; rows other writers added meanwhile are kept. A yes/no result (a bool) goes to the `flag` column, its
+        value left empty; `n` is the number of sampled units behind the interval (what the verdict page's power
+        figure scales); `meaning`: what the result means, in one line."""
         if not chapter or not name:
             raise ValueError("a result needs a non-empty chapter and name")
         given: tuple[object, ...] = (lo, hi, n)  # as passed: numpy scalars, or anything, at run time
@@ -170,15 +179,18 @@ class Results:
             raise TypeError(f"n must be an integer or None, got {n!r}")
         if n is not None and n < 1:
             raise ValueError(f"n counts the sampled units behind the interval: at least 1, got {n}")
+        flag = FLAGS.get(bool(value), "") if isinstance(value, (bool, np.bool_)) else ""
         row = {
             "chapter": chapter,
             "name": name,
-            "value": _to_text(value),
+            "value": "" if flag else _to_text(value),
             "lo": _to_text(lo),
             "hi": _to_text(hi),
             "unit": unit,
             "note": note,
             "n": _to_text(n),
+            "meaning": meaning,
+            "flag": flag,
         }
         with _locked(self.path):
             target = self._file(chapter)
@@ -206,10 +218,11 @@ class Results:
             self._rows = self._load()
 
     def table(self, chapter: str | None = None) -> pd.DataFrame:
-        """All rows (or one chapter's); values parsed back to numbers where they are numbers, bounds as floats,
-        n as a nullable integer."""
+        """All rows (or one chapter's); values parsed back to numbers where they are numbers (NaN where empty),
+        bounds as floats, n as a nullable integer, flags as True/False (None where the row has none)."""
         rows = [
-            {**r, "value": _parse(r["value"]), "lo": _bound(r["lo"]), "hi": _bound(r["hi"]), "n": _bound(r["n"])}
+            {**r, "value": _parse(r["value"]), "lo": _bound(r["lo"]), "hi": _bound(r["hi"]), "n": _bound(r["n"]),
+             "flag": {text: flag for flag, text in FLAGS.items()}.get(r["flag"])}
             for r in self._rows.values()
             if chapter is None or r["chapter"] == chapter
         ]

@@ -2,7 +2,8 @@
 shaped after lm-evaluation-harness's results file where it fits (`results`, `config`, `versions`, `n-samples`),
 so tools that read one read the other. Schema (README, "results.json"):
 
-- results: {chapter: {name: {value, lo, hi, n, unit, note}}}: every row of results.csv, bounds and n null where empty;
+- results: {chapter: {name: {value, lo, hi, n, unit, meaning, note, flag}}}: every row of results.csv, value, bounds,
+  n and flag null where empty (a yes/no result has a flag and no value);
 - verdicts: [{requirement, test, name, verdict, score, lo, hi, epsilon, epsilon_unit, resampled, n, gate, gates, unmet,
   half_width, cases_needed, p_holm, holm, kind}]: the verdict page's rows (name: the test's results-file name; unmet:
   the failed gates, or the unchecked ones, in brief; cases_needed null where no finite number of cases decides the
@@ -30,7 +31,7 @@ from llmaudit.atomic import write_atomic
 from llmaudit.report.audited import Audited
 
 NAME = "results.json"
-FIELDS = ("value", "lo", "hi", "n", "unit", "note")
+FIELDS = ("value", "lo", "hi", "n", "unit", "meaning", "note", "flag")
 
 
 def _plain(value: Any) -> Any:

@@ -3,7 +3,6 @@ first use), the data mirror, the results file, and the folders for saved vectors
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -11,12 +10,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from llmaudit.cache import TensorCache, code_version
 from llmaudit.config import Params, load_params
 from llmaudit.data import data_dir
 from llmaudit.errors import AuditError
+from llmaudit.formats import missing
 from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
 from llmaudit.models.request import Runtime
@@ -33,6 +34,7 @@ from llmaudit.spec import result
 
 RESULTS = "results.csv"
 STEERING = "steering_vectors"  # the chapter that saves the vectors the others read
+NO_VALUE = "not measured: the run had nothing to compute it from"  # a missing value's note where none says why
 PRINTED = 76  # columns of a printed line that fit the book's ~650 px text column in its monospace font
 
 
@@ -100,24 +102,31 @@ class Chapter:
         return "\n".join(wrapped for line in lines for wrapped in textwrap.wrap(
             line, PRINTED, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False))
 
-    def record(self, name: str, value, lo=None, hi=None, unit: str = "", note: str = "", n: int | None = None) -> None:
-        """Record a result this chapter declares (`ChapterSpec.results`; any other name is an AuditError), `n`: the
-        sampled units behind its interval; it enters the results file with the chapter's other rows when the run
-        succeeds (`finish_chapter`)."""
-        chapter_spec(self.name).declared(name)
-        self.results.record(self.name, name, value, lo=lo, hi=hi, unit=unit, note=note, n=n)
+    def record(self, name: str, value, lo=None, hi=None, note: str = "", n: int | None = None) -> None:
+        """Record a result this chapter declares (`ChapterSpec.results`; any other name is an AuditError) with its
+        declared unit and meaning; `n`: the sampled units behind its interval, which an interval must have; a
+        missing value (None, NaN) is recorded empty, its `note` saying why (else the generic NO_VALUE). It enters
+        the results file with the chapter's other rows when the run succeeds (`finish_chapter`)."""
+        declared = chapter_spec(self.name).declared(name)
+        if (lo is not None or hi is not None) and n is None:
+            raise AuditError(f"chapter '{self.name}' records '{name}' with an interval but no n: pass the number of "
+                             "sampled units behind it")
+        if _missing(value) and not note:
+            note = NO_VALUE
+        self.results.record(self.name, name, value, lo=lo, hi=hi, unit=declared.unit, note=note, n=n,
+                            meaning=declared.meaning)
 
     def record_table(self, table: pd.DataFrame | Mapping[str, object], note: str = "", n: int | None = None) -> None:
         """Record a table of results in one call: a mapping of name to value, or a frame indexed by name with a
-        `value` column and any of `lo`, `hi`, `unit`, `note`, `n` (a missing or empty cell: the row has none, and
+        `value` column and any of `lo`, `hi`, `note`, `n` (a missing or empty cell: the row has none, and
         `note`/`n` given here stand for missing columns)."""
         rows = (table.to_dict("index") if isinstance(table, pd.DataFrame)
                 else {name: {"value": value} for name, value in table.items()})
         for name, row in rows.items():
             cell: dict[str, Any] = {key: None if _missing(value) else value for key, value in row.items()}
             count = cell.get("n", n)
-            self.record(str(name), row["value"], cell.get("lo"), cell.get("hi"), cell.get("unit") or "",
-                        cell.get("note", note) or "", None if count is None else int(count))
+            self.record(str(name), row["value"], cell.get("lo"), cell.get("hi"), cell.get("note", note) or "",
+                        None if count is None else int(count))
 
     def cases(self, parts: Iterable[pd.DataFrame]) -> None:
         """Save the chapter's case-level evidence (`llmaudit.report.evidence`: one record per evaluated item, with
@@ -148,8 +157,8 @@ class Chapter:
 
 
 def _missing(value: object) -> bool:
-    """Whether a table cell holds no value (None or NaN)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """Whether a table cell holds no value (None, NaN or pandas' missing value)."""
+    return not isinstance(value, (bool, np.bool_)) and missing(value)
 
 
 def report_folder(report_dir: str | Path) -> Path:

@@ -2,8 +2,9 @@
 account) and per test (black-box gaps, white-box slopes along each vector), the measured score, its interval and
 pass / fail / inconclusive against the params' margin for the test's unit (verdict/margins.py; main paper §3.4:
 invariance |S| <= epsilon, dependence |S| >= epsilon), or "not measurable" where the test's instrument fails a gate
-(verdict/gates.py) or the dependence test it needs does not pass (the steering instrument moves nothing the model
-reads for the decision). Each test also carries what reading it needs: the unit its bootstrap resampled, the cases
+(verdict/gates.py), the dependence test it needs does not pass (the steering instrument moves nothing the model
+reads for the decision), or its chapter recorded no score, its note saying why (there was nothing to compute it
+from). Each test also carries what reading it needs: the unit its bootstrap resampled, the cases
 an inconclusive verdict would need, and whether a fail survives Holm's correction across the page. Read from the
 results file, so it needs no model and can be rebuilt at any time."""
 
@@ -42,9 +43,15 @@ def _row(test: VerdictTest, found: pd.DataFrame, margins: Section, params: Secti
     """One test's row, judged against the margin of its unit, before Holm's correction (which needs the whole
     page)."""
     key, epsilon = test.name, float(getattr(margins, test.epsilon.key))
-    score = Estimate(float(found.at[key, "value"]), float(found.at[key, "lo"]), float(found.at[key, "hi"]))
+    score = Estimate(*(float(x) if _scored(x) else np.nan for x in found.loc[key, ["value", "lo", "hi"]]))
     n = found.at[key, "n"]
     checked = gates.checks(test.instruments, found, params)
+    texts = tuple(check.text() for check in checked)
+    if np.isnan(score.value):  # recorded without a score: its note says why
+        why = f"{key}: {found.at[key, 'note'] or 'no score recorded'}"
+        return [test.requirement, test.label, key, test.resampled, np.nan, np.nan, np.nan, n, epsilon,
+                test.epsilon.unit, NOT_MEASURABLE, gates.FAILED, (*texts, why), (why,), np.nan, np.nan, np.nan,
+                np.nan, "", test.kind]
     gate = gates.state(checked)
     judge = dependence_verdict if test.kind == "dependence" else verdict
     outcome = NOT_MEASURABLE if gate == gates.FAILED else judge(score, epsilon)
@@ -52,8 +59,13 @@ def _row(test: VerdictTest, found: pd.DataFrame, margins: Section, params: Secti
     p = np.nan if outcome == NOT_MEASURABLE or test.kind == "dependence" else fail_pvalue(score, epsilon)
     unmet = tuple(check.brief() for check in checked if check.state == gate != gates.PASSED)
     return [test.requirement, test.label, test.name, test.resampled, score.value, score.lo, score.hi, n, epsilon,
-            test.epsilon.unit, outcome, gate, tuple(check.text() for check in checked), unmet,
-            (score.hi - score.lo) / 2, needed, p, np.nan, "", test.kind]
+            test.epsilon.unit, outcome, gate, texts, unmet, (score.hi - score.lo) / 2, needed, p, np.nan, "",
+            test.kind]
+
+
+def _scored(x: object) -> bool:
+    """Whether a results cell holds a number (a missing value reads as NaN or, from a table, as None)."""
+    return isinstance(x, (int, float, np.number)) and not pd.isna(x)
 
 
 def _needs(table: pd.DataFrame, tests: Sequence[VerdictTest]) -> pd.DataFrame:
@@ -85,14 +97,16 @@ def _needs(table: pd.DataFrame, tests: Sequence[VerdictTest]) -> pd.DataFrame:
 
 def verdicts(results: pd.DataFrame, margins: Section = EpsilonParams(), params: Section = GateParams()
              ) -> pd.DataFrame:
-    """One row per (requirement, test) found in `results` (a Results.table()) with an interval: the test's
+    """One row per (requirement, test) found in `results` (a Results.table()) with an interval, or with no value
+    (not measurable, for the reason its note gives): the test's
     results-file name, the epsilon its unit's margin (`margins`, an EpsilonParams) sets, the outcome (verdict), its
     gates (every check's text, and in `unmet` the failed checks, or the unchecked ones, in brief; a needed dependence
     test counts as a gate), the half-width and cases needed, Holm's correction over the measurable invariance tests (a
     dependence fail is an instrument's, not the model's bias) and the test's kind."""
     found = results.drop_duplicates("name", keep="last").set_index("name")
     tests = [test for listed in requirements().values() for test in listed
-             if test.name in found.index and not pd.isna(found.at[test.name, "lo"])]
+             if test.name in found.index and (not pd.isna(found.at[test.name, "lo"])
+                                              or not _scored(found.at[test.name, "value"]))]
     table = pd.DataFrame([_row(test, found, margins, params) for test in tests], columns=COLUMNS).astype(
         {"n": "Int64", "cases_needed": float, "p_fail": float, "p_holm": float})
     table = _needs(table, tests)

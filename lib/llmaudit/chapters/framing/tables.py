@@ -28,6 +28,10 @@ from llmaudit.stats import t_interval
 TAGS = ("masculine", "feminine", "neutral")
 EXCLUDED = "chat.excluded_share"  # the exclusion rule's test in the case file
 METRICS = {"token probability": "token", "proportion of choices": "choice"}  # sensitivity metric -> result key
+NONE_KEPT = ("The 60% rule excludes every (task, condition) cell, so no sampled answer's pronoun can be compared "
+             "with the token probability.")  # what the choice-based tables, figures and results say when so
+NO_PAIR = "no (attribute, task) pair has both cells of an effect kept by the 60% rule"
+FLAT = "not defined: the token probability or the share is the same in every kept cell"
 
 
 def sample_attributes(per_tag: int | None, seed: int) -> list[Attribute]:
@@ -55,9 +59,11 @@ def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequ
             found += [{"name": f"{form}.{task}.{column}", "value": value,
                        "note": "mean APD over attributes (token probability)"}
                       for task, value in frame.groupby("task")[column].mean().dropna().items()]
-        shift = t_interval(pronoun_shift(tidy[form])["pronoun_shift"])
+        shifts = pronoun_shift(tidy[form])["pronoun_shift"]
+        shift = t_interval(shifts)
         found.append({"name": f"{form}.pronoun_shift", "value": shift.value, "lo": shift.lo, "hi": shift.hi,
-                      "note": "Probability of Pronoun Shift, mean over attributes (95% t-interval)"})
+                      "note": "Probability of Pronoun Shift, mean over attributes (95% t-interval)",
+                      "n": int(shifts.notna().sum())})
     cases = [pronoun_shift_cases(frame.assign(prompt=prompts[form]), f"{form}.pronoun_shift")
              for form, frame in probability.items()]
     table = pd.concat({form: frame.groupby("task")[["gen_effect", "instr_effect"]].mean()
@@ -83,9 +89,24 @@ def token_vs_choice(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
     """The kept cells' token probabilities beside their proportions of choices (columns '{pronoun}_token' and
     '{pronoun}_choice'), recorded as each pronoun's Pearson r."""
     paired = tokens.merge(choices, on=KEYS, suffixes=("_token", "_choice"))
-    found = [{"name": f"token_vs_choice.{family}", "note": "Pearson r over kept cells (attribute x condition)",
-              "value": paired[f"{family}_token"].corr(paired[f"{family}_choice"])} for family in FAMILIES]
+    found = []
+    for family in FAMILIES:
+        r = paired[f"{family}_token"].corr(paired[f"{family}_choice"])
+        why = ("Pearson r over kept cells (attribute x condition)" if pd.notna(r)
+               else NONE_KEPT if paired.empty else FLAT)
+        found.append({"name": f"token_vs_choice.{family}", "value": r, "note": why})
     return Findings(paired, results_frame(found))
+
+
+def agreement_line(agreement: Findings) -> str:
+    """The sentence under the token-versus-choice table: the kept cells and each pronoun's r, or why there is none."""
+    if agreement.table.empty:
+        return NONE_KEPT
+    r = agreement.results["value"]
+    each = ", ".join(f"{family} {value:+.2f}" if pd.notna(value) else f"{family} not defined (a constant reading)"
+                     for family, value in zip(FAMILIES, r))
+    return (f"{len(agreement.table)} attribute x condition cells kept; correlation of token probability with "
+            f"proportion of choices: {each}")
 
 
 def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
@@ -96,7 +117,8 @@ def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
     for metric, key in METRICS.items():
         values = by_metric.loc[by_metric["metric"] == metric, "sensitivity"]
         found.append({"name": f"chat.sensitivity.{key}", "value": values.mean() if len(values) else float("nan"),
-                      "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"})
+                      "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"
+                              if len(values) else f"not measured: {NO_PAIR}"})
     return Findings(by_metric, results_frame(found))
 
 
@@ -146,6 +168,7 @@ def pronoun_levels(tokens: pd.DataFrame) -> tuple[Findings, PronounModel]:
     results = [{"name": f"chat.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
                 "lo": fixed.loc[f"{family} - he", "lo"], "hi": fixed.loc[f"{family} - he", "hi"],
                 "note": "mixed model of the relative shifts, random intercept per attribute"
-                        + ("" if model.converged else " (fit did not converge)")}
+                        + ("" if model.converged else " (fit did not converge)"),
+                "n": int(relative["attribute"].nunique())}
                for family in ("she", "they")]
     return Findings(pd.DataFrame(rows), results_frame(results), relative), model

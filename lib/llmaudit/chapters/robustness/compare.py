@@ -39,7 +39,7 @@ def black_box(audits: Audits, boot: int, seed: int) -> Findings:
             continue
         assert explicit is not None  # every task has explicit prompts
         clash = conflict(explicit, implicit)
-        found.append({"name": result(task, "blackbox_conflict"), "value": str(clash)})
+        found.append({"name": result(task, "blackbox_conflict"), "value": clash})
         rows.append({"task": task, "explicit": explicit.value, "explicit CI": _interval(explicit),
                      "implicit": implicit.value, "implicit CI": _interval(implicit), "conflict": clash})
     return Findings(pd.DataFrame(rows).set_index("task"), results_frame(found))
@@ -66,7 +66,7 @@ def white_box(audits: Audits, vectors: Mapping[str, SteeringVector], boot: int, 
         cases.append(second.cases({"slope": key}))
         found += [{"name": key, "value": b.value, "lo": b.lo, "hi": b.hi, "note": first.task.metric_name,
                    "n": second.white["case"].nunique()},
-                  {"name": result(task, "whitebox_conflict"), "value": str(clash)}]
+                  {"name": result(task, "whitebox_conflict"), "value": clash}]
         rows.append({"task": task, "vectors": " / ".join(CONCEPT_VECTORS[concept]), "cos": cosine[concept],
                      "slope 1": a.value, "slope 1 CI": _interval(a), "slope 2": b.value, "slope 2 CI": _interval(b),
                      "conflict": clash})

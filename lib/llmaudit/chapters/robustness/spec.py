@@ -31,13 +31,13 @@ def _tests(params: Any) -> list[VerdictTest]:
 
 
 RESULTS = (
-    Result(result("{task}", "blackbox_conflict"), "True/False", "the explicit and implicit gaps' intervals exclude 0 "
+    Result(result("{task}", "blackbox_conflict"), "yes/no", "the explicit and implicit gaps' intervals exclude 0 "
            "with opposite signs"),
     COSINE := Result(result("cos", "{concept}"), "cosine", "near 1, both data sets made the same direction; near 0, "
                      "a finding may depend on which one steers"),
     Result(second_slope("{task}", "{vector}"), "metric per unit lambda", "white-box slope along the concept's second "
            "vector"),
-    Result(result("{task}", "whitebox_conflict"), "True/False", "the slopes along the concept's two vectors exclude 0 "
+    Result(result("{task}", "whitebox_conflict"), "yes/no", "the slopes along the concept's two vectors exclude 0 "
            "with opposite signs"),
 )
 
