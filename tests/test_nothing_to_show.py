@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import altair as alt
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,7 +19,6 @@ from llmaudit.chapters.framing import plots, tables
 from llmaudit.chapters.framing.metrics import choice_proportions
 from llmaudit.chapters.framing.pronouns import drop_excluded, exclusion_table
 from llmaudit.config import load_params
-from llmaudit.errors import AuditError
 from llmaudit.report import Results, build_report, show
 from llmaudit.report.answer import answers
 from llmaudit.report.audited import read_audited
@@ -27,6 +27,8 @@ from llmaudit.report.headlines import headline_rows
 from llmaudit.report.printed import printed_nans
 from llmaudit.runner.chapter import Chapter
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, verdicts
+
+REFERENCES = Path(__file__).resolve().parent / "notebooks"  # the ci audit's executed chapters
 
 TOKENS = pd.DataFrame([("x", "association", g, i, 0.5, 0.3, 0.2) for g in (False, True) for i in (False, True)],
                       columns=["attribute", "task", "gender", "instr", "he", "she", "they"])
@@ -81,13 +83,19 @@ def _printing(*lines: str) -> object:
         new_output("stream", name="stdout", text="".join(f"{line}\n" for line in lines))])])
 
 
-def test_a_printed_nan_is_found_and_the_report_refuses_it(tmp_path: Path) -> None:
+def test_a_printed_nan_is_found_and_the_report_says_so(tmp_path: Path, capsys) -> None:
     assert printed_nans(_printing("he +0.50, she +nan", "Nancy and finance stay")) == ["cell 2 prints 'he +0.50, "
                                                                                         "she +nan'"]
     assert printed_nans(_printing("r = NaN")) and not printed_nans(_printing("nano, banana, 0.5"))
     write(_printing("they +nan"), tmp_path / "01_bad.ipynb")
-    with pytest.raises(AuditError, match=r"01_bad.ipynb: cell 2 prints 'they \+nan': print why the number"):
-        build_report(read_audited(tmp_path), "Audit", [tmp_path / "01_bad.ipynb"])
+    build_report(read_audited(tmp_path), "Audit", [tmp_path / "01_bad.ipynb"])
+    assert "01_bad.ipynb: cell 2 prints 'they +nan': the chapter should print why" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("reference", sorted(REFERENCES.glob("0*.ipynb")), ids=lambda path: path.stem)
+def test_no_chapter_of_the_ci_audit_prints_nan(reference: Path) -> None:
+    """The regression references (every chapter on the ci profile) print no 'nan' where a sentence belongs."""
+    assert printed_nans(nbformat.read(reference, as_version=4)) == []
 
 
 def test_the_report_shows_an_empty_figure_as_its_number_and_sentence(tmp_path: Path) -> None:

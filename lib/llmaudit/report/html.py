@@ -6,6 +6,7 @@ sanitiser (`report.sanitiser`) first."""
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -245,9 +246,8 @@ def build_report(
         undrawn = [] if failed else undrawn_figures(nb)  # a failed chapter stops short of its later figures
         if undrawn:
             raise AuditError(f"{path.name}: {'; '.join(undrawn)}: end that cell with the figure's show(...) call")
-        nans = printed_nans(nb)
-        if nans:
-            raise AuditError(f"{path.name}: {'; '.join(nans)}: print why the number is missing instead of nan")
+        for nan in printed_nans(nb):  # the audit keeps its report; the chapter's own tests refuse the nan
+            print(f"llmaudit: {path.name}: {nan}: the chapter should print why the number is missing", file=sys.stderr)
         flag = '<span class="failed">execution error</span>' if failed else ""
         cells = [] if heading else [f"<h2>{escape(path.stem)}</h2>"]
         cells += [html for html in (_cell(cell, numbered) for cell in nb.cells) if html]
