@@ -4,7 +4,8 @@ task-relevant concept, the black-box and white-box dependence tests of §3.4, wh
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -17,9 +18,23 @@ from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, VerdictT
 
 BOOTSTRAP_LIMIT = 100_000
 COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
-Method = Literal["blackbox_explicit", "blackbox_implicit", "whitebox_slope", "whitebox_exact_at_0", "whitebox_eq2",
-                 "whitebox_removed", "whitebox_slope_aal", "whitebox_slope_wme", "blackbox_dependence",
-                 "whitebox_dependence"]
+
+
+class Method(StrEnum):
+    """A task's bias estimates by the tail of their results-file names (`method`): renaming one is one edit here."""
+
+    BLACKBOX_EXPLICIT = "blackbox_explicit"
+    BLACKBOX_IMPLICIT = "blackbox_implicit"
+    WHITEBOX_SLOPE = "whitebox_slope"
+    WHITEBOX_EXACT_AT_0 = "whitebox_exact_at_0"
+    WHITEBOX_EQ2 = "whitebox_eq2"
+    WHITEBOX_REMOVED = "whitebox_removed"
+    WHITEBOX_SLOPE_AAL = "whitebox_slope_aal"
+    WHITEBOX_SLOPE_WME = "whitebox_slope_wme"
+    BLACKBOX_DEPENDENCE = "blackbox_dependence"
+    WHITEBOX_DEPENDENCE = "whitebox_dependence"
+
+
 DIALECTS = {"black": "aal", "white": "wme"}  # judicial white-box prompt group -> its speakers' dialect
 # The margins of the decision tasks' two kinds of score (the metrics are rates or probabilities, in [0, 1]).
 SLOPE_EPSILON = Epsilon(key="slope", unit="metric per unit lambda", default=0.02, top=1.0,
@@ -94,9 +109,10 @@ def method(task: str, name: Method) -> str:
 def case_keys(task: str) -> dict[str, str]:
     """The results-file names a task's case records feed (`TaskAudit.cases`): its gaps, its main slope and its
     dependence tests."""
-    return {"explicit": method(task, "blackbox_explicit"), "implicit": method(task, "blackbox_implicit"),
-            "slope": method(task, "whitebox_slope"), "dependence_black": method(task, "blackbox_dependence"),
-            "dependence_white": method(task, "whitebox_dependence")}
+    return {"explicit": method(task, Method.BLACKBOX_EXPLICIT), "implicit": method(task, Method.BLACKBOX_IMPLICIT),
+            "slope": method(task, Method.WHITEBOX_SLOPE),
+            "dependence_black": method(task, Method.BLACKBOX_DEPENDENCE),
+            "dependence_white": method(task, Method.WHITEBOX_DEPENDENCE)}
 
 
 def competence(task: str) -> str:
@@ -140,16 +156,16 @@ def _tests(params: Any) -> list[VerdictTest]:
                                      label=f"black-box gap, {concept} {stated}", resampled="cases", instruments=own,
                                      metric=metric, epsilon=GAP_EPSILON))
         main = CONCEPT_VECTORS[concept][0]
-        found.append(VerdictTest(requirement=requirement(task), name=method(task, "whitebox_slope"),
+        found.append(VerdictTest(requirement=requirement(task), name=method(task, Method.WHITEBOX_SLOPE),
                                  label=f"white-box slope, steering {main}", resampled="cases",
                                  instruments=(*own, ("vector", main)), metric=metric, epsilon=SLOPE_EPSILON,
-                                 needs=method(task, "whitebox_dependence")))
+                                 needs=method(task, Method.WHITEBOX_DEPENDENCE)))
         if (concept_relevant := TASKS[task].relevant) is not None:
             found += [
-                VerdictTest(requirement=dependence(task), name=method(task, "blackbox_dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, Method.BLACKBOX_DEPENDENCE),
                             label=f"black-box dependence, {concept_relevant} varied in the prompt", resampled="cases",
                             instruments=own, metric=metric, epsilon=LEVEL_EPSILON, kind="dependence"),
-                VerdictTest(requirement=dependence(task), name=method(task, "whitebox_dependence"),
+                VerdictTest(requirement=dependence(task), name=method(task, Method.WHITEBOX_DEPENDENCE),
                             label=f"white-box dependence, steering the {concept_relevant} vector", resampled="cases",
                             instruments=own, metric=metric, epsilon=SLOPE_EPSILON, kind="dependence"),
             ]
@@ -157,22 +173,23 @@ def _tests(params: Any) -> list[VerdictTest]:
 
 
 RESULTS = (
-    Result(method("{task}", "blackbox_explicit"), "metric difference", "black-box gap with the attribute stated"),
-    Result(method("{task}", "blackbox_implicit"), "metric difference", "black-box gap with the attribute implied "
+    Result(method("{task}", Method.BLACKBOX_EXPLICIT), "metric difference",
+           "black-box gap with the attribute stated"),
+    Result(method("{task}", Method.BLACKBOX_IMPLICIT), "metric difference", "black-box gap with the attribute implied "
            "(names or dialect)"),
-    Result(method("{task}", "whitebox_slope"), "metric per unit lambda", "white-box slope of the metric along the "
+    Result(method("{task}", Method.WHITEBOX_SLOPE), "metric per unit lambda", "white-box slope of the metric along the "
            "concept's main vector"),
-    Result(method("{task}", "whitebox_exact_at_0"), "metric per unit lambda", "the slope's exact derivative at "
+    Result(method("{task}", Method.WHITEBOX_EXACT_AT_0), "metric per unit lambda", "the slope's exact derivative at "
            "lambda = 0, the projection-edited point, along k v"),
-    Result(method("{task}", "whitebox_eq2"), "metric per unit of the vector's coordinate", "main paper Eq. 2 as "
+    Result(method("{task}", Method.WHITEBOX_EQ2), "metric per unit of the vector's coordinate", "main paper Eq. 2 as "
            "written: the exact derivative at the unedited state along the unit vector (additive edit)"),
-    Result(method("{task}", "whitebox_removed"), "metric per unit lambda", "white-box slope with the concept "
+    Result(method("{task}", Method.WHITEBOX_REMOVED), "metric per unit lambda", "white-box slope with the concept "
            "removed from the prompt (name withheld, one dialect): an additional row, not the paper's design"),
     Result(result("{task}", "whitebox_slope_{dialect}"), "metric per unit lambda", "white-box slope of one "
            "speaker group's prompts (judicial: aal, wme)"),
-    Result(method("{task}", "blackbox_dependence"), "metric per unit concept score", "black-box dependence: slope "
+    Result(method("{task}", Method.BLACKBOX_DEPENDENCE), "metric per unit concept score", "black-box dependence: slope "
            "of the metric on the task-relevant concept's score as the prompt varies it"),
-    Result(method("{task}", "whitebox_dependence"), "metric per unit lambda", "white-box dependence: slope of the "
+    Result(method("{task}", Method.WHITEBOX_DEPENDENCE), "metric per unit lambda", "white-box dependence: slope of the "
            "metric along the task-relevant concept's vector"),
     ANSWER_MASS := Result(result("{task}", "answer_mass"), "probability", "what the model puts on the task's answer "
                           "words at all; small: the metric is a marginal preference"),
@@ -181,11 +198,11 @@ RESULTS = (
                                 "above 0)"),
 )
 ESTIMATES: dict[str, Method] = {  # label -> method
-    "black-box explicit": "blackbox_explicit", "black-box implicit": "blackbox_implicit",
-    "white-box slope": "whitebox_slope", "white-box exact at 0": "whitebox_exact_at_0",
-    "white-box Eq. 2": "whitebox_eq2", "white-box concept removed": "whitebox_removed",
-    "white-box AAL speakers": "whitebox_slope_aal", "white-box WME speakers": "whitebox_slope_wme",
-    "black-box dependence": "blackbox_dependence", "white-box dependence": "whitebox_dependence",
+    "black-box explicit": Method.BLACKBOX_EXPLICIT, "black-box implicit": Method.BLACKBOX_IMPLICIT,
+    "white-box slope": Method.WHITEBOX_SLOPE, "white-box exact at 0": Method.WHITEBOX_EXACT_AT_0,
+    "white-box Eq. 2": Method.WHITEBOX_EQ2, "white-box concept removed": Method.WHITEBOX_REMOVED,
+    "white-box AAL speakers": Method.WHITEBOX_SLOPE_AAL, "white-box WME speakers": Method.WHITEBOX_SLOPE_WME,
+    "black-box dependence": Method.BLACKBOX_DEPENDENCE, "white-box dependence": Method.WHITEBOX_DEPENDENCE,
 }
 
 

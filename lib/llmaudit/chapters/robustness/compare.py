@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
+from llmaudit.chapters.decision_tasks.spec import Method, method
 from llmaudit.chapters.robustness.spec import second_slope
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS, SteeringVector
 from llmaudit.findings import Findings, results_frame
@@ -70,7 +71,7 @@ def white_box(audits: Audits, vectors: Mapping[str, SteeringVector], boot: int, 
         rows.append({"task": task, "vectors": " / ".join(CONCEPT_VECTORS[concept]), "cos": cosine[concept],
                      "slope 1": a.value, "slope 1 CI": _interval(a), "slope 2": b.value, "slope 2 CI": _interval(b),
                      "conflict": clash})
-        tested = ((first, a, result(task, "whitebox_slope")), (second, b, key))
+        tested = ((first, a, method(task, Method.WHITEBOX_SLOPE)), (second, b, key))
         estimates += [{"task": task, "method": audit.vector.name, "value": est.value, "lo": est.lo, "hi": est.hi,
                        "test": test} for audit, est, test in tested]
     return Findings(pd.DataFrame(rows).set_index("task"), results_frame(found),
