@@ -25,8 +25,8 @@ from llmaudit.models.plain import hooked_forward
 from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
 from llmaudit.models.remote import failures_as_one_line
-from llmaudit.models.request import Runtime
-from llmaudit.models.sampling import SampleCall, Samples, sample_calls
+from llmaudit.models.request import Runtime, SampleRequest
+from llmaudit.models.sampling import Samples, sample_calls
 from llmaudit.models.tokens import single_token_ids
 
 
@@ -225,19 +225,18 @@ class AuditModel:
                 logits = self.lm.output.logits[:, -1, :].save()
             return readout(logits, labels, [saved[layer] for layer in layers])
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
-               layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
-        """Seeded answers of each call's chat-formatted texts, sampled at temperature 1 over the whole vocabulary
-        (`models.sampling`, the same tokens as one `generate` call per prompt): per call, (rows, max_new_tokens)
-        token ids with -1 from the end-of-sequence token on; given `labels` or `layers`, each text's label
-        probabilities and last-token outputs of `layers` from the same pass, as `forward` gives them; and the outputs
-        of blocks `keep` at every prompt token, for a sweep of the same texts to start from."""
+    def sample(self, request: SampleRequest) -> Samples:
+        """One batch of a sampling request, uncached (`models.sampled.run_sampling` plans the batches and caches
+        them): seeded answers of each call's chat-formatted texts, drawn as `generate` draws them with the request's
+        temperature, top-k and top-p (`models.sampling`, the same tokens as one `generate` call per prompt): per call,
+        (rows, max_new_tokens) token ids with -1 from the end-of-sequence token on; given labels or layers, each
+        text's label probabilities and last-token block outputs from the same pass, as `forward` gives them; and the
+        outputs of the blocks kept at every prompt token, for a sweep of the same texts to start from."""
         if self.hf is None:
             raise AuditError("sampling answers needs a local model: run this chapter with remote: false")
         if not self.engine.fast:  # one generate call per prompt
-            return plain_samples(self.handle, calls, max_new_tokens, labels, layers, keep)
-        return sample_calls(self.handle, calls, max_new_tokens, labels, layers, keep,
-                            batch_tokens=self.runtime.batch_tokens)
+            return plain_samples(self.handle, request)
+        return sample_calls(self.handle, request, batch_tokens=self.runtime.batch_tokens)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text`; the edit applies at every prompt and generated position
