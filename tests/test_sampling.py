@@ -329,10 +329,10 @@ def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_hol
     from llmaudit.models.states import stored_states
 
     model = bind(tiny_model, cache=tmp_path, batch_tokens=4)  # a call's rows a batch: several batches
-    calls = calls_of(model)
-    assert len(list(call_batches(model.handle, calls, NEW, 4))) > 1
-    kept = [calls[2].texts[0], calls[0].texts[0]]
-    request = asked(calls, labels=[5, 6], layers=[1], keep=Keep(blocks=[1], texts=kept))
+    calls = calls_of(model)[1:]
+    assert len(list(call_batches(model.handle, calls, 3, 4))) > 1
+    kept = [calls[1].texts[0], calls[0].texts[1]]
+    request = SampleRequest(calls=calls, max_new_tokens=3, labels=[5, 6], layers=[1], keep=Keep(blocks=[1], texts=kept))
     whole = model.sample(request)  # one batch
     monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
     first = run_sampling(model, request)
@@ -349,7 +349,7 @@ def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_hol
     assert model.ledger.actual == 0 and all(torch.equal(a, b) for a, b in zip(again.tokens, first.tokens))
     assert torch.equal(again.probs, first.probs) and torch.equal(again.acts, first.acts)
     for changed in (replace(request, temperature=0.5), replace(request, top_k=5), replace(request, top_p=0.9),
-                    replace(request, calls=[calls[0], replace(calls[1], seed=80), calls[2]])):
+                    replace(request, calls=[calls[0], replace(calls[1], seed=80)])):
         monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
         run_sampling(model, changed)
         assert model.ledger.actual > 0, changed

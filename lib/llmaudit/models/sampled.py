@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from llmaudit.cache import cached_tensors
 from llmaudit.errors import AuditError
-from llmaudit.models.request import SampleRequest
+from llmaudit.models.request import Keep, SampleRequest
 from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
 from llmaudit.models.sample_batches import call_batches
@@ -37,16 +37,18 @@ def run_sampling(model: AuditModel, request: SampleRequest) -> Samples:
     states: dict[int, dict[str, torch.Tensor]] = {}  # block -> text -> its states there
     batches = list(call_batches(model.handle, calls, request.max_new_tokens, runtime.batch_tokens))
     for batch in tqdm(batches, desc=request.desc, disable=request.desc is None, leave=False):
-        part = replace(request, calls=[calls[i] for i in batch], desc=None)
-        kept = [text for text in part.texts if text in wanting]
-        found = cached_tensors(runtime.cache, _key(model, part, kept), partial(_sampled, model, part, kept))
-        for i, rows in zip(batch, found["tokens"].split([call.rows for call in part.calls])):
+        chosen = [calls[i] for i in batch]
+        kept = [text for call in chosen for text in call.texts if text in wanting]
+        part = replace(request, calls=chosen, desc=None,
+                       keep=Keep(blocks=_kept_blocks(request), texts=kept) if kept else None)
+        found = cached_tensors(runtime.cache, _key(model, part), partial(_sampled, model, part))
+        for i, rows in zip(batch, found["tokens"].split([call.rows for call in chosen])):
             tokens[i] = rows
         for name in ("probs", "acts"):
-            for i, rows in zip(batch, found[name].split([len(call.texts) for call in part.calls]) if name in found
+            for i, rows in zip(batch, found[name].split([len(call.texts) for call in chosen]) if name in found
                                else ()):
                 read[name][i] = rows
-        for block in _kept_blocks(request) if kept else ():
+        for block in _kept_blocks(part):
             lengths = found[f"lengths@{block}"].tolist()
             states.setdefault(block, {}).update(zip(kept, found[f"states@{block}"].split(lengths)))
     for block, of_text in states.items():
@@ -68,27 +70,27 @@ def _kept_blocks(request: SampleRequest) -> tuple[int, ...]:
     return () if request.keep is None else tuple(request.keep.blocks)
 
 
-def _key(model: AuditModel, part: SampleRequest, kept: list[str]) -> dict:
+def _key(model: AuditModel, part: SampleRequest) -> dict:
     """The tensor-cache key of one batch: the model and every field that can change an answer, and the states kept."""
+    kept = None if part.keep is None else {"blocks": part.keep.blocks, "texts": part.keep.texts}
     return {"model": model.identity, "calls": [asdict(call) for call in part.calls],
             "max_new_tokens": part.max_new_tokens, "temperature": part.temperature, "top_k": part.top_k,
-            "top_p": part.top_p, "labels": part.labels, "layers": part.layers,
-            "keep": {"blocks": _kept_blocks(part), "texts": kept}}
+            "top_p": part.top_p, "labels": part.labels, "layers": part.layers, "keep": kept}
 
 
-def _sampled(model: AuditModel, part: SampleRequest, kept: list[str]) -> dict[str, torch.Tensor]:
+def _sampled(model: AuditModel, part: SampleRequest) -> dict[str, torch.Tensor]:
     """One batch sampled (`AuditModel.sample`): its tokens, label probabilities and block outputs where asked, and per
-    block kept the states of its texts among `kept` (one after another, with their lengths)."""
-    blocks = _kept_blocks(part) if kept else ()
-    out = model.sample(replace(part, keep=None) if not blocks else part)
+    block kept the states of the texts kept (one after another, with their lengths)."""
+    out = model.sample(part)
     found = {"tokens": torch.cat(out.tokens)}
     if part.labels is not None:
         found["probs"] = required(out.probs, "label probabilities")
     if part.layers:
         found["acts"] = required(out.acts, "block outputs")
-    first = {text: t for t, text in reversed(list(enumerate(part.texts)))}  # each kept text's first row
-    for block in blocks:
+    texts = part.texts
+    for block in _kept_blocks(part):
         of_block = required(out.states, "kept states")[block]
-        found[f"states@{block}"] = torch.cat([of_block[first[text]] for text in kept])
-        found[f"lengths@{block}"] = torch.tensor([len(of_block[first[text]]) for text in kept], dtype=torch.long)
+        kept = [of_block[texts.index(text)] for text in required(part.keep, "the states kept").texts or texts]
+        found[f"states@{block}"] = torch.cat(kept)
+        found[f"lengths@{block}"] = torch.tensor([len(state) for state in kept], dtype=torch.long)
     return found
