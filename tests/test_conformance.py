@@ -211,12 +211,13 @@ SAMPLINGS = [{"temperature": 0.3}, {"temperature": 0.8, "top_k": 5}, {"top_p": 0
 
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_every_sampler_draws_what_generate_draws_with_the_requests_sampling(models, model_type) -> None:
-    """The plain sampler, and for a fast family the batched one, draw `generate`'s tokens at each of `SAMPLINGS`;
-    on these calls a temperature of 0.3 draws otherwise than 1, so a sampler that ignores it fails."""
+    """The plain sampler, and for a fast family the batched one, draw `generate`'s tokens at each of `SAMPLINGS` (one
+    call of two texts answered twice each); on it a temperature of 0.3 draws otherwise than 1, so a sampler that
+    ignores the temperature fails."""
     model, texts, _, _ = models(model_type)
     drawn = {}
     for sampling in SAMPLINGS:
-        request = SampleRequest(calls=sample_calls(texts), max_new_tokens=5, **sampling)
+        request = SampleRequest(calls=sample_calls(texts)[1:], max_new_tokens=5, **sampling)
         want = [generate(model, call, request) for call in request.calls]
         samplers = {"plain": plain_samples(model.handle, request)} | (
             {"batched": model.sample(request)} if model_type in FAST else {})
