@@ -45,8 +45,9 @@ from llmaudit.models import AuditModel, architectures, flex
 from llmaudit.models.memory import AUTO, batch_budget
 from llmaudit.models.plain_sampling import generated
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.request import Edit, Request, Runtime
-from llmaudit.models.sampling import SampleCall, call_batches, sample_calls
+from llmaudit.models.request import Edit, Request, Runtime, SampleCall, SampleRequest
+from llmaudit.models.sample_batches import call_batches
+from llmaudit.models.sampling import sample_calls
 from llmaudit.models.standin import SHAPES, tokenizer_folder
 from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
@@ -151,25 +152,26 @@ def workloads(model: AuditModel, n: int
     vector = SteeringVector("random", "gender", layer, direction, torch.zeros(model.width), k=3.0)
     sizes = params.framing
     cells = [p for a in ATTRIBUTES for p in prompts(a.text)]
-    framing = [SampleCall(tuple(framing_texts(model, versions([p], range(sizes.samples)) if p.kind == "choice"
-                                              else [p], "chat")), 1 if p.kind == "choice" else sizes.samples,
-                          params.seed + i) for i, p in enumerate(cells)]
+    framing = [SampleCall(texts=framing_texts(model, versions([p], range(sizes.samples)) if p.kind == "choice"
+                                              else [p], "chat"), per_text=1 if p.kind == "choice" else sizes.samples,
+                          seed=params.seed + i) for i, p in enumerate(cells)]
     run = Sampling(seed=params.seed)  # paper 004's sampled protocol: temperature 0.8, 3 tokens
     probes = [model.chat(*classification_prompt(e.text, demos)) for e in probe_set("regard", mirror, None, 0)]
-    marked = [SampleCall((text,), 1, i, run.temperature) for i, text in enumerate(probes)]
+    marked = [SampleCall(texts=(text,), per_text=1, seed=i) for i, text in enumerate(probes)]
 
     def bound(budget: int | str) -> AuditModel:
         """The model with this engine's token budget bound (no cache: every pass is timed)."""
         model.runtime = Runtime(batch_tokens=budget)
         return model
 
-    def first_batch(calls: list[SampleCall], new: int) -> Callable[[int | str], object]:
+    def first_batch(calls: list[SampleCall], new: int, temperature: float = 1.0) -> Callable[[int | str], object]:
         """The sampler on the first batch the planner makes of the chapter's calls (at most 4 n of them): as full
         as the chapter's own batches, so the rate is the one the chapter meets."""
         def sample(budget: int | str) -> None:
             chosen = calls[: 4 * n]
             batch = next(call_batches(model.handle, chosen, new, budget))
-            sample_calls(model.handle, [chosen[i] for i in batch], new, batch_tokens=budget)
+            request = SampleRequest(calls=[chosen[i] for i in batch], max_new_tokens=new, temperature=temperature)
+            sample_calls(model.handle, request, batch_tokens=budget)
         return sample
 
     return {
@@ -181,7 +183,7 @@ def workloads(model: AuditModel, n: int
                                                                      edit=Edit(vector=vector, lambdas=()),
                                                                      targets=[0] * len(cases))),
         "sample": first_batch(framing, sizes.max_new_tokens),
-        "sample@markedness": first_batch(marked, run.max_new_tokens),
+        "sample@markedness": first_batch(marked, run.max_new_tokens, run.temperature),
     }, sentences, framing
 
 
@@ -203,8 +205,9 @@ def sampler_agreement(model: AuditModel, calls: list[SampleCall], new: int) -> f
     as one transformers `generate` call per prompt does (`plain_sampling.generated`), on the first two framing
     calls: 1 up to rounding of the two passes' probabilities (bfloat16 on a GPU), which can flip a near-tie."""
     chosen = calls[:2]
-    ours = sample_calls(model.handle, chosen, new, batch_tokens=AUTO).tokens
-    theirs = [generated(model.handle, call, new) for call in chosen]
+    request = SampleRequest(calls=chosen, max_new_tokens=new)
+    ours = sample_calls(model.handle, request, batch_tokens=AUTO).tokens
+    theirs = [generated(model.handle, call, request) for call in chosen]
     return float(torch.cat([(a == b).flatten() for a, b in zip(ours, theirs, strict=True)]).float().mean())
 
 

@@ -22,6 +22,7 @@ from llmaudit.config import load_params  # noqa: E402
 from llmaudit.models.memory import AUTO  # noqa: E402
 from llmaudit.models.plain_sampling import generated  # noqa: E402
 from llmaudit.models.race import draw_one  # noqa: E402
+from llmaudit.models.request import SampleRequest  # noqa: E402
 from llmaudit.models.sampling import sample_calls  # noqa: E402
 
 
@@ -44,8 +45,9 @@ def sampler_against_generate(shape: str, dtype: torch.dtype, device: str, tokeni
     new = load_params(gpu_check.PROFILE).framing.max_new_tokens
     _, _, framing = gpu_check.workloads(model, 4)
     chosen = framing[:2]
-    ours = sample_calls(model.handle, chosen, new, batch_tokens=AUTO).tokens
-    theirs = [generated(model.handle, call, new) for call in chosen]
+    request = SampleRequest(calls=chosen, max_new_tokens=new)
+    ours = sample_calls(model.handle, request, batch_tokens=AUTO).tokens
+    theirs = [generated(model.handle, call, request) for call in chosen]
     first = [[int((a != b).nonzero()[0]) if bool((a != b).any()) else new for a, b in zip(x, y, strict=True)]
              for x, y in zip(ours, theirs, strict=True)]
     equal = torch.cat([(x == y).flatten() for x, y in zip(ours, theirs, strict=True)]).float().mean()

@@ -16,7 +16,8 @@ from llmaudit.chapters.framing.stimuli import ATTRIBUTES, prompts
 from llmaudit.config import load_params
 from llmaudit.models import AuditModel, load_model
 from llmaudit.models.batching import pad
-from llmaudit.models.sampling import SampleCall, call_batches
+from llmaudit.models.request import SampleCall, SampleRequest
+from llmaudit.models.sample_batches import call_batches
 
 
 def generate(model: AuditModel, call: SampleCall, new: int) -> torch.Tensor:
@@ -38,8 +39,8 @@ def main(n: int) -> None:
     sizes = params.framing
     model = load_model(params.name, params.model)
     cells = [p for a in ATTRIBUTES for p in prompts(a.text)][:n]
-    calls = [SampleCall(tuple(texts(model, versions([p], range(sizes.samples)) if p.kind == "choice" else [p],
-                                    "chat")), 1 if p.kind == "choice" else sizes.samples, params.seed + i)
+    calls = [SampleCall(texts=texts(model, versions([p], range(sizes.samples)) if p.kind == "choice" else [p],
+                              "chat"), per_text=1 if p.kind == "choice" else sizes.samples, seed=params.seed + i)
              for i, p in enumerate(cells)]
     answers = sum(call.rows for call in calls)
     started = time.perf_counter()
@@ -48,7 +49,8 @@ def main(n: int) -> None:
     started = time.perf_counter()
     batched: list[torch.Tensor] = [torch.empty(0)] * len(calls)
     for batch in call_batches(model.handle, calls, sizes.max_new_tokens, params.batch_tokens):
-        for i, tokens in zip(batch, model.sample([calls[i] for i in batch], sizes.max_new_tokens).tokens):
+        request = SampleRequest(calls=[calls[i] for i in batch], max_new_tokens=sizes.max_new_tokens)
+        for i, tokens in zip(batch, model.sample(request).tokens):
             batched[i] = tokens
     together = time.perf_counter() - started
     same = sum(torch.equal(a, b) for a, b in zip(batched, reference))

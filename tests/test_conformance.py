@@ -18,10 +18,10 @@ from llmaudit.models.layers import hidden, with_hidden
 from llmaudit.models.plain import hooked_forward, hooked_sweep
 from llmaudit.models.plain_sampling import plain_samples
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.request import Edit, Keep, Request
-from llmaudit.models.sampling import SampleCall
+from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
 from llmaudit.models.steer import run_pass
 from llmaudit.models.sweep import split_sweep
+from test_sampling import generate
 
 WINDOW = 4  # shorter than every prompt: a family's sliding-window blocks see less than the whole prompt
 MIXED = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
@@ -198,14 +198,44 @@ def test_fast_engines_equal_the_plain_engine(models, model_type, projection, mon
         torch.testing.assert_close(kept, want, atol=1e-5, rtol=1e-5)
 
 
+def sample_calls(texts: list[str]) -> list[SampleCall]:
+    """A prompt answered three times and one of two texts answered twice each."""
+    return [SampleCall(texts=(texts[1],), per_text=3, seed=11),
+            SampleCall(texts=(texts[2], texts[3]), per_text=2, seed=12)]
+
+
+# generate's sampling parameters: temperature alone, top-k alone, top-p alone, both, and the defaults
+SAMPLINGS = [{"temperature": 0.3}, {"temperature": 0.8, "top_k": 5}, {"top_p": 0.8},
+             {"temperature": 0.8, "top_k": 10, "top_p": 0.9}, {}]
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_every_sampler_draws_what_generate_draws_with_the_requests_sampling(models, model_type) -> None:
+    """The plain sampler, and for a fast family the batched one, draw `generate`'s tokens at each of `SAMPLINGS` (one
+    call of two texts answered twice each); on it a temperature of 0.3 draws otherwise than 1, so a sampler that
+    ignores the temperature fails."""
+    model, texts, _, _ = models(model_type)
+    drawn = {}
+    for sampling in SAMPLINGS:
+        request = SampleRequest(calls=sample_calls(texts)[1:], max_new_tokens=5, **sampling)
+        want = [generate(model, call, request) for call in request.calls]
+        samplers = {"plain": plain_samples(model.handle, request)} | (
+            {"batched": model.sample(request)} if model_type in FAST else {})
+        for name, got in samplers.items():
+            assert all(torch.equal(a, b) for a, b in zip(got.tokens, want, strict=True)), (name, sampling)
+        drawn[sampling.get("temperature", 1.0), "top_k" in sampling or "top_p" in sampling] = want
+    assert not all(torch.equal(a, b) for a, b in zip(drawn[0.3, False], drawn[1.0, False]))
+
+
 @pytest.mark.parametrize("model_type", [*FAST, "gemma2"])
 def test_batched_sampler_draws_what_the_plain_sampler_draws(models, model_type) -> None:
     """The batched sampler (fast families) and one `generate` call per prompt: the same answers, label probabilities,
     block outputs and kept states; a family outside the fast table samples through the latter."""
     model, texts, labels, _ = models(model_type)
-    calls = [SampleCall((texts[1],), 3, seed=11), SampleCall((texts[2], texts[3]), 2, seed=12)]
-    plain = plain_samples(model.handle, calls, 5, labels, [LAYER], keep=[LAYER])
-    got = model.sample(calls, 5, labels, [LAYER], keep=[LAYER])
+    request = SampleRequest(calls=sample_calls(texts), max_new_tokens=5, labels=labels, layers=[LAYER],
+                            keep=Keep(blocks=[LAYER]))
+    plain = plain_samples(model.handle, request)
+    got = model.sample(request)
     assert [t.shape for t in got.tokens] == [(3, 5), (4, 5)]
     for a, b in zip(got.tokens, plain.tokens):
         assert torch.equal(a, b)

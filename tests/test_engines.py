@@ -11,8 +11,7 @@ import torch
 
 from llmaudit.models.engines import Capability, NotAnswerable
 from llmaudit.models.engines.traced import TracedEngine
-from llmaudit.models.request import Edit, Request
-from llmaudit.models.sampling import SampleCall
+from llmaudit.models.request import Edit, Request, SampleCall, SampleRequest
 from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
@@ -70,7 +69,8 @@ def test_an_engine_refuses_what_it_cannot_answer_in_one_line(traced) -> None:
     with pytest.raises(NotAnswerable) as derivative:
         run_pass(traced, request)
     with pytest.raises(NotAnswerable) as sampling:
-        traced.sample([SampleCall((traced.chat("she"),), 2, seed=1)], 3)
+        traced.sample(SampleRequest(calls=[SampleCall(texts=(traced.chat("she"),), per_text=2, seed=1)],
+                                    max_new_tokens=3))
     for refused, lack in ((derivative, "exact derivatives"), (sampling, "sampled answers")):
         line = str(refused.value)
         assert "\n" not in line and "traced engine" in line and lack in line

@@ -334,13 +334,17 @@ def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
 
 
 def test_sampling_is_seeded_and_stops_at_the_end_token(tiny_model) -> None:
-    from llmaudit.models.sampling import SampleCall
+    from llmaudit.models.request import SampleCall, SampleRequest
 
     texts = (tiny_model.chat("the nurse said"), tiny_model.chat("a doctor wrote about the new job"))
-    calls = [SampleCall(texts, 3, seed=7)]
-    first = tiny_model.sample(calls, max_new_tokens=5).tokens[0]
-    assert first.shape == (6, 5) and torch.equal(first, tiny_model.sample(calls, max_new_tokens=5).tokens[0])
-    assert not torch.equal(first, tiny_model.sample([SampleCall(texts, 3, seed=8)], max_new_tokens=5).tokens[0])
+
+    def answers(seed: int) -> torch.Tensor:
+        return tiny_model.sample(SampleRequest(calls=[SampleCall(texts=texts, per_text=3, seed=seed)],
+                                               max_new_tokens=5)).tokens[0]
+
+    first = answers(7)
+    assert first.shape == (6, 5) and torch.equal(first, answers(7))
+    assert not torch.equal(first, answers(8))
     eos = tiny_model.tokenizer.eos_token_id
     for row in first.tolist():
         assert eos not in row and all(t == -1 for t in row[next((i for i, t in enumerate(row) if t < 0), 5):])

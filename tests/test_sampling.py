@@ -6,8 +6,6 @@ steps."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -16,26 +14,33 @@ from llmaudit.models import AuditModel, architectures, memory
 from llmaudit.models.batching import pad
 from llmaudit.models.memory import Shape
 from llmaudit.models.prefix import Branch, branches, shareable
-from llmaudit.models.request import Runtime
-from llmaudit.models.sampling import SampleCall, call_batches
+from llmaudit.models.request import Keep, Runtime, SampleCall, SampleRequest
+from llmaudit.models.sample_batches import call_batches
 from test_sweep_architectures import build_model
 
 NEW = 6
 
 
-def generate(model: AuditModel, call: SampleCall) -> torch.Tensor:
-    """The reference: transformers' generate on the call's texts, left-padded, num_return_sequences = per_text."""
-    tokenizer = model.tokenizer
+def generate(model: AuditModel, call: SampleCall, request: SampleRequest | None = None) -> torch.Tensor:
+    """The reference: transformers' generate on the call's texts, left-padded, num_return_sequences = per_text, with
+    the request's sampling parameters (none: temperature 1, no top-k, no top-p; `NEW` tokens)."""
+    request = request or SampleRequest(calls=[call], max_new_tokens=NEW)
+    new, tokenizer = request.max_new_tokens, model.tokenizer
     ids, mask = pad(model.encode(call.texts), tokenizer.pad_token_id)
     torch.manual_seed(call.seed)
     with torch.inference_mode():
-        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=call.temperature,
-                                top_k=0, top_p=1.0, max_new_tokens=NEW, num_return_sequences=call.per_text,
-                                pad_token_id=tokenizer.pad_token_id)
-    new = out[:, ids.shape[1]:]
-    tokens = torch.full((len(new), NEW), -1, dtype=torch.long)
-    tokens[:, : new.shape[1]] = new.masked_fill((new == tokenizer.eos_token_id).cumsum(-1) > 0, -1)
+        out = model.hf.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=request.temperature,
+                                top_k=request.top_k or 0, top_p=request.top_p, max_new_tokens=new,
+                                num_return_sequences=call.per_text, pad_token_id=tokenizer.pad_token_id)
+    fresh = out[:, ids.shape[1]:]
+    tokens = torch.full((len(fresh), new), -1, dtype=torch.long)
+    tokens[:, : fresh.shape[1]] = fresh.masked_fill((fresh == tokenizer.eos_token_id).cumsum(-1) > 0, -1)
     return tokens
+
+
+def asked(calls: list[SampleCall], **fields) -> SampleRequest:
+    """The request of `calls`' answers, `NEW` tokens each, with `fields` (labels, layers, keep, sampling)."""
+    return SampleRequest(calls=calls, max_new_tokens=NEW, **fields)
 
 
 CHUNKED = 24  # the Llama model's token budget: its five texts prefill in three chunks, one of which splits a branch
@@ -65,10 +70,10 @@ def model(request):
 def calls_of(model: AuditModel) -> list[SampleCall]:
     """A completion prompt answered 5 times, a choice prompt with three option orders, and one answered twice."""
     return [
-        SampleCall((model.chat("write about the nurse"),), 5, seed=7),
-        SampleCall(tuple(model.chat(f"who is the doctor ? {order}") for order in ("a b c", "b c a", "c a b")), 1,
-                   seed=8),
-        SampleCall((model.chat("the teacher said that she was good and he was bad"),), 2, seed=9),
+        SampleCall(texts=(model.chat("write about the nurse"),), per_text=5, seed=7),
+        SampleCall(texts=[model.chat(f"who is the doctor ? {order}") for order in ("a b c", "b c a", "c a b")],
+                   per_text=1, seed=8),
+        SampleCall(texts=(model.chat("the teacher said that she was good and he was bad"),), per_text=2, seed=9),
     ]
 
 
@@ -81,7 +86,7 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     if shared:  # the option orders share their question: a branch, whose cache serves the three
         assert branches([e[shared:] for e in encoded]) == [Branch((2, 3, 1), 5)]
     model.ledger = Ledger(model.n_layers)
-    batched = model.sample(calls, NEW).tokens
+    batched = model.sample(asked(calls)).tokens
     sampled, minimum = model.ledger.actual, model.ledger.minimum
     model.ledger = Ledger(model.n_layers)
     reference = [generate(model, call) for call in calls]
@@ -90,43 +95,46 @@ def test_batched_sampling_draws_what_generate_draws(model) -> None:
     lengths = [(row >= 0).sum() for tokens in reference for row in tokens]
     assert min(lengths) < NEW and max(lengths) == NEW  # some answers ended early, some ran to the end
     assert minimum <= sampled < model.ledger.actual  # never below the need, and cheaper than generate
-    alone = model.sample(calls[1:2], NEW).tokens[0]  # a call's answers do not depend on the batch it ran in
+    alone = model.sample(asked(calls[1:2])).tokens[0]  # a call's answers do not depend on the batch it ran in
     assert torch.equal(alone, batched[1])
 
 
-def test_a_calls_temperature_draws_what_generate_draws_at_it(model) -> None:
-    # paper 004 samples at temperature 0.8: each call's own temperature, as generate(temperature=...) applies it
-    calls = [dataclasses.replace(call, temperature=t) for call, t in zip(calls_of(model), (0.8, 0.5, 1.0))]
-    for got, want in zip(model.sample(calls, NEW).tokens, [generate(model, call) for call in calls]):
+@pytest.mark.parametrize("sampling", [{"temperature": 0.8}, {"temperature": 0.5, "top_k": 7},
+                                      {"top_p": 0.6}, {"temperature": 0.8, "top_k": 20, "top_p": 0.7}],
+                         ids=["temperature", "top-k", "top-p", "all"])
+def test_the_requests_sampling_draws_what_generate_draws_with_it(model, sampling) -> None:
+    """Paper 004 samples at temperature 0.8: the request's temperature, top-k and top-p, as generate applies them."""
+    request = asked(calls_of(model), **sampling)
+    for got, want in zip(model.sample(request).tokens, [generate(model, call, request) for call in request.calls]):
         assert torch.equal(got, want)
-    warmer = dataclasses.replace(calls[0], temperature=1.0)  # the same stream at another temperature draws otherwise
-    assert not torch.equal(model.sample([warmer], NEW).tokens[0], model.sample(calls[:1], NEW).tokens[0])
+    default = model.sample(asked(calls_of(model))).tokens  # the same streams unfiltered draw otherwise
+    assert not all(torch.equal(a, b) for a, b in zip(default, model.sample(request).tokens))
 
 
 def test_the_prefill_gives_what_a_scoring_pass_over_the_texts_gives(model) -> None:
     calls, labels, layers = calls_of(model), [5, 6, 7], [0, model.n_layers - 1]
     texts = [text for call in calls for text in call.texts]
-    samples = model.sample(calls, NEW, labels, layers)
+    samples = model.sample(asked(calls, labels=labels, layers=layers))
     scored = model.forward(texts, labels, layers)
     assert samples.probs.shape == (len(texts), len(labels)) and samples.acts.shape == (len(texts), 2, model.width)
     assert torch.allclose(samples.probs, scored.probs, atol=1e-6)
     assert torch.allclose(samples.acts, scored.acts, atol=1e-5)
-    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
-    only_layers = model.sample(calls, NEW, layers=layers)  # no labels: the vocabulary's probabilities, as forward
+    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(asked(calls)).tokens)] == [True] * len(calls)
+    only_layers = model.sample(asked(calls, layers=layers))  # no labels: the vocabulary's probabilities, as forward
     assert torch.allclose(only_layers.acts, scored.acts, atol=1e-5)
     assert torch.allclose(only_layers.probs, model.forward(texts, None).probs, atol=1e-5)
-    assert model.sample(calls, NEW).probs is None
+    assert model.sample(asked(calls)).probs is None
 
 
 def test_the_prefill_keeps_the_states_a_forward_keeps(model) -> None:
     calls, block = calls_of(model), 1
     texts = [text for call in calls for text in call.texts]
-    samples = model.sample(calls, NEW, keep=[block])
+    samples = model.sample(asked(calls, keep=Keep(blocks=[block])))
     kept = model.forward(texts, [5], keep=[block]).states[block]
     assert [len(s) for s in samples.states[block]] == [len(e) for e in model.encode(texts)]
     for got, want in zip(samples.states[block], kept, strict=True):
         assert torch.allclose(got, want, atol=1e-5)
-    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(calls, NEW).tokens)] == [True] * len(calls)
+    assert [torch.equal(a, b) for a, b in zip(samples.tokens, model.sample(asked(calls)).tokens)] == [True] * len(calls)
 
 
 def test_call_batches_group_texts_alike_in_length_and_bound_the_decoding_memory(tiny_model, monkeypatch) -> None:
@@ -161,7 +169,7 @@ def test_a_sliding_window_models_batches_keep_their_prefill_within_the_budget() 
     (a few-shot prompt's demonstrations) counted once: more prompts a batch than their padded length would allow."""
     model = build_model("qwen2")
     model.hf.config.sliding_window = 10_000
-    few_shot = [SampleCall((model.chat("great . good . bad . fine . " * 8 + f"item {i}"),), 1, seed=i)
+    few_shot = [SampleCall(texts=(model.chat("great . good . bad . fine . " * 8 + f"item {i}"),), per_text=1, seed=i)
                 for i in range(9)]
     encoded = [model.encode(c.texts)[0] for c in few_shot]
     shared, longest = shareable(model.hf, encoded, 1), max(len(e) for e in encoded)
@@ -173,12 +181,12 @@ def test_a_sliding_window_models_batches_keep_their_prefill_within_the_budget() 
 def test_sampling_needs_a_local_model(tiny_model, monkeypatch) -> None:
     monkeypatch.setattr(tiny_model, "hf", None)
     with pytest.raises(Exception, match="needs a local model"):
-        tiny_model.sample(calls_of(tiny_model), NEW)
+        tiny_model.sample(asked(calls_of(tiny_model)))
 
 
 def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(model) -> None:
     calls, labels, layers, block = calls_of(model), [5, 6, 7], [1], 1
-    want = model.sample(calls, NEW, labels, layers, keep=[block])
+    want = model.sample(asked(calls, labels=labels, layers=layers, keep=Keep(blocks=[block])))
     failures = [1]
 
     def once(module, args):
@@ -189,7 +197,7 @@ def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(m
     hook = architectures.blocks(model.hf)[0].register_forward_pre_hook(once)
     try:
         with pytest.warns(UserWarning, match="out of memory sampling 3 prompts together: going on in two halves"):
-            got = model.sample(calls, NEW, labels, layers, keep=[block])
+            got = model.sample(asked(calls, labels=labels, layers=layers, keep=Keep(blocks=[block])))
     finally:
         hook.remove()
     assert [torch.equal(a, b) for a, b in zip(got.tokens, want.tokens)] == [True] * len(calls)
@@ -232,12 +240,12 @@ def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_i
     """Calls of 3, 2 and 4 rows whose live rows change from step to step: each live row's token is multinomial's over
     the call's whole table (an ended row a dummy distribution), drawn from the call's own stream, on the CPU's path
     (an ended row's integers drawn and unused) and a GPU's (run here on the CPU)."""
-    from llmaudit.models.sampling import _Draws
+    from llmaudit.models.draws import Draws
 
     sizes = (3, 2, 4)
-    calls = [SampleCall(("a",) * size, 1, seed=10 + i) for i, size in enumerate(sizes)]
+    calls = [SampleCall(texts=("a",) * size, per_text=1, seed=10 + i) for i, size in enumerate(sizes)]
     call_of = torch.tensor([c for c, size in enumerate(sizes) for _ in range(size)])
-    draw = _Draws(calls, call_of, "cpu")
+    draw = Draws(asked(calls), call_of, "cpu")
     draw.on_cpu = cpu_path
     theirs = [torch.Generator().manual_seed(call.seed) for call in calls]
     first = [0, 3, 5, 9]
@@ -259,9 +267,9 @@ def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_i
 
 def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
     from llmaudit.errors import AuditError
-    from llmaudit.models.sampling import _Draws
+    from llmaudit.models.draws import Draws
 
-    draw = _Draws([SampleCall(("a",), 1, seed=i) for i in range(3)], torch.arange(3), "cpu")
+    draw = Draws(asked([SampleCall(texts=("a",), per_text=1, seed=i) for i in range(3)]), torch.arange(3), "cpu")
     logits = torch.randn(3, 50)
     logits[1, 3] = float("nan")
     with pytest.raises(AuditError, match="NaN or infinity"):
@@ -308,3 +316,50 @@ def test_joined_layers_hold_each_layers_rows_ending_together_after_zeros() -> No
     assert not both.keys[:2, :, :2].any()  # the shorter rows' padding (their masks hide it)
     both.update(torch.ones(3, 2, 1, 4), torch.ones(3, 2, 1, 4))
     assert both.get_seq_length() == 6 and bool((both.keys[:, :, 5] == 1).all())
+
+
+def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_holds_it(tiny_model, bind, monkeypatch,
+                                                                                      tmp_path) -> None:
+    """`run_sampling` over several batches gives the rows one batch gives, stores the kept states for a sweep; the
+    same request again runs no forward pass (the ledger counts nothing), one that differs only in its temperature,
+    top-k, top-p or a call's seed samples again."""
+    from dataclasses import replace
+
+    from llmaudit.models.sampled import run_sampling
+    from llmaudit.models.states import stored_states
+
+    model = bind(tiny_model, cache=tmp_path, batch_tokens=4)  # a call's rows a batch: several batches
+    calls = calls_of(model)[1:]
+    assert len(list(call_batches(model.handle, calls, 3, 4))) > 1
+    kept = [calls[1].texts[0], calls[0].texts[1]]
+    request = SampleRequest(calls=calls, max_new_tokens=3, labels=[5, 6], layers=[1], keep=Keep(blocks=[1], texts=kept))
+    whole = model.sample(request)  # one batch
+    monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
+    first = run_sampling(model, request)
+    assert model.ledger.actual > 0
+    assert all(torch.equal(a, b) for a, b in zip(first.tokens, whole.tokens, strict=True))
+    torch.testing.assert_close(first.probs, whole.probs, atol=1e-6, rtol=0)
+    torch.testing.assert_close(first.acts, whole.acts, atol=1e-5, rtol=1e-5)
+    states = stored_states(tmp_path, model.identity, kept, [1])
+    assert states is not None and states.block == 1
+    for got, text in zip(states.states, kept, strict=True):
+        torch.testing.assert_close(got, whole.states[1][request.texts.index(text)], atol=1e-5, rtol=1e-5)
+    monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
+    again = run_sampling(model, request)
+    assert model.ledger.actual == 0 and all(torch.equal(a, b) for a, b in zip(again.tokens, first.tokens))
+    assert torch.equal(again.probs, first.probs) and torch.equal(again.acts, first.acts)
+    for changed in (replace(request, temperature=0.5), replace(request, top_k=5), replace(request, top_p=0.9),
+                    replace(request, calls=[calls[0], replace(calls[1], seed=80)])):
+        monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
+        run_sampling(model, changed)
+        assert model.ledger.actual > 0, changed
+
+
+def test_a_remote_model_is_refused_sampling_in_one_line(tiny_model, monkeypatch) -> None:
+    from llmaudit.models.engines import NotAnswerable
+    from llmaudit.models.engines.traced import TracedEngine
+    from llmaudit.models.sampled import run_sampling
+
+    monkeypatch.setattr(tiny_model, "engine", TracedEngine(tiny_model))
+    with pytest.raises(NotAnswerable, match="^sampling answers needs sampled answers, which the traced engine cannot"):
+        run_sampling(tiny_model, asked(calls_of(tiny_model)))

@@ -85,3 +85,56 @@ class Runtime:
     cache: Cache = None
     batch_tokens: BatchTokens = 4096
     lambda_batch: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleCall:
+    """One prompt's sampling: its chat-formatted texts (one, or one per answer, e.g. shuffled option orders), the
+    answers drawn per text and the seed of its random stream (`torch.manual_seed(seed)` before its `generate` call)."""
+
+    texts: Sequence[str]
+    per_text: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        _frozen(self)
+
+    @property
+    def rows(self) -> int:
+        """How many answers the call draws."""
+        return len(self.texts) * self.per_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleRequest:
+    """Seeded answers of `calls`, each call drawn as one `generate(do_sample=True, ...)` call draws it, with
+    `generate`'s `temperature`, `top_k` (None: the whole vocabulary) and `top_p`, up to `max_new_tokens` tokens; from
+    the same prefill each text's next-token probabilities of `labels` (None: none) and last token's outputs of blocks
+    `layers`; `keep`: the lower states to store for later sweeps (`Keep.blocks` of `Keep.texts`, None: none); `desc`:
+    the progress line's text (None: no progress)."""
+
+    calls: Sequence[SampleCall]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float = 1.0
+    labels: Sequence[int] | None = None
+    layers: Sequence[int] = ()
+    keep: Keep | None = None
+    desc: str | None = None
+
+    def __post_init__(self) -> None:
+        _frozen(self)
+        if not self.temperature > 0:
+            raise ValueError(f"temperature {self.temperature}: give a positive temperature")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k {self.top_k}: give a positive number of tokens, or None for the whole vocabulary")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p {self.top_p}: give a probability mass in (0, 1]")
+        if self.keep is not None and self.keep.texts is not None and not set(self.keep.texts) <= set(self.texts):
+            raise ValueError("the texts kept are not all among the request's: keep the states of texts it samples")
+
+    @property
+    def texts(self) -> list[str]:
+        """Every call's texts, in order: the rows of the label probabilities and block outputs."""
+        return [text for call in self.calls for text in call.texts]

@@ -14,8 +14,8 @@ from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.layers import hidden
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.request import Runtime
-from llmaudit.models.sampling import SampleCall, Samples
+from llmaudit.models.request import Runtime, SampleRequest
+from llmaudit.models.sampling import Samples
 from llmaudit.models.tokens import single_token_ids
 from llmaudit.models.traced import Tracer
 
@@ -133,14 +133,15 @@ class AuditModel:
             return self.engine.score(texts, labels, layers, batch_tokens=batch_tokens, desc=desc, keep=keep)
         return self.tracer.forward(texts, labels, layers, intervention, batch_tokens, desc)
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None = None,
-               layers: Sequence[int] = (), keep: Sequence[int] = ()) -> Samples:
-        """Seeded answers of each call's chat-formatted texts (`models.sampling`, the same tokens as one `generate`
-        call per prompt): per call, (rows, max_new_tokens) token ids with -1 from the end-of-sequence token on; given
-        `labels` or `layers`, each text's label probabilities and last-token outputs of `layers` from the same pass,
-        as `forward` gives them; and the outputs of blocks `keep` at every prompt token, for a sweep of the same
-        texts to start from. An engine that cannot sample refuses with one line."""
-        return self.engine.sample(calls, max_new_tokens, labels, layers, keep, batch_tokens=self.runtime.batch_tokens)
+    def sample(self, request: SampleRequest) -> Samples:
+        """One batch of a sampling request, uncached (`models.sampled.run_sampling` plans the batches and caches
+        them), by the model's engine: seeded answers of each call's chat-formatted texts, drawn as `generate` draws
+        them with the request's temperature, top-k and top-p (the same tokens as one `generate` call per prompt): per
+        call, (rows, max_new_tokens) token ids with -1 from the end-of-sequence token on; given labels or layers,
+        each text's label probabilities and last-token block outputs from the same pass, as `forward` gives them;
+        and the outputs of the blocks kept at every prompt token, for a sweep of the same texts to start from. An
+        engine that cannot sample refuses with one line."""
+        return self.engine.sample(request, batch_tokens=self.runtime.batch_tokens)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
         """Greedy continuation of a chat-formatted `text` under `intervention` at every position (`models.traced`)."""

@@ -1,13 +1,14 @@
 """Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws them
-for that prompt alone (at the call's temperature, 1 unless set, over the whole vocabulary, after
-`torch.manual_seed(seed)`).
+for that prompt alone (after `torch.manual_seed(seed)`, with the request's temperature, top-k and top-p:
+`models.draws`).
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
 Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the batch's
 texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget;
 the chunks' key/value caches join into one with room reserved for the tokens to come (`models.reserved`), each
 text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass
-of the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`: `call_batches`).
+of the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`:
+`sample_batches.call_batches`).
 Answers that have ended leave the batch once a tenth of it has. Each prompt keeps its own random stream: a
 generator of the model's device seeded as `generate` would seed it, asked at every step, until all the prompt's
 answers have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer
@@ -19,10 +20,8 @@ probabilities and block outputs too, so a chapter that scores and samples the sa
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from itertools import accumulate
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -30,14 +29,16 @@ import torch
 from llmaudit.errors import AuditError
 from llmaudit.models import architectures
 from llmaudit.models.batching import pad, readout, token_batches
+from llmaudit.models.draws import Draws
 from llmaudit.models.handle import Handle
 from llmaudit.models.layers import at_rows, every_position, reading
-from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_memory, release_cached
+from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.packing import window_covers
 from llmaudit.models.prefix import Past, branches, shareable
-from llmaudit.models.race import cpu_winners, draw_one, uniforms
+from llmaudit.models.request import SampleRequest
 from llmaudit.models.required import required
 from llmaudit.models.reserved import joined
+from llmaudit.models.sample_batches import full_attention
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -67,76 +68,17 @@ class Samples:
                        states)
 
 
-@dataclass(frozen=True)
-class SampleCall:
-    """One prompt's sampling: its chat-formatted texts (one, or one per answer, e.g. shuffled option orders), the
-    answers drawn per text, the seed of its random stream and the temperature that divides its logits (as
-    `generate(temperature=...)` does)."""
-
-    texts: tuple[str, ...]
-    per_text: int
-    seed: int
-    temperature: float = 1.0
-
-    @property
-    def rows(self) -> int:
-        """How many answers the call draws."""
-        return len(self.texts) * self.per_text
-
-
-def call_batches(
-    model: Handle, calls: Sequence[SampleCall], max_new_tokens: int, batch_tokens: BatchTokens
-) -> Iterator[list[int]]:
-    """Runs of call indices (a call larger than the budget alone) whose answers decode together, the calls taken
-    longest text first (ties in their order), so that a batch's texts are alike in length: every answer's attention
-    reads the batch's longest text, padding included, so short and long texts apart read less. A batch's
-    key/value cache at the longest text plus `max_new_tokens`, with each row's draw over the vocabulary, takes no
-    more memory than `memory.Shape.decode_bytes` allows for `batch_tokens` (`memory.batch_budget` for auto), and
-    they are at most as many as its tokens. Their prefill runs in chunks of the budget (`_chunks`); a model whose
-    caches cannot join (sliding windows) prefills a batch at once, so its batch also keeps its prefill (the
-    beginning all texts share, once, then each text's own tokens padded to the longest) within the budget."""
-    budget = batch_budget(model.hf, model.device, batch_tokens)
-    shape = Shape.of(model.hf)
-    room = shape.decode_bytes(budget, model.device)
-    encoded = [model.encode(call.texts) for call in calls]
-    shared = shareable(model.hf, [e for texts in encoded for e in texts], max_new_tokens) if calls else 0
-    chunked = full_attention(model.hf)
-    lengths = [max(len(e) for e in texts) for texts in encoded]
-    batch: list[int] = []
-    texts = rows = longest = 0
-    for i in sorted(range(len(calls)), key=lambda i: -lengths[i]):
-        call, length = calls[i], lengths[i]
-        grown = (texts + len(call.texts), rows + call.rows, max(longest, length))
-        if batch and (grown[1] > budget or grown[1] * shape.decode_row_bytes(grown[2] + max_new_tokens) > room
-                      or not chunked and shared + grown[0] * (grown[2] - shared) > budget):
-            yield batch
-            batch, grown = [], (len(call.texts), call.rows, length)
-        batch.append(i)
-        texts, rows, longest = grown
-    if batch:
-        yield batch
-
-
-def full_attention(hf: PreTrainedModel) -> bool:
-    """Whether every block of the model attends over the whole sequence (no sliding window): its caches of
-    different prefills join, left-padded (`models.reserved.joined`)."""
-    config = getattr(hf.config, "text_config", hf.config)
-    types = getattr(config, "layer_types", None) or []
-    return all(kind == "full_attention" for kind in types) and getattr(config, "sliding_window", None) is None
-
-
-def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
-                 labels: Sequence[int] | None = None, layers: Sequence[int] = (), keep: Sequence[int] = (), *,
-                 batch_tokens: BatchTokens) -> Samples:
-    """The calls' sampled answers (each text's answers together) and, given `labels` or `layers`, each text's label
-    probabilities (over the whole vocabulary when `labels` is None, as `forward` gives them) and block
-    outputs read from the same prefill, which also keeps the outputs of blocks `keep` at every prompt token. All
-    calls decode as one batch (`call_batches` splits a long list), prefilled in chunks of `batch_tokens`; a batch
-    that runs out of memory runs again as two halves, which draw the same answers (each call keeps its own random
-    stream)."""
+def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+    """The request's sampled answers (each text's answers together) and, given labels or layers, each text's label
+    probabilities (over the whole vocabulary when labels is None, as `forward` gives them) and block outputs read
+    from the same prefill, which also keeps the outputs of the blocks kept (`Keep.blocks`) at every prompt token. All
+    calls decode as one batch (`sample_batches.call_batches` splits a long list), prefilled in chunks of
+    `batch_tokens`; a batch that runs out of memory runs again as two halves, which draw the same answers (each call
+    keeps its own random stream)."""
+    calls = request.calls
     try:
         budget = batch_budget(model.hf, model.device, batch_tokens)
-        return _sample_together(model, calls, max_new_tokens, labels, layers, keep, budget)
+        return _sample_together(model, request, budget)
     except RuntimeError as err:
         if not is_out_of_memory(err):
             raise
@@ -146,24 +88,25 @@ def sample_calls(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int
     release_cached()
     warnings.warn(f"out of memory sampling {len(calls)} prompts together: going on in two halves", stacklevel=2)
     half = len(calls) // 2
-    first, second = (sample_calls(model, part, max_new_tokens, labels, layers, keep, batch_tokens=batch_tokens)
+    first, second = (sample_calls(model, replace(request, calls=part), batch_tokens=batch_tokens)
                      for part in (calls[:half], calls[half:]))
     return first.followed_by(second)
 
 
-def _sample_together(model: Handle, calls: Sequence[SampleCall], max_new_tokens: int,
-                     labels: Sequence[int] | None, layers: Sequence[int], keep: Sequence[int], budget: int) -> Samples:
+def _sample_together(model: Handle, request: SampleRequest, budget: int) -> Samples:
     """`sample_calls` in one batch. The draws run on the model's device, each call's from a generator of that device
     seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a tenth
     of the batch has ended: then the ended rows leave it (a copy of the live rows' key/value cache)."""
     hf, eos, device = model.hf, model.tokenizer.eos_token_id, model.device
-    encoded = model.encode([text for call in calls for text in call.texts])
+    calls, max_new_tokens, labels, layers = request.calls, request.max_new_tokens, request.labels, request.layers
+    encoded = model.encode(request.texts)
     text_of = torch.tensor([t for t, n in enumerate(n for call in calls for n in [call.per_text] * len(call.texts))
                             for _ in range(n)])  # answer row -> its text
     call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
-    draw = _Draws(calls, call_of, device)
+    draw = Draws(request, call_of, device)
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
+        keep = () if request.keep is None else request.keep.blocks
         prefilled, row_of = _prefilled(model, encoded, max_new_tokens, layers, keep, budget)
         cache, states = prefilled.cache, prefilled.states
         asked = labels is not None or layers
@@ -278,95 +221,3 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     return _Prefill(logits, out.past_key_values, mask, [read[layer] for layer in layers], states)
 
 
-class _Draws:
-    """The batch's draws, step by step: every call with a live answer row draws once over all its rows from its own
-    generator, as `generate` draws over a batch with finished rows (an ended row's numbers are drawn and unused). On
-    a CPU the calls' uniform integers are drawn on as many threads as torch's (each call's stream is its own, so the
-    tokens are the same) and the race is run on them at once (`race.cpu_winners`); on another device each call draws
-    `race.draw_one`, an ended row from a dummy distribution whose draw is discarded."""
-
-    def __init__(self, calls: Sequence[SampleCall], call_of: torch.Tensor, device: torch.device | str) -> None:
-        self.call_of = call_of
-        self.first = torch.tensor([0] + [call.rows for call in calls]).cumsum(0)  # each call's first answer row
-        self.generators = [torch.Generator(device=device).manual_seed(call.seed) for call in calls]
-        self.temperature = torch.tensor([call.temperature for call in calls], device=device)
-        self.cold = bool((self.temperature == 1).all())  # a temperature of 1 divides nothing
-        self.on_cpu = torch.device(device).type == "cpu"
-        self.threads = torch.get_num_threads() if self.on_cpu else 1
-        self.integers: torch.Tensor | None = None  # the CPU draws' buffer, kept from step to step
-
-    def __call__(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """A token for each of the answer rows `rows` (ascending), whose next-token logits `logits` holds in order.
-        The full-vocabulary passes are the softmax and the draw."""
-        calls = self.call_of[rows]
-        scaled = logits if self.cold else logits / self.temperature[calls.to(logits.device)][:, None]
-        probs = torch.softmax(scaled, dim=-1)
-        ids, counts = (t.tolist() for t in calls.unique_consecutive(return_counts=True))
-        drawn = (self._on_cpu if self.on_cpu else self._on_device)(probs, rows, ids, counts)
-        # a row with NaN (or an infinite logit, which softmax turns into NaN) draws a NaN entry: argmax takes NaN as
-        # the largest value. multinomial refused such rows; checking the drawn entries costs one value a row.
-        if not bool(torch.isfinite(probs[torch.arange(len(rows), device=probs.device), drawn]).all()):
-            raise AuditError("the model's next-token probabilities hold NaN or infinity (its logits overflowed): "
-                             "load it in float32 or bfloat16 rather than float16 (model.dtype in the params file)")
-        return drawn
-
-    def _on_cpu(self, probs: torch.Tensor, rows: torch.Tensor, ids: list[int], counts: list[int]) -> torch.Tensor:
-        """Each drawing call's integers for all its rows in order, from its generator (a live row's into its row of
-        the batch's buffer, an ended row's into a scratch row), then the race of the live rows."""
-        vocab = probs.shape[-1]
-        if self.integers is None or len(self.integers) < len(rows):
-            self.integers = torch.empty(len(rows), vocab, dtype=torch.int64)
-        integers = self.integers[: len(rows)]
-        starts = [0, *accumulate(counts)]
-        own = (rows - self.first[self.call_of[rows]]).tolist()  # each live row's index among its call's rows
-
-        def fill(part: int) -> None:  # every `threads`-th call from the part-th
-            scratch = torch.empty(1, vocab, dtype=torch.int64)
-            for c, start, n in zip(ids[part:: self.threads], starts[part:: self.threads], counts[part:: self.threads]):
-                generator, at, row = self.generators[c], start, 0  # where the call's next live row goes; its next row
-                for first, run in _runs(own[start: start + n]):
-                    for _ in range(row, first):  # ended rows before this run of live ones
-                        uniforms(scratch.shape, generator, scratch)
-                    uniforms((run, vocab), generator, integers[at: at + run])
-                    at, row = at + run, first + run
-                for _ in range(row, int(self.first[c + 1] - self.first[c])):
-                    uniforms(scratch.shape, generator, scratch)
-
-        _on_threads(fill, min(self.threads, len(ids)))
-        return cpu_winners(probs, integers)
-
-    def _on_device(self, probs: torch.Tensor, rows: torch.Tensor, ids: list[int], counts: list[int]) -> torch.Tensor:
-        """Each drawing call's `draw_one` over its rows, the ended ones from a dummy distribution."""
-        drawn = torch.empty(len(rows), dtype=torch.long, device=probs.device)
-        for c, start, n in zip(ids, accumulate([0, *counts]), counts):
-            size, own = int(self.first[c + 1] - self.first[c]), rows[start: start + n] - self.first[c]
-            if n == size:  # every row of the call live: its probabilities as they are
-                drawn[start: start + n] = draw_one(probs[start: start + n], self.generators[c])
-            else:
-                whole = torch.zeros(size, probs.shape[-1], device=probs.device)
-                whole[:, 0] = 1.0
-                whole[own.to(probs.device)] = probs[start: start + n]
-                drawn[start: start + n] = draw_one(whole, self.generators[c])[own.to(probs.device)]
-        return drawn
-
-
-def _runs(rows: list[int]) -> Iterator[tuple[int, int]]:
-    """The runs of consecutive numbers in ascending `rows`: (first, length) each."""
-    first = 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i] != rows[i - 1] + 1:
-            yield rows[first], i - first
-            first = i
-
-
-def _on_threads(work: Callable[[int], None], parts: int) -> None:
-    """`work(part)` for each part on a thread of its own (in inference mode, which is per thread), or at once."""
-    def run(part: int) -> None:
-        with torch.inference_mode():
-            work(part)
-
-    if parts > 1:
-        with ThreadPoolExecutor(parts) as pool:
-            list(pool.map(run, range(parts)))
-    else:
-        run(0)

@@ -4,24 +4,19 @@ position on the gender vector."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from functools import partial
 
 import pandas as pd
 import torch
-from tqdm import tqdm
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.framing.metrics import KEYS
 from llmaudit.chapters.framing.pronouns import FAMILIES, detect_pronoun, family_probs, family_token_ids
 from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
-from llmaudit.models.request import Edit, Keep, Request
+from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
 from llmaudit.models.required import required
-from llmaudit.models.sampling import SampleCall, call_batches
-from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.sampled import run_sampling
 from llmaudit.models.steer import run_pass
 
 
@@ -91,23 +86,6 @@ def steered_probabilities(
                       for lam, p in zip(lambdas, probs)], ignore_index=True)
 
 
-def _sample_batch(model: AuditModel, chosen: list[SampleCall], completion: list[bool], max_new_tokens: int,
-                  space: list[int], vector: SteeringVector | None) -> dict[str, torch.Tensor]:
-    """One batch of `chat_pass`: the sampled tokens and first-position probabilities of its calls and, given a
-    vector, the last token's outputs at its block and the completion calls' states there (their call's one text)."""
-    layers = [vector.layer] if vector is not None else []
-    out = model.sample(chosen, max_new_tokens, space, layers, keep=layers)
-    found = {"tokens": torch.cat(out.tokens), "probs": required(out.probs, "label probabilities")}
-    if vector is not None:  # its block was read and kept
-        first = torch.tensor([0, *(len(c.texts) for c in chosen)]).cumsum(0).tolist()
-        kept = required(out.states, "kept states")[vector.layer]
-        states = [kept[t] for t, free in zip(first, completion) if free]
-        found |= {"acts": required(out.acts, "block outputs")[:, 0],
-                  "states": torch.cat([torch.empty(0, model.width, dtype=model.hf.dtype), *states]),
-                  "lengths": torch.tensor([len(s) for s in states], dtype=torch.long)}
-    return found
-
-
 def chat_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
     vector: SteeringVector | None = None,
@@ -121,38 +99,18 @@ def chat_pass(
     shown = [versions([p], range(samples)) for p in prompts]
     space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
     layers = [vector.layer] if vector is not None else []
-    completion = [p.kind == "completion" for p in prompts]  # a completion prompt is one text, its own only version
-    calls = [SampleCall(tuple(texts(model, versions_, "chat")), 1 if p.kind == "choice" else samples, seed + i)
-             for i, (p, versions_) in enumerate(zip(prompts, shown))]
-    share: list[dict[str, torch.Tensor]] = [{} for _ in calls]  # each call's part of its batch's results
-    cache = model.runtime.cache
-    for batch in tqdm(list(call_batches(model.handle, calls, max_new_tokens, model.runtime.batch_tokens)),
-                      desc="framing chat pass", leave=False):
-        chosen = [calls[i] for i in batch]
-
-        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": max_new_tokens,
-               "labels": space, "layers": layers, "keep": layers}  # a batch cached without its states runs again
-        found = cached_tensors(cache, key, partial(_sample_batch, model, chosen, [completion[i] for i in batch],
-                                                   max_new_tokens, space, vector))
-        per_text = [len(call.texts) for call in chosen]
-        for name, sizes in {"tokens": [call.rows for call in chosen], "probs": per_text, "acts": per_text}.items():
-            for i, part in zip(batch, found[name].split(sizes) if name in found else ()):
-                share[i][name] = part
-        if "states" in found:
-            for i, part in zip([i for i in batch if completion[i]], found["states"].split(found["lengths"].tolist())):
-                share[i]["states"] = part
-    if vector is not None and any(completion):  # (no states to keep without a completion prompt)
-        free = [p for p, done in zip(prompts, completion) if done]
-        kept = [part["states"] for part, done in zip(share, completion) if done]
-        store_states(cache, model.identity, texts(model, free, "chat"), LowerStates(vector.layer, kept))
-    scored = _scored([v for versions_ in shown for v in versions_], positions,
-                     torch.cat([part["probs"] for part in share]),
-                     torch.cat([part["acts"] for part in share]) if layers else None, vector)
-    answers = [part["tokens"] for part in share]
+    calls = [SampleCall(texts=texts(model, versions_, "chat"), per_text=1 if p.kind == "choice" else samples,
+                        seed=seed + i) for i, (p, versions_) in enumerate(zip(prompts, shown))]
+    # a completion prompt is one text, its own only version: its states at the vector's block are kept
+    free = [call.texts[0] for p, call in zip(prompts, calls) if p.kind == "completion"]
+    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens, labels=space, layers=layers,
+                                            keep=Keep(blocks=layers, texts=free), desc="framing chat pass"))
+    scored = _scored([v for versions_ in shown for v in versions_], positions, required(out.probs, "probabilities"),
+                     required(out.acts, "block outputs")[:, 0] if layers else None, vector)
     rows = []
-    for prompt, versions_, call, tokens in zip(prompts, shown, calls, answers):
+    for prompt, versions_, call, tokens in zip(prompts, shown, calls, out.tokens):
         repeat = len(tokens) // len(versions_)
-        for version, text, row in zip(versions_ * repeat, call.texts * repeat, tokens):
+        for version, text, row in zip(versions_ * repeat, list(call.texts) * repeat, tokens):
             answer = model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
             rows.append({**dict(zip(KEYS, (prompt.attribute, prompt.task, prompt.gender, prompt.instr))),
                          "prompt": text, "answer": answer, "family": detect_pronoun(answer, version.letters)})

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from functools import partial
 
 import pandas as pd
 import torch
-from tqdm import tqdm
 
-from llmaudit.cache import cached_tensors
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.markedness.decoding import parse_label
 from llmaudit.chapters.markedness.evaluate import predictions
@@ -28,8 +25,9 @@ from llmaudit.chapters.markedness.prompts import (
 )
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.request import SampleCall, SampleRequest
 from llmaudit.models.required import required
-from llmaudit.models.sampling import SampleCall, call_batches
+from llmaudit.models.sampled import run_sampling
 
 _STREAMS = 1_000_003  # a run's seed times this, plus the prompt's index, seeds the prompt's random stream
 
@@ -45,36 +43,19 @@ class Sampling:
     reasoning_tokens: int | None = None
 
 
-def _batch(model: AuditModel, calls: list[SampleCall], new: int, labels: list[int] | None,
-           layers: list[int]) -> dict[str, torch.Tensor]:
-    """One batch's sampled tokens and, where asked for, first-position label probabilities and last-token outputs
-    of `layers`."""
-    out = model.sample(calls, new, labels, layers)
-    found = {"tokens": torch.cat(out.tokens)}
-    if labels is not None:
-        found["probs"] = required(out.probs, "label probabilities")
-    return found | ({"acts": required(out.acts, "block outputs")[:, 0]} if layers else {})
-
-
 def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
                  layers: list[int], desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
     """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
-    probabilities (given `labels`) and block outputs of `layers` from the same prefill; batches cached on their
-    own (under the model's runtime: its token budget and cache)."""
-    calls = [SampleCall((text,), 1, run.seed * _STREAMS + i, run.temperature) for i, text in enumerate(texts)]
-    parts: dict[str, list[torch.Tensor]] = {}
-    order: list[int] = []  # the texts in the batches' order (`call_batches` groups texts alike in length)
-    for batch in tqdm(list(call_batches(model.handle, calls, new, model.runtime.batch_tokens)), desc=desc, leave=False):
-        chosen = [calls[i] for i in batch]
-        key = {"model": model.identity, "calls": [dataclasses.asdict(c) for c in chosen], "new": new,
-               "labels": labels, "layers": layers}
-        found = cached_tensors(model.runtime.cache, key, partial(_batch, model, chosen, new, labels, layers))
-        for name, tensor in found.items():
-            parts.setdefault(name, []).append(tensor)
-        order += batch
-    back = torch.empty(len(order), dtype=torch.long)
-    back[order] = torch.arange(len(order))  # each text's row among the batches' rows
-    read = {name: torch.cat(tensors)[back] for name, tensors in parts.items()}
+    probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.sampled`: batches
+    cached on their own under the model's runtime, its token budget and cache)."""
+    calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i) for i, text in enumerate(texts)]
+    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=run.temperature,
+                                            labels=labels, layers=layers, desc=desc))
+    read = {"tokens": torch.cat(out.tokens)}
+    if labels is not None:
+        read["probs"] = required(out.probs, "label probabilities")
+    if layers:
+        read["acts"] = required(out.acts, "block outputs")[:, 0]
     answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
                for row in read["tokens"]]
     return answers, read

@@ -13,8 +13,8 @@ from llmaudit.errors import AuditError
 from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.handle import Handle
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.request import Request, Runtime
-from llmaudit.models.sampling import SampleCall, Samples
+from llmaudit.models.request import Request, Runtime, SampleRequest
+from llmaudit.models.sampling import Samples
 from llmaudit.models.sweep import SweepOutput
 from llmaudit.models.traced import Tracer
 
@@ -69,8 +69,7 @@ class Engine(ABC):
         lambda = 0 where `derivative`; `runtime` and `identity` locate stored lower states where the engine uses
         them."""
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None,
-               layers: Sequence[int], keep: Sequence[int], *, batch_tokens: BatchTokens) -> Samples:
-        """Seeded answers of each call's texts (`models.sampling.Samples`), with the label probabilities and block
+    def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+        """One batch of `request`'s seeded answers (`models.sampling.Samples`), with the label probabilities and block
         outputs of the same pass where asked; refused by an engine that cannot sample."""
         raise self.refusal([Capability.SAMPLING], "sampling answers")

@@ -12,9 +12,9 @@ from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.engines.base import Capability, Engine, Parts
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.request import Edit, Keep, Request, Runtime
+from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleRequest
 from llmaudit.models.required import required
-from llmaudit.models.sampling import SampleCall, Samples, sample_calls
+from llmaudit.models.sampling import Samples, sample_calls
 from llmaudit.models.states import LowerStates, store_states, stored_states
 from llmaudit.models.sweep import SweepOutput, split_sweep
 
@@ -47,9 +47,8 @@ class FastEngine(Engine):
             store_states(runtime.cache, identity, request.texts, swept.states)
         return swept
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None,
-               layers: Sequence[int], keep: Sequence[int], *, batch_tokens: BatchTokens) -> Samples:
-        return sample_calls(self.parts.handle, calls, max_new_tokens, labels, layers, keep, batch_tokens=batch_tokens)
+    def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+        return sample_calls(self.parts.handle, request, batch_tokens=batch_tokens)
 
 
 def _lower_states(request: Request, runtime: Runtime, identity: dict) -> LowerStates | None:

@@ -12,9 +12,9 @@ from llmaudit.models.engines.base import Capability, Engine, Parts
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.plain import hooked_forward, hooked_sweep
 from llmaudit.models.plain_sampling import plain_samples
-from llmaudit.models.request import Request, Runtime
+from llmaudit.models.request import Request, Runtime, SampleRequest
 from llmaudit.models.required import required
-from llmaudit.models.sampling import SampleCall, Samples
+from llmaudit.models.sampling import Samples
 from llmaudit.models.sweep import SweepOutput
 
 
@@ -40,6 +40,5 @@ class PlainEngine(Engine):
                             request.lambdas if outputs else (), request.targets if derivative else None,
                             edit.projection, runtime.batch_tokens, request.desc, request.layers if outputs else ())
 
-    def sample(self, calls: Sequence[SampleCall], max_new_tokens: int, labels: Sequence[int] | None,
-               layers: Sequence[int], keep: Sequence[int], *, batch_tokens: BatchTokens) -> Samples:
-        return plain_samples(self.parts.handle, calls, max_new_tokens, labels, layers, keep)
+    def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+        return plain_samples(self.parts.handle, request)
