@@ -23,6 +23,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux1_x86_64 -d .gpu/whl $pins
 for f in $FILES; do mkdir -p ".gpu/data/$(dirname "$f")"; cp "$DATA/$f" ".gpu/data/$f"; done
-folder=$("$PY" -c "from llmaudit.models.standin import tokenizer_folder; print(tokenizer_folder())")
+folder=$("$PY" -c "from llmaudit.models.loading.standin import tokenizer_folder; print(tokenizer_folder())")
 cp "$folder"/{tokenizer.json,tokenizer_config.json,chat_template.jinja} .gpu/tokenizer/
 du -sh .gpu

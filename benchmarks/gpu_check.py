@@ -1,4 +1,4 @@
-"""The GPU check, in one short call: a stand-in with Llama-3.1-8B's shape in bfloat16 (`models.standin`: random
+"""The GPU check, in one short call: a stand-in with Llama-3.1-8B's shape in bfloat16 (`models.loading.standin`: random
 weights, the default model's tokenizer and chat template, built in memory, nothing downloaded) runs each engine on the
 real prompts of the chapters at the paper-size profile's sizes (params/llama-3.1-8b-instruct.yaml) for a bounded
 slice: the shared-prefix / token-tree forward (9-shot markedness sentences, the steering vectors' template prompts,
@@ -41,14 +41,16 @@ from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, architectures, flex
+from llmaudit.models import AuditModel
+from llmaudit.models.loading import architectures
+from llmaudit.models.loading.standin import SHAPES, tokenizer_folder
 from llmaudit.models.memory import AUTO, batch_budget
-from llmaudit.models.plain_sampling import generated
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.passes import flex
+from llmaudit.models.passes.prefix import forward_shared_prefix
 from llmaudit.models.request import Edit, Request, Runtime, SampleCall, SampleRequest
-from llmaudit.models.sample_batches import call_batches
-from llmaudit.models.sampling import sample_calls
-from llmaudit.models.standin import SHAPES, tokenizer_folder
+from llmaudit.models.sampling.batched import sample_calls
+from llmaudit.models.sampling.plain_sampling import generated
+from llmaudit.models.sampling.sample_batches import call_batches
 from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
@@ -62,7 +64,7 @@ def build(shape: str, device: str, tokenizer_path: Path | None = None) -> AuditM
     from nnsight import TransformersModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from llmaudit.models.attention import use_grouped
+    from llmaudit.models.passes.attention import use_grouped
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or tokenizer_folder())
     sizes = {k: v for k, v in SHAPES[shape].items() if k != "dtype"}

@@ -1,9 +1,9 @@
 """What held the memory of an 8B sweep's token-tree rows: one masked attention call with Llama-3.1-8B's heads (32 query
-heads over 8 key/value heads) on a packed row of W tokens after a P-token beginning, its score matrix whole (as
-before) and in query chunks (`models.attention.SCORE_BYTES`), on PyTorch's math kernel: the one a GPU falls back on
-for a boolean mask with grouped heads (its fused kernels refuse that combination; the CPU's own kernel takes it).
-Each runs in a fresh process on the CPU; the peak resident memory above the inputs' is printed beside the float32
-scores' size, rows x 32 x W x (P + W) x 4 bytes.
+heads over 8 key/value heads) on a packed row of W tokens after a P-token beginning, its score matrix whole (as before)
+and in query chunks (`models.passes.attention.SCORE_BYTES`), on PyTorch's math kernel: the one a GPU falls back on for a
+boolean mask with grouped heads (its fused kernels refuse that combination; the CPU's own kernel takes it). Each runs in
+a fresh process on the CPU; the peak resident memory above the inputs' is printed beside the float32 scores' size, rows
+x 32 x W x (P + W) x 4 bytes.
 Usage: python benchmarks/memory.py [W ...]"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 
 CHILD = """
 import sys, torch
-from llmaudit.models import attention
+from llmaudit.models.passes import attention
 W, P, whole = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "whole"
 if whole:
     attention.SCORE_BYTES = 1 << 62

@@ -4,7 +4,7 @@ training prompts (steering: six instruction templates, long texts) and the credi
 (decision tasks: the two gender variants of each case). Each set runs three ways: the traced forward (each prompt
 whole), the common beginning only (the engine without token trees), with the prompts after it packed as token
 trees, and with token trees under transformers' own SDPA attention (key/value heads repeated per query head, as before
-`models.attention`). Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks
+`models.passes.attention`). Prints, for each, seconds, prompt tokens/s and the compute ledger's actual / minimum, checks
 that all agree to 1e-4, and the speed ratios measured in this run.
 Usage: python benchmarks/prefix.py [N_PROMPTS]   (per set; default 64)"""
 
@@ -24,9 +24,10 @@ from llmaudit.chapters.steering_vectors.recipes import RECIPES, rows
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, attention, load_model
-from llmaudit.models.batching import ForwardOutput
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models import AuditModel, load_model
+from llmaudit.models.passes import attention
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.prefix import forward_shared_prefix
 
 
 def prompt_sets(model: AuditModel, n: int) -> dict[str, tuple[list[str], list[int]]]:

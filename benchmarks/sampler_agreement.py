@@ -20,10 +20,10 @@ import gpu_check  # noqa: E402 - the check's stand-in and workloads
 
 from llmaudit.config import load_params  # noqa: E402
 from llmaudit.models.memory import AUTO  # noqa: E402
-from llmaudit.models.plain_sampling import generated  # noqa: E402
-from llmaudit.models.race import draw_one  # noqa: E402
 from llmaudit.models.request import SampleRequest  # noqa: E402
-from llmaudit.models.sampling import sample_calls  # noqa: E402
+from llmaudit.models.sampling.batched import sample_calls  # noqa: E402
+from llmaudit.models.sampling.plain_sampling import generated  # noqa: E402
+from llmaudit.models.sampling.race import draw_one  # noqa: E402
 
 
 def draw_agreement(device: str, vocab: int = 49152) -> float:

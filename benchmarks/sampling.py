@@ -1,4 +1,4 @@
-"""Sampled framing answers, the framing chapter's way (models.sampling: each prompt's text once, the answers of
+"""Sampled framing answers, the framing chapter's way (models.sampling.batched: each prompt's text once, the answers of
 many prompts decoded together) against transformers' `generate` once per prompt, the seed code's path, with the
 same seeds, on the default model: the first N framing cells at the default sizes (10 answers of 16 tokens per
 cell). Checks that the two draw the same tokens and prints the speed ratio measured in this run.
@@ -15,9 +15,9 @@ from llmaudit.chapters.framing.evaluate import texts, versions
 from llmaudit.chapters.framing.stimuli import ATTRIBUTES, prompts
 from llmaudit.config import load_params
 from llmaudit.models import AuditModel, load_model
-from llmaudit.models.batching import pad
+from llmaudit.models.passes.batching import pad
 from llmaudit.models.request import SampleCall, SampleRequest
-from llmaudit.models.sample_batches import call_batches
+from llmaudit.models.sampling.sample_batches import call_batches
 
 
 def generate(model: AuditModel, call: SampleCall, new: int) -> torch.Tensor:

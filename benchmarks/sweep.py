@@ -16,7 +16,7 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import REPO, load_params
 from llmaudit.ledger import Ledger
 from llmaudit.models import load_model
-from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.passes.layers import hidden, with_hidden
 from llmaudit.models.request import Edit, Request, Runtime
 from llmaudit.models.steer import run_pass
 

@@ -62,8 +62,8 @@ def lower_positions(model, texts: list[str], batch_tokens: int) -> int:
     """Token positions a sweep's pass through one block below the edit runs on: the continuations after the shared
     beginning, packed (token trees where the model's window allows) and batched as the sweep does, padding
     included."""
-    from llmaudit.models.packing import packed_batches
-    from llmaudit.models.prefix import shareable
+    from llmaudit.models.passes.packing import packed_batches
+    from llmaudit.models.passes.prefix import shareable
 
     encoded = model.encode(texts)
     shared = shareable(model.hf, encoded)
@@ -111,7 +111,7 @@ def tiny_model_dir(tmp_path_factory):
 def tiny_model(tiny_model_dir):
     """The tiny model loaded through `load_model` (real local-folder path)."""
     from llmaudit.models import load_model
-    from llmaudit.models.spec import ModelSpec
+    from llmaudit.models.loading.spec import ModelSpec
 
     return load_model("tiny", ModelSpec(path=str(tiny_model_dir)))
 

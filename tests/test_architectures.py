@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from llmaudit.errors import ConfigError
-from llmaudit.models import architectures
+from llmaudit.models.loading import architectures
 from test_conformance import build
 
 

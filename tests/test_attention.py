@@ -1,4 +1,4 @@
-"""Grouped attention (models/attention.py) gives transformers' SDPA numbers on every supported architecture: a
+"""Grouped attention (models/passes/attention.py) gives transformers' SDPA numbers on every supported architecture: a
 padded batch (SDPA repeats the key/value heads), a continuation of a cached beginning, one decoding step (SDPA packs
 the query heads) and an unpadded prompt (the causal kernel without a mask)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmaudit.models import attention
-from llmaudit.models.batching import pad
+from llmaudit.models.passes import attention
+from llmaudit.models.passes.batching import pad
 from test_sweep_architectures import ARCHITECTURES, PROMPTS, build_model
 
 
@@ -84,8 +84,8 @@ def test_token_trees_on_flex_attention_equal_the_plain_forward(tiny_model, monke
     stay on SDPA."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    from llmaudit.models import flex
-    from llmaudit.models.prefix import forward_shared_prefix
+    from llmaudit.models.passes import flex
+    from llmaudit.models.passes.prefix import forward_shared_prefix
     from test_prefix import variant_texts
 
     calls: list[tuple[int, ...]] = []
@@ -110,7 +110,7 @@ def test_a_block_mask_is_made_once_per_mask_and_keeps_the_mask_s_pattern() -> No
     what the boolean mask allows (FlexAttention with it equals SDPA with the mask)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    from llmaudit.models import flex
+    from llmaudit.models.passes import flex
 
     torch.manual_seed(0)
     query, key, value = torch.randn(2, 4, 37, 8), torch.randn(2, 2, 45, 8), torch.randn(2, 2, 45, 8)
@@ -127,7 +127,7 @@ def test_a_block_mask_is_made_once_per_mask_and_keeps_the_mask_s_pattern() -> No
 def test_a_failing_fused_kernel_falls_back_on_chunked_sdpa_once(monkeypatch) -> None:
     """A kernel that fails on this card (a compiler error) warns once, turns itself off and leaves the call to chunked
     SDPA, whose result it returns: an audit never stops on the fast path."""
-    from llmaudit.models import attention, flex
+    from llmaudit.models.passes import attention, flex
 
     def broken(*args, **kwargs):
         raise RuntimeError("triton: no kernel for this card\nlong trace")

@@ -14,9 +14,9 @@ from llmaudit.chapters.framing.stimuli import prompts
 from llmaudit.chapters.markedness.evaluate import agreement_with_unmarked
 from llmaudit.chapters.markedness.prompts import GROUP_TERMS, UNMARKED, probe_set
 from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.models import architectures
-from llmaudit.models.layers import hidden
-from llmaudit.models.prefix import common_prefix
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes.layers import hidden
+from llmaudit.models.passes.prefix import common_prefix
 
 
 def test_pronoun_shares_equal_a_full_vocabulary_computation(bind, tiny_model) -> None:

@@ -11,7 +11,7 @@ from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.config import PARAMS_DIR, Params, available_models, load_params
 from llmaudit.errors import AuditError, ConfigError
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.registry import KEYS, verdict_tests
 from llmaudit.runner.chapter import PRINTED, Chapter
 

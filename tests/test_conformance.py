@@ -1,6 +1,6 @@
 """The conformance suite: tiny random-weight models of many families, each built from its transformers config class
-on the fly (no download). For every family, the plain hooked forward (`models.plain`) equals the model's own forward
-run one prompt at a time with the edit hooked in, probabilities, block outputs and the exact derivative (against
+on the fly (no download). For every family, the plain hooked forward (`models.passes.plain`) equals the model's own
+forward run one prompt at a time with the edit hooked in, probabilities, block outputs and the exact derivative (against
 reverse-mode autograd); for every family in `architectures.FAST`, every fast engine (shared prefix and token trees,
 split sweep, exact derivative, kept lower states, batched sampler, chunked masked attention) equals the plain hooked
 forward, to 1e-5 in float32, at several lambdas and both edit forms. A family joins the fast table with one line
@@ -13,14 +13,16 @@ import torch
 
 from conftest import build_tokenizer
 from llmaudit.chapters.steering_vectors import SteeringVector
-from llmaudit.models import AuditModel, architectures, attention
-from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.plain import hooked_forward, hooked_sweep
-from llmaudit.models.plain_sampling import plain_samples
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models import AuditModel
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes import attention
+from llmaudit.models.passes.layers import hidden, with_hidden
+from llmaudit.models.passes.plain import hooked_forward, hooked_sweep
+from llmaudit.models.passes.prefix import forward_shared_prefix
+from llmaudit.models.passes.sweep import split_sweep
 from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
+from llmaudit.models.sampling.plain_sampling import plain_samples
 from llmaudit.models.steer import run_pass
-from llmaudit.models.sweep import split_sweep
 from test_sampling import generate
 
 WINDOW = 4  # shorter than every prompt: a family's sliding-window blocks see less than the whole prompt

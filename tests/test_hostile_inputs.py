@@ -25,7 +25,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from llmaudit.config import _shown, load_params, read_params_file
 from llmaudit.errors import AuditError, ConfigError
-from llmaudit.models.embedded import locate_gguf
+from llmaudit.models.loading.embedded import locate_gguf
 from llmaudit.registry import KEYS
 from llmaudit.report import build_report, charts, index
 from llmaudit.report.audited import read_audited

@@ -26,7 +26,7 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.cli import main
 from llmaudit.config import PARAMS_DIR, REPO
 from llmaudit.errors import AuditError
-from llmaudit.models import load
+from llmaudit.models.loading import load
 from llmaudit.report import Results, card
 from llmaudit.runner import audit
 from llmaudit.runner.chapter import Chapter, open_chapter

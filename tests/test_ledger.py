@@ -11,7 +11,7 @@ import torch
 from llmaudit import ledger as ledger_module
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger, ledger_path, read_calls
-from llmaudit.models.sweep import split_sweep
+from llmaudit.models.passes.sweep import split_sweep
 
 
 @pytest.fixture

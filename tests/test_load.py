@@ -6,8 +6,8 @@ import pytest
 
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
-from llmaudit.models.embedded import locate_gguf
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.embedded import locate_gguf
+from llmaudit.models.loading.spec import ModelSpec
 
 
 def one_line(info: pytest.ExceptionInfo) -> str:
@@ -70,7 +70,7 @@ def test_cuda_without_gpu(tiny_model_dir) -> None:
 def test_split_gguf_is_joined_in_order_and_checked(tmp_path, monkeypatch) -> None:
     import hashlib
 
-    from llmaudit.models.embedded import join_parts
+    from llmaudit.models.loading.embedded import join_parts
 
     for i, chunk in enumerate((b"GGUF-first-", b"second-", b"third")):
         package = tmp_path / f"fake_model_part{i}"

@@ -15,7 +15,7 @@ from llmaudit.chapters.markedness.prompts import Example
 from llmaudit.chapters.markedness.protocol import COT, NINE_SHOT, ZERO_SHOT, Run, classify_run, plan
 from llmaudit.chapters.markedness.sampled import Sampling, sample_classify
 from llmaudit.chapters.markedness.spec import MarkednessParams
-from llmaudit.models import architectures
+from llmaudit.models.loading import architectures
 
 
 @pytest.mark.parametrize("answer, label", [
@@ -75,7 +75,7 @@ def labelled_model(tmp_path_factory):
     """The tiny model with the three label words in its vocabulary, their logits raised so that some sampled
     answers name a label and some do not."""
     from llmaudit.models import load_model
-    from llmaudit.models.spec import ModelSpec
+    from llmaudit.models.loading.spec import ModelSpec
 
     folder = tmp_path_factory.mktemp("labelled")
     tokenizer = build_tokenizer()

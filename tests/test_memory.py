@@ -11,9 +11,10 @@ import torch
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
-from llmaudit.models import architectures, memory
-from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.sweep import split_sweep
+from llmaudit.models import memory
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes.prefix import forward_shared_prefix
+from llmaudit.models.passes.sweep import split_sweep
 from test_prefix import variant_texts
 
 GIB = 1 << 30

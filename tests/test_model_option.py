@@ -13,7 +13,7 @@ import yaml
 from conftest import build_hf_model, build_tokenizer
 from llmaudit.cli import main
 from llmaudit.config import load_params
-from llmaudit.models.standin import build
+from llmaudit.models.loading.standin import build
 from llmaudit.report import card
 from llmaudit.runner import adhoc, audit
 from test_hostile_state import one_line_exit_2

@@ -13,9 +13,9 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.models import load_model
-from llmaudit.models.hubcache import DEFAULT_GGUF, DEFAULT_REPO, place
 from llmaudit.models.intervention import Intervention
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.hubcache import DEFAULT_GGUF, DEFAULT_REPO, place
+from llmaudit.models.loading.spec import ModelSpec
 
 HOST = "http://127.0.0.1:8001"
 HUB = Path(os.environ.get("NDIF_LOCAL_HOME") or Path(__file__).resolve().parents[1] / ".ndif") / "hub"

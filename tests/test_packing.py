@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from llmaudit.ledger import Ledger
-from llmaudit.models.packing import PackedBatch, Row, pack
+from llmaudit.models.passes.packing import PackedBatch, Row, pack
 from llmaudit.models.request import Edit, Request
 from llmaudit.models.steer import run_pass
 from test_sweep_architectures import labels_of, random_vector

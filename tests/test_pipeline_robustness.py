@@ -12,7 +12,7 @@ from llmaudit.chapters.decision_tasks.evaluate import TaskRunner
 from llmaudit.config import PARAMS_DIR, load_params
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.runner import chapter as chapter_module
 from llmaudit.runner.chapter import Chapter
 from test_task_runner import ToyTask, toy_vector

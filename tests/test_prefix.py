@@ -1,6 +1,6 @@
-"""The shared-prefix engine (models/prefix.py) against the traced forward, each prompt whole: the common beginning
-runs once and the prompts after it are packed as token trees (variants of one case, texts of one template), on every
-supported architecture, with their sliding windows either covering the prompts (trees) or not (a prompt a row)."""
+"""The shared-prefix engine (models/passes/prefix.py) against the traced forward, each prompt whole: the common
+beginning runs once and the prompts after it are packed as token trees (variants of one case, texts of one template), on
+every supported architecture, with their sliding windows either covering the prompts (trees) or not (a prompt a row)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import torch
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
-from llmaudit.models import architectures
-from llmaudit.models.layers import every_position, reading
-from llmaudit.models.prefix import Branch, branches, forward_shared_prefix
-from llmaudit.models.states import LowerStates
-from llmaudit.models.sweep import split_sweep
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes.layers import every_position, reading
+from llmaudit.models.passes.prefix import Branch, branches, forward_shared_prefix
+from llmaudit.models.passes.states import LowerStates
+from llmaudit.models.passes.sweep import split_sweep
 from test_ledger import distinct_prefixes
 from test_sweep_architectures import ARCHITECTURES, build_model
 

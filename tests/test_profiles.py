@@ -15,7 +15,7 @@ from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.steering_vectors.recipes import RECIPES, validation_size
 from llmaudit.config import load_params
 from llmaudit.models import memory
-from llmaudit.models.load import DTYPES
+from llmaudit.models.loading.load import DTYPES
 
 GIB = 1 << 30
 # Each GPU profile's model as a config-only stand-in (its transformers config class with the published config.json's

@@ -57,7 +57,7 @@ def test_exact_derivative_matches_finite_difference(setting) -> None:
 def test_shared_prefix_equals_plain_forward_on_few_shot_prompts(setting) -> None:
     from llmaudit.chapters.markedness.metrics import LABELS
     from llmaudit.chapters.markedness.prompts import classification_prompt, demonstration_pool, demonstrations
-    from llmaudit.models.prefix import forward_shared_prefix
+    from llmaudit.models.passes.prefix import forward_shared_prefix
 
     model = setting[0]
     demos = demonstrations(demonstration_pool("sst5", data_dir()), seed=2024)

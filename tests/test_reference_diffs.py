@@ -52,7 +52,7 @@ def contains(lines: list[str], run: list[str]) -> bool:
 def test_the_page_has_its_worked_diffs() -> None:
     files = {hunk.file for hunk in hunks(PAGE.read_text(encoding="utf-8"))}
     assert {"lib/llmaudit/chapters/decision_tasks/__init__.py", "lib/llmaudit/registry.py",
-            "lib/llmaudit/models/architectures.py", "tests/test_conformance.py"} <= files
+            "lib/llmaudit/models/loading/architectures.py", "tests/test_conformance.py"} <= files
 
 
 @pytest.mark.parametrize("hunk", hunks(PAGE.read_text(encoding="utf-8")), ids=lambda hunk: hunk.file)

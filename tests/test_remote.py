@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models import load_model
-from llmaudit.models.hubcache import place
-from llmaudit.models.remote import failure_kind
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.hubcache import place
+from llmaudit.models.loading.remote import failure_kind
+from llmaudit.models.loading.spec import ModelSpec
 
 REPO = "llmaudit-test/tiny-llama"
 
@@ -98,12 +98,11 @@ def test_other_errors_are_not_remote_failures() -> None:
 
 
 def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module(tmp_path) -> None:
-    """A remote trace carries the tracer (`models.traced.Tracer`, whose method holds the trace) and the audit's
+    """A remote trace carries the tracer (`models.passes.traced.Tracer`, whose method holds the trace) and the audit's
     functions, and `remote.connect` registers llmaudit so that they travel by value: the server has no llmaudit to
-    import. Anything
-    pickled by name instead stops every remote request there (a `functools.cache` wrapper in models.flex did), so the
-    traced module, with all it reaches, must unpickle in a process that cannot import llmaudit (a separate one:
-    unpickling by value in this process would overwrite llmaudit's own classes)."""
+    import. Anything pickled by name instead stops every remote request there (a `functools.cache` wrapper in
+    models.passes.flex did), so the traced module, with all it reaches, must unpickle in a process that cannot import
+    llmaudit (a separate one: unpickling by value in this process would overwrite llmaudit's own classes)."""
     import subprocess
     import sys
 
@@ -111,7 +110,7 @@ def test_the_model_code_a_remote_trace_ships_names_no_llmaudit_module(tmp_path) 
     from nnsight.intervention.serialization import dumps
 
     import llmaudit
-    from llmaudit.models import traced
+    from llmaudit.models.passes import traced
 
     nnsight.register(llmaudit)
     (tmp_path / "payload").write_bytes(dumps(traced))

@@ -7,10 +7,11 @@ import torch
 
 from llmaudit.chapters.steering_vectors import Intervention, SteeringVector
 from llmaudit.errors import AuditError, ConfigError
-from llmaudit.models import batching, load_model
-from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.spec import ModelSpec
-from llmaudit.models.traced import Tracer
+from llmaudit.models import load_model
+from llmaudit.models.loading.spec import ModelSpec
+from llmaudit.models.passes import batching
+from llmaudit.models.passes.layers import hidden, with_hidden
+from llmaudit.models.passes.traced import Tracer
 
 # Very different lengths (1 to ~40 tokens) so length-sorted batches need left padding.
 PROMPTS = [
@@ -311,7 +312,7 @@ def test_exact_sensitivity_matches_finite_difference(bind, tiny_model) -> None:
 
 def test_shared_prefix_forward_equals_the_plain_forward(tiny_model) -> None:
     from llmaudit.ledger import Ledger
-    from llmaudit.models.prefix import common_prefix, forward_shared_prefix
+    from llmaudit.models.passes.prefix import common_prefix, forward_shared_prefix
 
     demos = "the nurse said good . the doctor said bad . the engineer said good . "
     texts = [tiny_model.chat(demos + f"the {job} {verb}", "answer :")

@@ -10,12 +10,13 @@ import pytest
 import torch
 
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, architectures, memory
-from llmaudit.models.batching import pad
+from llmaudit.models import AuditModel, memory
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import Shape
-from llmaudit.models.prefix import Branch, branches, shareable
+from llmaudit.models.passes.batching import pad
+from llmaudit.models.passes.prefix import Branch, branches, shareable
 from llmaudit.models.request import Keep, Runtime, SampleCall, SampleRequest
-from llmaudit.models.sample_batches import call_batches
+from llmaudit.models.sampling.sample_batches import call_batches
 from test_sweep_architectures import build_model
 
 NEW = 6
@@ -207,7 +208,7 @@ def test_sampling_out_of_memory_runs_the_batch_in_halves_with_the_same_answers(m
 
 
 def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> None:
-    from llmaudit.models.race import draw_one
+    from llmaudit.models.sampling.race import draw_one
 
     for seed in range(20):
         probs = torch.softmax(3 * torch.randn(7, 500, generator=torch.Generator().manual_seed(seed + 100)), -1)
@@ -223,7 +224,7 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
 def test_the_cpu_race_works_out_few_exponentials_whether_the_rows_are_flat_or_peaked(monkeypatch) -> None:
     """The exponential of an entry is worked out only where its bound reaches the floor: about one entry a row
     besides the floor's own, even for a random-weight model's nearly flat rows (a weak floor made it most of them)."""
-    from llmaudit.models import race
+    from llmaudit.models.sampling.batched import race
 
     worked: list[int] = []
     exponential = race._exponential
@@ -240,7 +241,7 @@ def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_i
     """Calls of 3, 2 and 4 rows whose live rows change from step to step: each live row's token is multinomial's over
     the call's whole table (an ended row a dummy distribution), drawn from the call's own stream, on the CPU's path
     (an ended row's integers drawn and unused) and a GPU's (run here on the CPU)."""
-    from llmaudit.models.draws import Draws
+    from llmaudit.models.sampling.draws import Draws
 
     sizes = (3, 2, 4)
     calls = [SampleCall(texts=("a",) * size, per_text=1, seed=10 + i) for i, size in enumerate(sizes)]
@@ -267,7 +268,7 @@ def test_the_batch_draws_each_call_as_multinomial_over_all_its_rows_ended_ones_i
 
 def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
     from llmaudit.errors import AuditError
-    from llmaudit.models.draws import Draws
+    from llmaudit.models.sampling.draws import Draws
 
     draw = Draws(asked([SampleCall(texts=("a",), per_text=1, seed=i) for i in range(3)]), torch.arange(3), "cpu")
     logits = torch.randn(3, 50)
@@ -282,7 +283,7 @@ def test_a_draw_from_non_finite_probabilities_is_one_clear_error() -> None:
 def test_a_reserved_layer_holds_what_a_growing_layer_holds_writing_in_place() -> None:
     from transformers.cache_utils import DynamicLayer
 
-    from llmaudit.models.reserved import ReservedLayer
+    from llmaudit.models.sampling.reserved import ReservedLayer
 
     states = [torch.randn(3, 2, 5, 4) for _ in range(2)]
     growing = DynamicLayer()
@@ -305,7 +306,7 @@ def test_a_reserved_layer_holds_what_a_growing_layer_holds_writing_in_place() ->
 def test_joined_layers_hold_each_layers_rows_ending_together_after_zeros() -> None:
     from transformers.cache_utils import DynamicLayer
 
-    from llmaudit.models.reserved import ReservedLayer
+    from llmaudit.models.sampling.reserved import ReservedLayer
 
     short, long = DynamicLayer(), DynamicLayer()
     short.update(torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4))
@@ -325,8 +326,8 @@ def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_hol
     top-k, top-p or a call's seed samples again."""
     from dataclasses import replace
 
+    from llmaudit.models.passes.states import stored_states
     from llmaudit.models.sampled import run_sampling
-    from llmaudit.models.states import stored_states
 
     model = bind(tiny_model, cache=tmp_path, batch_tokens=4)  # a call's rows a batch: several batches
     calls = calls_of(model)[1:]

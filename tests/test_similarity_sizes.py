@@ -17,8 +17,8 @@ from llmaudit.chapters.similarity.saved import load_systems, save_systems
 from llmaudit.chapters.similarity.spec import SimilarityParams
 from llmaudit.chapters.similarity.stereoset import KINDS, load_stereoset, sample_items
 from llmaudit.models import load_model
-from llmaudit.models.spec import ModelSpec
-from llmaudit.models.standin import build
+from llmaudit.models.loading.spec import ModelSpec
+from llmaudit.models.loading.standin import build
 
 
 def test_null_sizes_take_all_of_bbq_and_stereoset(mirror) -> None:

@@ -11,13 +11,14 @@ import torch
 from conftest import build_tokenizer, lower_positions
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
-from llmaudit.models import AuditModel, architectures
-from llmaudit.models.blocks import running
-from llmaudit.models.layers import hidden, with_hidden
-from llmaudit.models.prefix import shareable
+from llmaudit.models import AuditModel
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes.blocks import running
+from llmaudit.models.passes.layers import hidden, with_hidden
+from llmaudit.models.passes.prefix import shareable
+from llmaudit.models.passes.sweep import split_sweep
 from llmaudit.models.request import Edit, Request
 from llmaudit.models.steer import run_pass
-from llmaudit.models.sweep import split_sweep
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Not periodic, so that running the upper blocks with the loop position in place of the block index gives

@@ -14,11 +14,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmaudit.models import architectures, load_model
-from llmaudit.models.derivative import _offloaded
-from llmaudit.models.prefix import forward_shared_prefix
-from llmaudit.models.spec import ModelSpec
-from llmaudit.models.sweep import split_sweep
+from llmaudit.models import load_model
+from llmaudit.models.loading import architectures
+from llmaudit.models.loading.spec import ModelSpec
+from llmaudit.models.passes.derivative import _offloaded
+from llmaudit.models.passes.prefix import forward_shared_prefix
+from llmaudit.models.passes.sweep import split_sweep
 from llmaudit.models.vector import SteeringVector
 
 PLACES = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu",

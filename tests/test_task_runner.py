@@ -15,7 +15,7 @@ from llmaudit.chapters.decision_tasks.base import Task, TaskItem, answer_ids
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
-from llmaudit.models.states import stored_states
+from llmaudit.models.passes.states import stored_states
 
 JOBS = ["nurse", "doctor", "engineer", "teacher"]
 

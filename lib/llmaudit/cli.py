@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             import yaml
 
             from llmaudit.config import standin_params
-            from llmaudit.models.standin import SHAPES, build
+            from llmaudit.models.loading.standin import SHAPES, build
 
             if args.shape not in SHAPES:
                 raise AuditError(f"unknown stand-in shape '{args.shape}' (known: {', '.join(SHAPES)})")

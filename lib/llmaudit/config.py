@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from llmaudit.errors import ConfigError
+from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.memory import AUTO, BatchTokens
-from llmaudit.models.spec import ModelSpec
 from llmaudit.paths import PARAMS_DIR, REPO, plain_name
 from llmaudit.registry import CHAPTERS, KEYS, Sections
 from llmaudit.sections import SEED_LIMIT, Section, at_least, known, once
@@ -280,7 +280,7 @@ def read_profile(profile: str | Path) -> dict[str, Any]:
 
 def standin_params(profile: str | Path, folder: str | Path, dtype: str, device: str = "cpu") -> dict[str, Any]:
     """The params file `profile` as shipped but for its model, a random-weight stand-in in `folder`
-    (`models.standin`) in `dtype` on `device`, and the sections its chapters declare a stand-in reads otherwise
+    (`models.loading.standin`) in `dtype` on `device`, and the sections its chapters declare a stand-in reads otherwise
     (`ChapterSpec.standin`)."""
     params = read_profile(profile)
     params["name"] = f"standin-{params['name']}"

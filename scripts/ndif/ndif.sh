@@ -35,7 +35,7 @@ setup() {
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q --ignore-requires-python -c "$ROOT/scripts/ndif/pins.txt" \
         torch "ndif[api,ray]==$NDIF_VERSION" "moto[server]"
-    PYTHONPATH="$ROOT/lib" "${AUDIT_PYTHON:-$ROOT/.venv/bin/python}" -m llmaudit.models.hubcache "$HF_HUB_CACHE"
+    PYTHONPATH="$ROOT/lib" "${AUDIT_PYTHON:-$ROOT/.venv/bin/python}" -m llmaudit.models.loading.hubcache "$HF_HUB_CACHE"
 }
 
 spawn() {  # name, command...: run detached in a session of its own (its id: the pid), log and pid under .ndif/run

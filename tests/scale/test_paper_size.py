@@ -1,14 +1,14 @@
 """The scale test: the shipped paper-size profile (params/llama-3.1-8b-instruct.yaml) through all seven chapters on the
-real data at the papers' sizes, with a tiny random-weight Llama (`models.standin`: the default model's tokenizer, built
-on the fly, no download) in place of the 8B model. It proves that nothing in the chapters, the charts, the data splits,
-the report or the verdicts breaks with size; the model is random, so its numbers mean nothing, only their presence.
+real data at the papers' sizes, with a tiny random-weight Llama (`models.loading.standin`: the default model's
+tokenizer, built on the fly, no download) in place of the 8B model. It proves that nothing in the chapters, the charts,
+the data splits, the report or the verdicts breaks with size; the model is random, so its numbers mean nothing, only
+their presence.
 
 Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits
-(`config.standin_params`).
-The similarity chapter runs a stratified share of BBQ and StereoSet, and markedness each group's name alone (SIMILARITY
-and the markedness override below say why); every other size is the profile's.
-About 16 minutes on two quiet CPU cores (markedness about 7 of them); `make scale-test` runs it (CI runs it after
-`make test`: about 27 minutes in all from a fresh clone, install included)."""
+(`config.standin_params`). The similarity chapter runs a stratified share of BBQ and StereoSet, and markedness each
+group's name alone (SIMILARITY and the markedness override below say why); every other size is the profile's. About 16
+minutes on two quiet CPU cores (markedness about 7 of them); `make scale-test` runs it (CI runs it after `make test`:
+about 27 minutes in all from a fresh clone, install included)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import yaml
 from llmaudit.chapters.similarity.saved import load_systems
 from llmaudit.chapters.steering_vectors.recipes import RECIPES
 from llmaudit.config import standin_params
-from llmaudit.models.standin import build
+from llmaudit.models.loading.standin import build
 from llmaudit.paths import PARAMS_DIR
 from llmaudit.registry import KEYS, notebook
 from llmaudit.report.gate import load_verdicts

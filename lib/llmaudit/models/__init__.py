@@ -1,7 +1,7 @@
 """Model loading and the batched, steerable forward primitive."""
 
-from llmaudit.models.batching import ForwardOutput
-from llmaudit.models.load import load_model
+from llmaudit.models.loading.load import load_model
+from llmaudit.models.passes.batching import ForwardOutput
 from llmaudit.models.runtime import AuditModel
 
 __all__ = ["AuditModel", "ForwardOutput", "load_model"]

@@ -1,7 +1,7 @@
 """Batch sizes that fit by themselves. `batch_tokens: auto` sizes each pass's batches from the device's free memory and
 a model of what a pass holds per token; and any engine that runs out of memory mid-call halves its batches and plans
 the prompts it has not finished again, keeping those it has (as lm-evaluation-harness's `batch_size: auto` backs
-off). What stays bounded whatever the batch: attention scores (`models.attention` runs masked queries in chunks),
+off). What stays bounded whatever the batch: attention scores (`models.passes.attention` runs masked queries in chunks),
 packed rows (at most `ROW_TOKENS`), states kept for later sweeps (moved to host memory batch by batch)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import torch
 
-from llmaudit.models.attention import SCORE_BYTES
+from llmaudit.models.passes.attention import SCORE_BYTES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -97,7 +97,7 @@ class Shape:
     def decode_row_bytes(self, length: int) -> int:
         """Device memory one answer row of a sampler's decoding steps holds at `length` tokens: its keys and values
         in every block, and per vocabulary entry its next-token logit and probability (float32) and its draw (on a
-        GPU a float32 exponential; on a CPU an int64 uniform, its float32 bound and a flag: `models.race`)."""
+        GPU a float32 exponential; on a CPU an int64 uniform, its float32 bound and a flag: `models.sampling.race`)."""
         return length * 2 * self.blocks * self.keys * self.item + self.vocab * (4 + 4 + 8 + 4 + 1)
 
     def decode_bytes(self, batch_tokens: int, device: str | torch.device) -> int:

@@ -36,7 +36,7 @@ class Edit:
 
 @dataclass(frozen=True, kw_only=True)
 class Keep:
-    """Lower states (`models.states`) worth storing because later sweeps steer some of a pass's prompts again. An
+    """Lower states (`models.passes.states`) worth storing because later sweeps steer some of a pass's prompts again. An
     unsteered pass stores those of `texts` (None: all its prompts; none where it does not run them all) at each of
     `blocks`; a sweep that starts below its edit stores all its prompts' at the lowest of `blocks` at or below the
     edit (none: the edit's block), where sweeps along other vectors of the concept start too."""

@@ -1,5 +1,5 @@
 """The audited model: a causal LM with its tokenizer and chat template, the engine chosen for it once as it loads
-(`models.engines`) and the traced forward every engine is tested against (`models.traced`)."""
+(`models.engines`) and the traced forward every engine is tested against (`models.passes.traced`)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from collections.abc import Mapping, Sequence
 
 from llmaudit.errors import AuditError
 from llmaudit.ledger import Ledger
-from llmaudit.models import architectures
-from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.engines import Engine, choose
-from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention
-from llmaudit.models.layers import hidden
+from llmaudit.models.loading import architectures
+from llmaudit.models.loading.tokens import single_token_ids
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.layers import hidden
+from llmaudit.models.passes.traced import Tracer
 from llmaudit.models.request import Runtime, SampleRequest
-from llmaudit.models.sampling import Samples
-from llmaudit.models.tokens import single_token_ids
-from llmaudit.models.traced import Tracer
+from llmaudit.models.sampling.batched import Samples
 
 
 class AuditModel:
@@ -69,14 +69,14 @@ class AuditModel:
 
     @property
     def handle(self) -> Handle:
-        """What the local engines take of this model (`models.handle`); a remote model has none."""
+        """What the local engines take of this model (`models.passes.handle`); a remote model has none."""
         if self.hf is None:
             raise AuditError("this needs a local model: run this chapter with remote: false")
         return Handle(self.hf, self.tokenizer, self.device, self.ledger, self.n_layers, self.width)
 
     @property
     def tracer(self) -> Tracer:
-        """What the traced forward takes of this model (`models.traced`), local or remote."""
+        """What the traced forward takes of this model (`models.passes.traced`), local or remote."""
         return Tracer(self.lm, self.hf, self.tokenizer, self.device, self.ledger, self.n_layers, self.remote,
                       self.provenance.get("source", self.name))
 
@@ -111,7 +111,8 @@ class AuditModel:
         return text + prefix
 
     def single_token_ids(self, words: Sequence[str]) -> list[int]:
-        """Ids of the one-token forms of `words` for this model's tokenizer (`models.tokens.single_token_ids`)."""
+        """Ids of the one-token forms of `words` for this model's tokenizer
+        (`models.loading.tokens.single_token_ids`)."""
         return single_token_ids(self.tokenizer, words)
 
     def forward(
@@ -128,7 +129,7 @@ class AuditModel:
         """Label probabilities and activations of `texts` (already chat-formatted) in input order. Unsteered prompts
         go through the model's engine (`engine.score`; the fast one also keeps the outputs of blocks `keep` at every
         token, `ForwardOutput.states`); steered ones, and all with `traced`, through nnsight's trace
-        (`models.traced`), the reference every engine is tested against."""
+        (`models.passes.traced`), the reference every engine is tested against."""
         if intervention is None and not traced:
             return self.engine.score(texts, labels, layers, batch_tokens=batch_tokens, desc=desc, keep=keep)
         return self.tracer.forward(texts, labels, layers, intervention, batch_tokens, desc)
@@ -144,7 +145,8 @@ class AuditModel:
         return self.engine.sample(request, batch_tokens=self.runtime.batch_tokens)
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None = None) -> str:
-        """Greedy continuation of a chat-formatted `text` under `intervention` at every position (`models.traced`)."""
+        """Greedy continuation of a chat-formatted `text` under `intervention` at every position
+        (`models.passes.traced`)."""
         return self.tracer.generate(text, max_new_tokens, intervention)
 
 

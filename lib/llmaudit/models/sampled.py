@@ -2,7 +2,7 @@
 `models.request.SampleRequest`, plans its calls' batches (`sample_batches.call_batches`: texts alike in length,
 within the memory the token budget plans for), answers each batch from the model's tensor cache or samples it
 (`AuditModel.sample`) and stores it, so that an interrupted run keeps the batches done; it stores the lower states
-the request keeps for later sweeps (`models.states`) and returns every result in the request's order."""
+the request keeps for later sweeps (`models.passes.states`) and returns every result in the request's order."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from tqdm import tqdm
 
 from llmaudit.cache import cached_tensors
 from llmaudit.capabilities import Capability
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.states import LowerStates, store_states
 from llmaudit.models.request import Keep, SampleRequest
-from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
-from llmaudit.models.sample_batches import call_batches
-from llmaudit.models.sampling import Samples
-from llmaudit.models.states import LowerStates, store_states
+from llmaudit.models.sampling.batched import Samples
+from llmaudit.models.sampling.sample_batches import call_batches
 
 
 def run_sampling(model: AuditModel, request: SampleRequest) -> Samples:

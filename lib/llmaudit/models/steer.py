@@ -12,11 +12,11 @@ import torch
 
 from llmaudit.cache import store_tensors, stored_tensors
 from llmaudit.models.engines import Capability
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.states import store_kept
+from llmaudit.models.passes.sweep import SweepOutput
 from llmaudit.models.request import Request
-from llmaudit.models.required import required
 from llmaudit.models.runtime import AuditModel
-from llmaudit.models.states import store_kept
-from llmaudit.models.sweep import SweepOutput
 
 
 @dataclass

@@ -24,7 +24,7 @@ from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.config import ParamsFile, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.engines import can_run
-from llmaudit.models.weights import check_folder
+from llmaudit.models.loading.weights import check_folder
 from llmaudit.paths import BOOK, REPO
 from llmaudit.reading import read_text
 from llmaudit.registry import chapter as chapter_spec
@@ -130,7 +130,7 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
     folder must not replace them under the first). A chapter the params do not list is refused: the report shows the
     listed chapters, and would show its rows and verdicts but not its section. Before any chapter, the report folder
     must be this model's or no model's (`owner`), a local model folder must hold weights of its config's shape
-    (`models.weights`), and `check` (the caller's own checks) must pass."""
+    (`models.loading.weights`), and `check` (the caller's own checks) must pass."""
     params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:

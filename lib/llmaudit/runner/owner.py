@@ -12,7 +12,7 @@ from typing import Any
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import ConfigError, DataError
-from llmaudit.models.spec import ModelSpec
+from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.reading import read_json
 from llmaudit.terminal import clipped
 

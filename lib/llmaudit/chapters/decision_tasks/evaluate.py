@@ -18,8 +18,8 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
 from llmaudit.models.engines import Capability
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request
-from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope

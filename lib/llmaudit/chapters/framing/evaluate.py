@@ -14,8 +14,8 @@ from llmaudit.chapters.framing.pronouns import FAMILIES, detect_pronoun, family_
 from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
-from llmaudit.models.required import required
 from llmaudit.models.sampled import run_sampling
 from llmaudit.models.steer import run_pass
 
@@ -93,9 +93,10 @@ def chat_pass(
     """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
     range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
     choice cell uses one shuffled option order per sample) with its prompt text and the pronoun family it names (None:
-    invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would (`models.sampling`).
-    Prompts run together in batches of the model's token budget, each cached on its own (an interrupted run keeps the
-    batches done). Given a vector, the completion prompts' states at its block are kept for `steered_probabilities`."""
+    invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would
+    (`models.sampling.batched`). Prompts run together in batches of the model's token budget, each cached on its own (an
+    interrupted run keeps the batches done). Given a vector, the completion prompts' states at its block are kept for
+    `steered_probabilities`."""
     shown = [versions([p], range(samples)) for p in prompts]
     space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
     layers = [vector.layer] if vector is not None else []

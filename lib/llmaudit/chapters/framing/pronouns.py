@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models.tokens import single_token_ids
+from llmaudit.models.loading.tokens import single_token_ids
 
 FAMILIES: tuple[str, ...] = ("he", "she", "they")
 INFLECTIONS: dict[str, tuple[str, ...]] = {

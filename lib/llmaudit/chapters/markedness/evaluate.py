@@ -14,8 +14,8 @@ from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import Example, FewShot, classification_prompt, label_word
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
 
 

@@ -25,8 +25,8 @@ from llmaudit.chapters.markedness.prompts import (
 )
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleCall, SampleRequest
-from llmaudit.models.required import required
 from llmaudit.models.sampled import run_sampling
 
 _STREAMS = 1_000_003  # a run's seed times this, plus the prompt's index, seeds the prompt's random stream

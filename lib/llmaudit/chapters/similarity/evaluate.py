@@ -14,8 +14,8 @@ from llmaudit.chapters.similarity.bbq import LETTERS, prompt
 from llmaudit.chapters.similarity.saved import QUESTION
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Request
-from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
 
 

@@ -33,7 +33,7 @@ def steered_scores(
 ) -> pd.DataFrame:
     """Long table (lam, row, raw, normalised, mass) for `frame`'s prompts: unsteered (lam NaN), then under the
     projection edit (`projection` False: the additive one) at each lambda (one sweep: the lower blocks once for all,
-    see `models.sweep`; they are kept, so that the same prompts steered again start above them)."""
+    see `models.passes.sweep`; they are kept, so that the same prompts steered again start above them)."""
     if frame.empty:
         raise AuditError(f"causal check of {vector.name}: no held-out rows to steer (the validation rows used them "
                          "all): lower steering.val_rows or steering.check_rows")

@@ -22,8 +22,8 @@ from llmaudit.chapters.steering_vectors.selection import (
 from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.data import read_json
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 

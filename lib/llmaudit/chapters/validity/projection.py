@@ -13,8 +13,8 @@ import pandas as pd
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.required import required
 from llmaudit.models.steer import run_pass
 from llmaudit.stats import Estimate, pearson
 

@@ -10,13 +10,13 @@ from typing import Protocol
 
 from llmaudit.capabilities import Capability
 from llmaudit.errors import AuditError
-from llmaudit.models.batching import ForwardOutput
-from llmaudit.models.handle import Handle
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.sweep import SweepOutput
+from llmaudit.models.passes.traced import Tracer
 from llmaudit.models.request import Request, Runtime, SampleRequest
-from llmaudit.models.sampling import Samples
-from llmaudit.models.sweep import SweepOutput
-from llmaudit.models.traced import Tracer
+from llmaudit.models.sampling.batched import Samples
 
 
 class Parts(Protocol):
@@ -70,6 +70,6 @@ class Engine(ABC):
         them."""
 
     def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
-        """One batch of `request`'s seeded answers (`models.sampling.Samples`), with the label probabilities and block
-        outputs of the same pass where asked; refused by an engine that cannot sample."""
+        """One batch of `request`'s seeded answers (`models.sampling.batched.Samples`), with the label probabilities and
+        block outputs of the same pass where asked; refused by an engine that cannot sample."""
         raise self.refusal([Capability.SAMPLING], "sampling answers")

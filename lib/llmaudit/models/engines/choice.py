@@ -4,11 +4,11 @@ engines for a local family in `architectures.FAST`, else the plain engine."""
 from __future__ import annotations
 
 from llmaudit.capabilities import Capability
-from llmaudit.models.architectures import FAST
 from llmaudit.models.engines.base import Engine, Parts
 from llmaudit.models.engines.fast import FastEngine
 from llmaudit.models.engines.plain import PlainEngine
 from llmaudit.models.engines.traced import TracedEngine
+from llmaudit.models.loading.architectures import FAST
 
 
 def choose(*, name: str, parts: Parts, remote: bool) -> Engine:

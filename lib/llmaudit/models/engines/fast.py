@@ -1,22 +1,22 @@
 """The fast engines, for the families `architectures.FAST` lists (verified equal to the plain engine by
-tests/test_conformance.py): the shared-prefix forward unsteered (`models.prefix`), the split sweep with its exact
-derivative steered (`models.sweep`), started from the highest block at or below the edit whose lower states the
-tensor cache holds for these prompts (`models.states`), and the batched sampler (`models.sampling`)."""
+tests/test_conformance.py): the shared-prefix forward unsteered (`models.passes.prefix`), the split sweep with its exact
+derivative steered (`models.passes.sweep`), started from the highest block at or below the edit whose lower states the
+tensor cache holds for these prompts (`models.passes.states`), and the batched sampler (`models.sampling.batched`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llmaudit.models.attention import use_grouped
-from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.engines.base import Capability, Engine, Parts
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.prefix import forward_shared_prefix
+from llmaudit.models.passes.attention import use_grouped
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.prefix import forward_shared_prefix
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.states import LowerStates, store_states, stored_states
+from llmaudit.models.passes.sweep import SweepOutput, split_sweep
 from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleRequest
-from llmaudit.models.required import required
-from llmaudit.models.sampling import Samples, sample_calls
-from llmaudit.models.states import LowerStates, store_states, stored_states
-from llmaudit.models.sweep import SweepOutput, split_sweep
+from llmaudit.models.sampling.batched import Samples, sample_calls
 
 
 class FastEngine(Engine):

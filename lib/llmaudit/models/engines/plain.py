@@ -1,21 +1,21 @@
 """The plain engine, for every family outside the fast engines' verified table: the model's own forward on whole
-prompts with the edit made by a forward hook (`models.plain`), and one transformers `generate` call per prompt for
-samples (`models.plain_sampling`). It keeps no lower states: its sweeps start from the tokens."""
+prompts with the edit made by a forward hook (`models.passes.plain`), and one transformers `generate` call per prompt
+for samples (`models.sampling.plain_sampling`). It keeps no lower states: its sweeps start from the tokens."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.engines.base import Capability, Engine, Parts
 from llmaudit.models.memory import BatchTokens
-from llmaudit.models.plain import hooked_forward, hooked_sweep
-from llmaudit.models.plain_sampling import plain_samples
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.plain import hooked_forward, hooked_sweep
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.sweep import SweepOutput
 from llmaudit.models.request import Request, Runtime, SampleRequest
-from llmaudit.models.required import required
-from llmaudit.models.sampling import Samples
-from llmaudit.models.sweep import SweepOutput
+from llmaudit.models.sampling.batched import Samples
+from llmaudit.models.sampling.plain_sampling import plain_samples
 
 
 class PlainEngine(Engine):

@@ -1,5 +1,5 @@
 """The traced engine, for a model NDIF runs remotely: every pass is nnsight's trace of the whole prompts
-(`models.traced`), one lambda at a time. It reads probabilities and block outputs and makes steering edits; it
+(`models.passes.traced`), one lambda at a time. It reads probabilities and block outputs and makes steering edits; it
 takes no exact derivative, keeps no lower states and draws no samples."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 import torch
 
-from llmaudit.models.batching import ForwardOutput
 from llmaudit.models.engines.base import Capability, Engine, Parts
 from llmaudit.models.memory import BatchTokens
+from llmaudit.models.passes.batching import ForwardOutput
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.sweep import SweepOutput
 from llmaudit.models.request import Request, Runtime
-from llmaudit.models.required import required
-from llmaudit.models.sweep import SweepOutput
 
 
 class TracedEngine(Engine):

@@ -11,7 +11,7 @@ from typing import Any, cast
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from llmaudit.models.required import required
+from llmaudit.models.passes.required import required
 
 
 class ReservedLayer(DynamicLayer):

@@ -31,8 +31,8 @@ def place(folder: Path, repo_id: str, cache: Path, revision: str) -> Path:
 def place_default(cache: Path) -> Path:
     """Place the converted default model in `cache` as DEFAULT_REPO, its revision the first 40 hex digits of the
     GGUF's sha256 (converting the GGUF on first use)."""
-    from llmaudit.models.embedded import locate_gguf
-    from llmaudit.models.load import _embedded_folder
+    from llmaudit.models.loading.embedded import locate_gguf
+    from llmaudit.models.loading.load import _embedded_folder
 
     folder, sha = _embedded_folder(locate_gguf(DEFAULT_GGUF))
     return place(Path(folder), DEFAULT_REPO, cache, sha[:40])

@@ -1,6 +1,6 @@
-"""The beginning every prompt of a sweep shares (`models.sweep`), computed once: below the steering block once,
+"""The beginning every prompt of a sweep shares (`models.passes.sweep`), computed once: below the steering block once,
 above it once per lambda on its edited output, its key/value caches serving every continuation; and the derivative's
-whole prompts (`models.derivative`) put back together from it."""
+whole prompts (`models.passes.derivative`) put back together from it."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import torch
 from transformers.cache_utils import Cache
 
-from llmaudit.models import architectures
-from llmaudit.models.blocks import running
-from llmaudit.models.layers import every_position, reading
-from llmaudit.models.prefix import repeat_rows
-from llmaudit.models.required import required
+from llmaudit.models.loading import architectures
+from llmaudit.models.passes.blocks import running
+from llmaudit.models.passes.layers import every_position, reading
+from llmaudit.models.passes.prefix import repeat_rows
+from llmaudit.models.passes.required import required
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:  # importing it at run time would load transformers' modelling code with every chapter

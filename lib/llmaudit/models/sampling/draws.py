@@ -1,5 +1,5 @@
 """The sampler's draws, step by step: each row's logits filtered as `generate` filters them (its own warpers, in its
-order), then each call's draw from its own random stream (`models.race`)."""
+order), then each call's draw from its own random stream (`models.sampling.race`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, cast
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models.race import cpu_winners, draw_one, uniforms
 from llmaudit.models.request import SampleRequest
+from llmaudit.models.sampling.race import cpu_winners, draw_one, uniforms
 
 if TYPE_CHECKING:
     from transformers import LogitsProcessorList

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from llmaudit.cache import cache_root
 from llmaudit.errors import ConfigError
-from llmaudit.models.spec import embedded_file
+from llmaudit.models.loading.spec import embedded_file
 
 
 def locate_gguf(spec: str) -> Path:

@@ -3,9 +3,10 @@ beginning runs once and its key/value cache serves every continuation, so a 9-sh
 zero-shot one, and the two gender variants of a case little more than one.
 
 The beginning *every* prompt of a call shares (chat template, system prompt, instruction) runs once for the call, and
-its cache serves every row. After it, the forward packs the prompts as token trees (`models.packing`): prompts that go
-on alike share one row, in which each token they share runs once. The sampler, which needs a cache per prompt, shares
-one level instead: runs of neighbours in token order that go on alike for at least `MIN_BRANCH` more tokens form a
+its cache serves every row. After it, the forward packs the prompts as token trees (`models.passes.packing`): prompts
+that go on alike share one row, in which each token they share runs once. The sampler, which needs a cache per prompt,
+shares one level instead: runs of neighbours in token order that go on alike for at least `MIN_BRANCH` more tokens form
+a
 *branch*, run once, left-padded after the common beginning, whose cache each member's own tokens continue.
 
 The splits are made on token ids, so every prompt is tokenised exactly as on its own, and the results equal the
@@ -23,14 +24,14 @@ import torch
 from transformers.cache_utils import CacheLayerMixin
 
 from llmaudit.ledger import call_label
-from llmaudit.models import architectures
-from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout
-from llmaudit.models.blocks import running
-from llmaudit.models.handle import Handle
-from llmaudit.models.layers import every_position, reading
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
-from llmaudit.models.packing import PackedBatch, packed_batches, window_covers
-from llmaudit.models.required import required
+from llmaudit.models.passes.batching import ForwardOutput, activations_only, memory_guard, pad, readout
+from llmaudit.models.passes.blocks import running
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.layers import every_position, reading
+from llmaudit.models.passes.packing import PackedBatch, packed_batches, window_covers
+from llmaudit.models.passes.required import required
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -122,9 +123,10 @@ def forward_shared_prefix(
 ) -> ForwardOutput:
     """Label probabilities (over the whole vocabulary when `labels` is None) and activations of chat-
     formatted texts, the common beginning computed once and, with `tree`, the prompts after it packed as token trees
-    (`models.packing`: every beginning some of them share runs once); when no label is read, no block above the deepest
-    layer read. Equal to the traced forward (`AuditModel.forward`), which remote models take. `keep`: blocks whose
-    outputs at every token to return (`states`, a local model's only), for a sweep of the same texts to start from."""
+    (`models.passes.packing`: every beginning some of them share runs once); when no label is read, no block above the
+    deepest layer read. Equal to the traced forward (`AuditModel.forward`), which remote models take. `keep`: blocks
+    whose outputs at every token to return (`states`, a local model's only), for a sweep of the same texts to start
+    from."""
     encoded = model.encode(texts)
     shared = common_prefix(encoded)
     rest = [e[shared:] for e in encoded]

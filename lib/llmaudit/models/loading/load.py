@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from llmaudit.errors import AuditError, ConfigError
-from llmaudit.models.architectures import input_device
-from llmaudit.models.embedded import converted_dir, file_sha256, join_parts, locate_gguf
+from llmaudit.models.loading.architectures import input_device
+from llmaudit.models.loading.embedded import converted_dir, file_sha256, join_parts, locate_gguf
+from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.runtime import AuditModel
-from llmaudit.models.spec import ModelSpec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CHECKSUMS = "llmaudit-checksums.json"  # in a converted folder: the GGUF's sha256 and the sha256 of each file written
@@ -150,7 +150,7 @@ def _convert(gguf: Path, sha: str, target: Path) -> None:
 
 def _remote(spec: ModelSpec):
     """An nnsight model whose traces run on NDIF (`model.host`, else NDIF's public service)."""
-    from llmaudit.models.remote import connect
+    from llmaudit.models.loading.remote import connect
 
     assert spec.hf is not None  # ModelSpec requires an hf id for remote: true
     try:

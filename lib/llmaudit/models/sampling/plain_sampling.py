@@ -1,17 +1,17 @@
 """Sampling for a family outside the fast engines' verified table: one transformers `generate` call per prompt (with
 the request's temperature, top-k and top-p, after `torch.manual_seed(seed)`), which the batched sampler
-(`models.sampling`) is verified to draw the same tokens as; the label probabilities and block outputs of the texts
-and the states kept come from the plain hooked forward (`models.plain`)."""
+(`models.sampling.batched`) is verified to draw the same tokens as; the label probabilities and block outputs of the
+texts and the states kept come from the plain hooked forward (`models.passes.plain`)."""
 
 from __future__ import annotations
 
 import torch
 
-from llmaudit.models.batching import pad
-from llmaudit.models.handle import Handle
-from llmaudit.models.plain import hooked_forward
+from llmaudit.models.passes.batching import pad
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.plain import hooked_forward
 from llmaudit.models.request import SampleCall, SampleRequest
-from llmaudit.models.sampling import Samples
+from llmaudit.models.sampling.batched import Samples
 
 
 def generated(model: Handle, call: SampleCall, request: SampleRequest) -> torch.Tensor:
@@ -32,7 +32,7 @@ def generated(model: Handle, call: SampleCall, request: SampleRequest) -> torch.
 
 
 def plain_samples(model: Handle, request: SampleRequest) -> Samples:
-    """What `models.sampling.sample_calls` gives, one `generate` call per prompt."""
+    """What `models.sampling.batched.sample_calls` gives, one `generate` call per prompt."""
     with model.ledger.labelled("plain: sample"):
         tokens = [generated(model, call, request) for call in request.calls]
     keep = () if request.keep is None else request.keep.blocks

@@ -1,19 +1,18 @@
 """Seeded sampling of many prompts in one batch, each prompt's answers drawn exactly as one `generate` call draws them
 for that prompt alone (after `torch.manual_seed(seed)`, with the request's temperature, top-k and top-p:
-`models.draws`).
+`models.sampling.draws`).
 
-A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt.
-Here every text is computed once, each beginning texts share once (`models.prefix`: the beginning of all the batch's
-texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget;
-the chunks' key/value caches join into one with room reserved for the tokens to come (`models.reserved`), each
-text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass
-of the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`:
-`sample_batches.call_batches`).
-Answers that have ended leave the batch once a tenth of it has. Each prompt keeps its own random stream: a
-generator of the model's device seeded as `generate` would seed it, asked at every step, until all the prompt's
-answers have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an ended answer
-takes part with a dummy row whose token is discarded). So the draws use the same random numbers and give the same
-tokens, up to float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last
+A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt. Here
+every text is computed once, each beginning texts share once (`models.passes.prefix`: the beginning of all the batch's
+texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget; the
+chunks' key/value caches join into one with room reserved for the tokens to come (`models.sampling.reserved`), each
+text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass of
+the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`:
+`sample_batches.call_batches`). Answers that have ended leave the batch once a tenth of it has. Each prompt keeps its
+own random stream: a generator of the model's device seeded as `generate` would seed it, asked at every step, until all
+the prompt's answers have ended, for one draw over its rows in the (rows, vocabulary) shape `generate` asks for (an
+ended answer takes part with a dummy row whose token is discarded). So the draws use the same random numbers and give
+the same tokens, up to float rounding of the probabilities (tests/test_sampling.py compares the two). The prefill's last
 position is also the next-token distribution a scoring pass over the same texts reads: it gives the texts' label
 probabilities and block outputs too, so a chapter that scores and samples the same prompts runs them once."""
 
@@ -27,18 +26,18 @@ from typing import TYPE_CHECKING
 import torch
 
 from llmaudit.errors import AuditError
-from llmaudit.models import architectures
-from llmaudit.models.batching import pad, readout, token_batches
-from llmaudit.models.draws import Draws
-from llmaudit.models.handle import Handle
-from llmaudit.models.layers import at_rows, every_position, reading
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
-from llmaudit.models.packing import window_covers
-from llmaudit.models.prefix import Past, branches, shareable
+from llmaudit.models.passes.batching import pad, readout, token_batches
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.layers import at_rows, every_position, reading
+from llmaudit.models.passes.packing import window_covers
+from llmaudit.models.passes.prefix import Past, branches, shareable
+from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleRequest
-from llmaudit.models.required import required
-from llmaudit.models.reserved import joined
-from llmaudit.models.sample_batches import full_attention
+from llmaudit.models.sampling.draws import Draws
+from llmaudit.models.sampling.reserved import joined
+from llmaudit.models.sampling.sample_batches import full_attention
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -155,8 +154,8 @@ class _Prefill:
 def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
                budget: int) -> tuple[_Prefill, torch.Tensor]:
     """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once,
-    their caches joined with room for `extra` positions (`models.reserved.joined`) and their masks left-padded to
-    match: the logits, block outputs and states in the texts' order, the cache and mask in the chunks' order; and the
+    their caches joined with room for `extra` positions (`models.sampling.reserved.joined`) and their masks left-padded
+    to match: the logits, block outputs and states in the texts' order, the cache and mask in the chunks' order; and the
     row of each text in those."""
     shared = shareable(model.hf, encoded, extra)
     beginning = Past.beginning(model, encoded[0][:shared], keep)
@@ -189,8 +188,8 @@ def _chunks(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], shared: int, 
 
 
 def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], beginning: Past) -> _Prefill:
-    """Every text once, each shared beginning once (`models.prefix`): after `beginning` (the tokens all the batch's
-    texts begin with, already run, keeping the outputs of the blocks kept), where some texts share more and the
+    """Every text once, each shared beginning once (`models.passes.prefix`): after `beginning` (the tokens all the
+    batch's texts begin with, already run, keeping the outputs of the blocks kept), where some texts share more and the
     model's window covers the padded texts and the `extra` tokens to be generated, their branches left-padded and
     each text's own tokens right-padded after its branch; else the texts' own tokens left-padded."""
     hf, keep = model.hf, list(beginning.states)

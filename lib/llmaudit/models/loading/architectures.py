@@ -3,7 +3,7 @@ embedding, unembedding). The parts are found through transformers' own accessors
 (`get_decoder()`, `get_input_embeddings()`, `get_output_embeddings()`) and the decoder's children, as attribute
 paths that hold for the transformers module and for its nnsight wrapper alike; `EXCEPTIONS` names a family's parts
 where that search would not find them. Any causal LM transformers loads has a layout; the fast engines run only the
-families in `FAST` (`models.engines.choose`), the plain hooked forward (`models.plain`) every other."""
+families in `FAST` (`models.engines.choose`), the plain hooked forward (`models.passes.plain`) every other."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def _search(hf: Any) -> Layout:
     if missing:
         raise ConfigError(
             f"cannot find the {' and '.join(missing)} of model architecture '{model_type}' through transformers'"
-            " accessors: add them to EXCEPTIONS in models/architectures.py"
+            " accessors: add them to EXCEPTIONS in models/loading/architectures.py"
         )
     return Layout(base, found["blocks"], found["final_norm"], found["embedding"], found["rotary"],
                   found["unembedding"])

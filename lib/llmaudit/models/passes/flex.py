@@ -1,9 +1,9 @@
 """Masked attention on a fused kernel: PyTorch's FlexAttention (`torch.nn.attention.flex_attention`, compiled to one
-Triton kernel on a GPU) with a block mask made from the given boolean mask. A token tree's mask (`models.packing`)
-is mostly empty blocks, which the kernel skips, and no score is ever held in memory, where SDPA falls back on its
-math kernel for an arbitrary mask with grouped heads. Each query's softmax runs over the keys its mask allows, as
-SDPA's, so the outputs agree to float rounding (tests/test_attention.py). Used where the device is a GPU;
-`models.attention` keeps chunked SDPA as the fallback (a CPU, or a PyTorch without FlexAttention)."""
+Triton kernel on a GPU) with a block mask made from the given boolean mask. A token tree's mask
+(`models.passes.packing`) is mostly empty blocks, which the kernel skips, and no score is ever held in memory, where
+SDPA falls back on its math kernel for an arbitrary mask with grouped heads. Each query's softmax runs over the keys its
+mask allows, as SDPA's, so the outputs agree to float rounding (tests/test_attention.py). Used where the device is a
+GPU; `models.passes.attention` keeps chunked SDPA as the fallback (a CPU, or a PyTorch without FlexAttention)."""
 
 from __future__ import annotations
 

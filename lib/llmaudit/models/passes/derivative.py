@@ -1,5 +1,6 @@
-"""The exact derivative of a sweep's metric at lambda = 0 (`models.sweep`): one forward-mode pass (torch.func.jvp)
-of the upper blocks along the edit's tangent k v, on whole prompts left-padded after the sweep's shared beginning."""
+"""The exact derivative of a sweep's metric at lambda = 0 (`models.passes.sweep`): one forward-mode pass
+(torch.func.jvp) of the upper blocks along the edit's tangent k v, on whole prompts left-padded after the sweep's shared
+beginning."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch.autograd import forward_ad
 
-from llmaudit.models.batching import token_batches
-from llmaudit.models.blocks import running
-from llmaudit.models.handle import Handle
-from llmaudit.models.states import LowerStates
-from llmaudit.models.swept_prefix import SweptPrefix
+from llmaudit.models.passes.batching import token_batches
+from llmaudit.models.passes.blocks import running
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.states import LowerStates
+from llmaudit.models.passes.swept_prefix import SweptPrefix
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:

@@ -16,12 +16,12 @@ import torch
 from tqdm import tqdm
 
 from llmaudit.ledger import Ledger, call_label
-from llmaudit.models import architectures
-from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.intervention import Intervention, edit_key
-from llmaudit.models.layers import hidden, with_hidden
+from llmaudit.models.loading import architectures
+from llmaudit.models.loading.remote import failures_as_one_line
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
-from llmaudit.models.remote import failures_as_one_line
+from llmaudit.models.passes.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
+from llmaudit.models.passes.layers import hidden, with_hidden
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from llmaudit.models import architectures
+from llmaudit.models.loading import architectures
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

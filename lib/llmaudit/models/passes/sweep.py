@@ -8,15 +8,15 @@ A sweep's cost is forward passes, and most of a naive sweep is repeated work. He
 * the beginning every prompt of the call shares (chat template, system prompt, instruction) runs once: below the
   steering layer once, above it once per lambda, its key/value caches serving every continuation;
 * after it, prompts that begin alike (the variants of one case, the questions about one context) are packed as
-  token trees (`models.packing`), so every beginning they share, at any depth, runs once per block and lambda;
+  token trees (`models.passes.packing`), so every beginning they share, at any depth, runs once per block and lambda;
 * only each prompt's last position goes through the final norm and the unembedding, and only the answer tokens'
   probabilities are kept.
 
 The split forward reuses the model's own forward (embedding, rotary embedding, masks, decoder blocks), so it is
-exactly the model's forward with the edit at the steering layer; the plain hooked forward (`models.plain`) and
+exactly the model's forward with the edit at the steering layer; the plain hooked forward (`models.passes.plain`) and
 `AuditModel.forward` with the same intervention (the traced forward) are the references it is tested against
 (tests/test_conformance.py, tests/test_sweep_architectures.py). Each part runs with
-the blocks of the other part swapped for pass-throughs (by `models.blocks.running`, the one place the model is
+the blocks of the other part swapped for pass-throughs (by `models.passes.blocks.running`, the one place the model is
 edited, undone on any exception), not cut out of the layer list, because some models pick a block's attention mask
 and rotary embedding by its position in the loop over `layers`: Qwen2, Ministral and Gemma 3 index
 `config.layer_types[i]` with the loop counter `i` to choose between the sliding-window and the global mask (and, in
@@ -29,8 +29,8 @@ length from its first block). The derivative runs whole prompts, left-padded aft
 sliding window is shorter than the prompts shares no beginning (the padding would count inside its window) and packs
 no token trees (their mask stands in for the model's own window masks). The families in
 `architectures.FAST` are the ones whose forward was read and tested for this (tests/test_conformance.py); every other
-runs the plain hooked forward (`models.plain`): `models.engines.choose` picks the engine. Models traced remotely cannot
-be split and use the traced forward. A model spread over devices
+runs the plain hooked forward (`models.passes.plain`): `models.engines.choose` picks the engine. Models traced remotely
+cannot be split and use the traced forward. A model spread over devices
 (`device_map`) runs as it is: accelerate's hooks move the hidden state to each block's device, and the edit is made
 where the steering block left it.
 """
@@ -44,19 +44,19 @@ from typing import TYPE_CHECKING
 import torch
 
 from llmaudit.ledger import call_label
-from llmaudit.models import architectures
-from llmaudit.models.batching import memory_guard
-from llmaudit.models.blocks import running
-from llmaudit.models.derivative import derivatives
-from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import edit_key
-from llmaudit.models.layers import every_position, reading
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
-from llmaudit.models.packing import PackedBatch, packed_batches
-from llmaudit.models.prefix import shareable
-from llmaudit.models.required import required
-from llmaudit.models.states import LowerStates
-from llmaudit.models.swept_prefix import SweptPrefix, under_edit
+from llmaudit.models.passes.batching import memory_guard
+from llmaudit.models.passes.blocks import running
+from llmaudit.models.passes.derivative import derivatives
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.layers import every_position, reading
+from llmaudit.models.passes.packing import PackedBatch, packed_batches
+from llmaudit.models.passes.prefix import shareable
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.states import LowerStates
+from llmaudit.models.passes.swept_prefix import SweptPrefix, under_edit
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -94,10 +94,10 @@ def split_sweep(
     """The sweep's probabilities at each lambda (None: unsteered), the last token's outputs of `layers` when asked and,
     given each text's target answer, the exact d metric / d lambda at lambda = 0 (metric = p[target] / sum(p) over
     `labels`), by one forward-mode derivative (torch.func.jvp) of the upper blocks along the edit's tangent k v
-    (`models.derivative`). The blocks below the steering layer run once per batch for all, the prompts' shared beginning
-    once per call (the derivative runs whole prompts above the steering layer); from block `start.block` up only, given
-    the texts' lower states there (`models.states`). `keep`: a block at or below the steering block whose states to
-    return, for later sweeps of the same texts. Callers go through `models.steer.run_pass`."""
+    (`models.passes.derivative`). The blocks below the steering layer run once per batch for all, the prompts' shared
+    beginning once per call (the derivative runs whole prompts above the steering layer); from block `start.block` up
+    only, given the texts' lower states there (`models.passes.states`). `keep`: a block at or below the steering block
+    whose states to return, for later sweeps of the same texts. Callers go through `models.steer.run_pass`."""
     hf = model.hf
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     acts = torch.empty(len(lambdas), len(texts), len(layers), model.width) if layers else None

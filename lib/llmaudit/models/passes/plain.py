@@ -1,7 +1,7 @@
 """The plain hooked engine: the model's own forward on whole prompts, the steering edit made by a forward hook on the
 steering block at every position (main paper §3.3), for any causal LM transformers loads. It shares no beginning,
-packs no token trees and keeps no lower states: slower than the fast engines (`models.sweep`, `models.prefix`), and
-the reference they are verified against (tests/test_conformance.py).
+packs no token trees and keeps no lower states: slower than the fast engines (`models.passes.sweep`,
+`models.passes.prefix`), and the reference they are verified against (tests/test_conformance.py).
 
 Prompts are right-padded: padding comes after every real token, so under causal attention no real token sees it, the
 positions count from each prompt's first token and a sliding window covers exactly what it covers for the prompt
@@ -20,13 +20,13 @@ import torch
 from tqdm import tqdm
 
 from llmaudit.ledger import call_label
-from llmaudit.models import architectures
-from llmaudit.models.batching import ForwardOutput, activations_only, memory_guard, readout, token_batches
-from llmaudit.models.handle import Handle
 from llmaudit.models.intervention import Intervention, edit_key
-from llmaudit.models.layers import at_rows, every_position, hidden, reading, with_hidden
+from llmaudit.models.loading import architectures
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
-from llmaudit.models.sweep import SweepOutput
+from llmaudit.models.passes.batching import ForwardOutput, activations_only, memory_guard, readout, token_batches
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.layers import at_rows, every_position, hidden, reading, with_hidden
+from llmaudit.models.passes.sweep import SweepOutput
 from llmaudit.models.vector import SteeringVector
 
 ENGINE = "plain"  # the engine's name in ledger labels
@@ -112,8 +112,8 @@ def hooked_sweep(model: Handle, texts: Sequence[str], labels: Sequence[int], vec
                  lambdas: Sequence[float | None], targets: Sequence[int] | None, projection: bool = True,
                  batch_tokens: BatchTokens = 4096, desc: str | None = None,
                  layers: Sequence[int] = ()) -> SweepOutput:
-    """What `models.sweep.split_sweep` computes (probabilities and block outputs per lambda, the exact derivative at
-    lambda = 0 given `targets`), one plain hooked forward per lambda."""
+    """What `models.passes.sweep.split_sweep` computes (probabilities and block outputs per lambda, the exact derivative
+    at lambda = 0 given `targets`), one plain hooked forward per lambda."""
     edits = [None if lam is None else vector.intervention(lam, projection) for lam in lambdas]
     outputs = [hooked_forward(model, texts, labels, layers, edit, batch_tokens, desc) for edit in edits]
     probs = torch.stack([out.probs for out in outputs]) if outputs else torch.empty(0, len(texts), len(labels))

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from llmaudit.models.handle import Handle
 from llmaudit.models.memory import BatchTokens, Shape, batch_budget
-from llmaudit.models.prefix import shareable
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.prefix import shareable
 from llmaudit.models.request import SampleCall
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def call_batches(
 
 def full_attention(hf: PreTrainedModel) -> bool:
     """Whether every block of the model attends over the whole sequence (no sliding window): its caches of
-    different prefills join, left-padded (`models.reserved.joined`)."""
+    different prefills join, left-padded (`models.sampling.reserved.joined`)."""
     config = getattr(hf.config, "text_config", hf.config)
     types = getattr(config, "layer_types", None) or []
     return all(kind == "full_attention" for kind in types) and getattr(config, "sliding_window", None) is None

@@ -8,7 +8,7 @@ implementation with SDPA's masks.
 A given mask (a padded batch, a token tree) keeps PyTorch from its fused kernels for grouped heads, and the math
 kernel it falls back on holds every score, batch x heads x queries x keys: quadratic in a packed row's length (an
 8B model's tree rows of 4,000 tokens need 2 GiB a row). So on a GPU a boolean mask over several queries (a token tree,
-a padded prefill) runs on a fused kernel instead (`models.flex`: FlexAttention with a block mask), and elsewhere
+a padded prefill) runs on a fused kernel instead (`models.passes.flex`: FlexAttention with a block mask), and elsewhere
 queries run in chunks whose scores fit `SCORE_BYTES`: each query's softmax is over its own row of scores, so a chunk
 computes exactly what the whole would."""
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from llmaudit.models import flex
+from llmaudit.models.passes import flex
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
