@@ -84,20 +84,33 @@ def test_sensitivity_per_metric_on_shared_cells():
 def test_pronoun_level_shift_is_signed():
     shift = pronoun_level_shift(FRAME, relative=False).set_index(["task", "factor", "held_at"])
     assert shift.loc[("association", "gender", False), ["he", "she", "they"]].tolist() == [-1.0, 0.0, 1.0]
-    assert shift.loc[("multiple_choice", "gender", True), "they"] == pytest.approx(0.4)
+    assert shift.loc[("multiple_choice", "gender", True), "he"] == pytest.approx(-0.4)
     assert ("multiple_choice", "instr", True) not in shift.index
 
 
 def test_pronoun_level_shift_is_relative_by_default():
-    # paper 001 Figure 3: (P(factor+) - P(factor-)) / P(factor-), by hand on the multiple-choice Gender pair
-    # (he 0.6 -> 0.2, she 0.4 -> 0.4, they 0 -> 0.4) and the association Instr pair at Gender+ (he 0 -> 0.5,
-    # they 1 -> 0.5); a pronoun absent from the factor- cell has no relative shift
+    # paper 001 Figure 3: (P(factor+) - P(factor-)) / P(factor-), by hand on the association Instr pair at Gender+
+    # (he 0 -> 0.5, they 1 -> 0.5) and Gender pair at Instr+ (he 1 -> 0.5); a pronoun absent from the factor- cell
+    # has no relative shift
     shift = pronoun_level_shift(FRAME).set_index(["task", "factor", "held_at"])
-    mc = shift.loc[("multiple_choice", "gender", True)]
-    assert mc["he"] == pytest.approx((0.2 - 0.6) / 0.6) and mc["she"] == 0 and np.isnan(mc["they"])
     assoc = shift.loc[("association", "instr", True)]
     assert np.isnan(assoc["he"]) and assoc["they"] == pytest.approx(-0.5)
     assert shift.loc[("association", "gender", True), "he"] == pytest.approx((0.5 - 1.0) / 1.0)
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_a_pronoun_shifts_only_where_both_prompts_offer_it(relative):
+    # Table 3's multiple-choice Gender pair offers He and She under Gender- and He and They under Gender+: by hand,
+    # he 0.6 -> 0.2 is -0.4 (relative -2/3); she (0.4 -> 0.4) and they (0 -> 0.4) cannot be chosen in one of the two
+    # prompts, so they have no shift. Sentence completion offers the same pronouns; free text offers all three.
+    sentences = FRAME[FRAME["task"] == "multiple_choice"].assign(task="sentence_completion", they=[0.001, 0.4])
+    shift = pronoun_level_shift(pd.concat([FRAME, sentences]), relative=relative).set_index(
+        ["task", "factor", "held_at"])
+    for task in ("multiple_choice", "sentence_completion"):
+        pair = shift.loc[(task, "gender", True)]
+        assert pair["he"] == pytest.approx(-2 / 3 if relative else -0.4)
+        assert np.isnan(pair["she"]) and np.isnan(pair["they"])
+    assert shift.loc[("association", "gender", False), ["he", "she", "they"]].notna().sum() == (1 if relative else 3)
 
 
 def test_pronoun_shift_cases_carry_each_attributes_shift():

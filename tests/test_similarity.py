@@ -12,9 +12,12 @@ import pytest
 
 from llmaudit.chapters.similarity.bbq import (
     CATEGORIES,
+    DIMENSIONS,
+    INTERSECTIONAL,
     accuracy_cases,
     answer_kind,
     bias_scores,
+    in_percent,
     load_bbq,
     prompt,
     stratified_sample,
@@ -72,6 +75,26 @@ def test_bias_scores_by_hand():
     assert overall.acc_amb == pytest.approx(0.4) and overall.s_amb == pytest.approx(0.6 * 100 / 3)
     assert overall.acc_dis == pytest.approx(0.5) and overall.s_dis == pytest.approx(60.0)
     assert overall.unk_dis == pytest.approx(1 / 6)
+
+
+def test_overall_scores_pool_the_nine_dimensions_and_the_intersectional_ones_stand_apart():
+    # ROWS (categories X and Y) plus two Race_x_SES questions, both answered biased: ambiguous (target 0, unknown
+    # 2, label 2, pred 0) and disambiguated (target 1, unknown 0, label 2, pred 1). On their own row: acc 0, s_DIS
+    # 100, s_AMB (1 - 0) 100 = 100; the overall row keeps the hand values of test_bias_scores_by_hand.
+    crossed = [("Race_x_SES", 0, "neg", "ambig", 0, 2, 2, 0), ("Race_x_SES", 1, "neg", "disambig", 1, 0, 2, 1)]
+    scores = bias_scores(frame(ROWS + crossed))
+    overall, own = scores.loc["overall"], scores.loc["Race_x_SES"]
+    assert overall.acc_amb == pytest.approx(0.4) and overall.s_amb == pytest.approx(0.6 * 100 / 3)
+    assert overall.acc_dis == pytest.approx(0.5) and overall.s_dis == pytest.approx(60.0)
+    assert (overall.n_amb, overall.n_dis) == (5, 6)
+    assert (own.acc_amb, own.s_amb, own.acc_dis, own.s_dis) == (0.0, 100.0, 0.0, 100.0)
+    assert len(DIMENSIONS) == 9 and set(DIMENSIONS) | set(INTERSECTIONAL) == set(CATEGORIES)
+    answers = frame(ROWS + crossed).assign(mass=0.5, p_A=0.8, p_B=0.1, p_C=0.1)
+    records = accuracy_cases(answers, "bbq", [f"question {i}" for i in range(len(answers))])
+    assert records.loc[records["category"] == "Race_x_SES", "value"].isna().all()  # outside the overall accuracy
+    shown = in_percent(scores)  # the papers' units: shares x100, bias scores as they are
+    assert shown.loc["overall", ["acc_amb", "unk_dis", "s_dis", "n_dis"]].tolist() == pytest.approx(
+        [40.0, 100 / 6, 60.0, 6])
 
 
 def test_accuracy_cases_average_to_the_accuracies_bias_scores_reports():

@@ -3,13 +3,16 @@
 
 The layout is the paper's ("- " bullets, GPA with one decimal), not the reference code's ("•").
 A case's source row id is its index in the full grid (universities x GPAs x clubs x letters, in that order).
-Variants, one prompt per group unless neutral:
-- `implicit` (the paper's only black-box variant here): the first name is the signal, drawn per (case, seed)
-  from the admissions name lists with the other attribute shared by the pair: for gender, a female and a male
-  name of one race (any of the four); for race, a Black and a White name of one gender (either).
-- `explicit`: the name is shown as "[withheld]" and a line after it states the attribute ("- Gender: female",
-  "- Race: Black"), so the stated attribute is the only difference between the groups.
-- `neutral` (group ''): name "[withheld]" and no attribute line.
+Variants, one prompt per group unless neutral or whitebox:
+- `implicit`: the first name is the signal, drawn per (case, seed) from the admissions name lists with the other
+  attribute shared by the pair: for gender, a female and a male name of one race (any of the four); for race, a
+  Black and a White name of one gender (either).
+- `explicit`: the same drawn names, each followed by lines stating its gender and race ("- Gender: female",
+  "- Race: Black"), as main paper Table 6 adds "explicit mention of gender and race that correspond to the name".
+- `whitebox` (group "<race> <gender>"): one name of any group, kept as the paper's white-box prompt keeps its
+  implicit signals (Table 1); steering moves it, so its unsteered point still names the applicant.
+- `neutral` (group ''): name "[withheld]" and no attribute line, no protected attribute at all: the empty-set
+  baseline of the Sobol' comparison (main paper Table 7) and the concept removed from the prompt.
 `meta` holds university, gpa, ecs, letters and the name shown ('' when withheld)."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from llmaudit.chapters.framing.pronouns import FAMILIES, names_gender
+from llmaudit.chapters.framing.stimuli import offered
 from llmaudit.errors import AuditError
 from llmaudit.records import case_records
 
@@ -105,16 +106,30 @@ def metric_sensitivity(tokens: pd.DataFrame, choices: pd.DataFrame) -> pd.DataFr
                      ignore_index=True).dropna(subset=["sensitivity"])
 
 
+def _in_both(index: pd.MultiIndex, factor: str) -> pd.DataFrame:
+    """Per matched pair of `factor` (index: attribute, task, the other factor's level), whether each family can be
+    chosen in both its cells (`stimuli.offered`)."""
+    def cell(task: str, level: bool, on: bool) -> frozenset[str]:
+        return offered(task, on, level) if factor == "gender" else offered(task, level, on)
+
+    rows = [[family in cell(task, level, True) & cell(task, level, False) for family in FAMILIES]
+            for _, task, level in index]
+    return pd.DataFrame(rows, index=index, columns=list(FAMILIES), dtype=bool)
+
+
 def pronoun_level_shift(frame: pd.DataFrame, *, relative: bool = True) -> pd.DataFrame:
     """Signed shift of each family's probability from factor- to factor+ for every matched pair (columns attribute,
     task, factor, held_at = the other factor's level, he, she, they): > 0 means the more evaluation-like framing
     raises that pronoun. Paper 001 Figure 3 computes it from relative differences, (P(factor+) - P(factor-)) /
-    P(factor-) (NaN where P(factor-) is 0); `relative=False` is the absolute difference P(factor+) - P(factor-)."""
+    P(factor-) (NaN where P(factor-) is 0); `relative=False` is the absolute difference P(factor+) - P(factor-).
+    Either is NaN for a family that one of the two prompts does not offer (the multiple-choice and
+    sentence-completion Gender pairs offer She only under Gender- and They only under Gender+, Table 3): its
+    probability there measures the option list, not the framing."""
     parts = []
     for factor, other in _OTHER.items():
         on, off = _pairs(frame, factor)
         shift = (on - off) / off.where(off > 0) if relative else on - off
-        part = shift.reset_index().rename(columns={other: "held_at"})
+        part = shift.where(_in_both(shift.index, factor)).reset_index().rename(columns={other: "held_at"})
         part.insert(2, "factor", factor)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)

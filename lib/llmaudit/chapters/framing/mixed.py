@@ -33,7 +33,7 @@ class PronounModel:
 
 def long_shifts(levels: pd.DataFrame, unit: str = "attribute") -> pd.DataFrame:
     """`metrics.pronoun_level_shift` output as one row per (matched pair, pronoun): columns unit, pronoun, shift;
-    undefined shifts (a relative shift from 0) are left out."""
+    undefined shifts (a pronoun one prompt of the pair does not offer, a relative shift from 0) are left out."""
     long = levels.melt(id_vars=[c for c in levels.columns if c not in FAMILIES], value_vars=list(FAMILIES),
                        var_name="pronoun", value_name="shift")
     return long.dropna(subset=["shift"]).rename(columns={unit: "unit"})[["unit", "pronoun", "shift"]]

@@ -13,6 +13,8 @@ import string
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from llmaudit.chapters.framing.pronouns import FAMILIES
+
 Tag = Literal["masculine", "feminine", "neutral"]
 Cell = tuple[str, bool, bool]  # (task, gender salient, instruction present)
 
@@ -150,6 +152,13 @@ def _prompt(attribute: str, cell: Cell) -> FramingPrompt:
                "sentence_completion": _sc_options(attribute, gender)}.get(task, ())
     kind: Literal["completion", "choice"] = "choice" if options else "completion"
     return FramingPrompt(attribute, task, gender, instr, kind, _render(*cell, attribute, options), options)
+
+
+def offered(task: str, gender: bool, instr: bool) -> frozenset[str]:
+    """The pronoun families a cell's prompt lets the model choose: its options' where it lists them (paper 001 Table
+    3: He and She under Gender-, He and They under Gender+), every family where the model writes freely."""
+    options = _prompt("", (task, gender, instr)).options
+    return frozenset(option.family for option in options if option.family) if options else frozenset(FAMILIES)
 
 
 def prompts(attribute: str) -> list[FramingPrompt]:

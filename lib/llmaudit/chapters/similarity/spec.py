@@ -9,6 +9,7 @@ from pydantic import field_validator, model_validator
 
 from llmaudit.capabilities import Capability
 from llmaudit.chapters.similarity.across import TEXT, compared_ready, similarity_charts
+from llmaudit.chapters.similarity.bbq import INTERSECTIONAL
 from llmaudit.paths import plain_name
 from llmaudit.sections import Section, coefficients, once
 from llmaudit.spec import ChapterSpec, IndexFigure, Result
@@ -62,7 +63,15 @@ class SimilarityParams(Section):
 
 CONTEXTS = {"amb": "ambiguous", "dis": "disambiguated"}
 BBQ = "bbq{steered}"  # the model's BBQ scores ('bbq') or a steered copy's ('bbq.steered_+1')
+# the scores recorded for each intersectional category apart, declared before the overall scores, whose {steered}
+# would take these names too
+INTERSECTIONAL_SCORES = (("acc", "share of questions", "questions answered correctly"),
+                         ("unk", "share of questions", "questions answered Unknown"),
+                         ("s", "score from -100 to 100", "BBQ bias score"))
 RESULTS = (
+    *(Result(f"bbq.{category}.{score}_{{context}}", unit, f"{meaning}, {category} questions only (an intersectional "
+             "category, outside the overall scores' nine dimensions)")
+      for category in INTERSECTIONAL for score, unit, meaning in INTERSECTIONAL_SCORES),
     ACCURACY := Result(BBQ + ".acc_{context}", "share of questions", "questions answered correctly"),
     Result(BBQ + ".unk_{context}", "share of questions", "questions answered Unknown"),
     BIAS := Result(BBQ + ".s_{context}", "score from -100 to 100",

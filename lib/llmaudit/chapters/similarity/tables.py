@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from llmaudit.chapters.similarity.bbq import accuracy_cases, bias_scores
+from llmaudit.chapters.similarity.bbq import INTERSECTIONAL, accuracy_cases, bias_scores, in_percent
 from llmaudit.chapters.similarity.compare import cka_summary, shared_answers
 from llmaudit.findings import Findings, results_frame
 
@@ -33,17 +33,21 @@ def _prefix(benchmark: str, system: str, plain: str) -> str:
 
 
 def bbq(scores: Mapping[str, pd.DataFrame], answers: pd.DataFrame, plain: str, prompts: Sequence[str]) -> Findings:
-    """Each system's overall BBQ scores side by side (`scores`: its `bias_scores`), recorded per system with its
-    accuracy cases, then the model's answer mass."""
+    """Each system's overall BBQ scores (BBQ's nine dimensions) side by side in the papers' units (`in_percent`;
+    `scores`: its `bias_scores`), recorded per system with its accuracy cases, then the model's scores on each
+    intersectional category apart and its answer mass."""
     found, cases = [], []
     for name, table in scores.items():
         prefix = _prefix("bbq", name, plain)
         found += [{"name": f"{prefix}.{column}", "value": float(table.loc["overall", column]), "note": name}
                   for column in BBQ_COLUMNS]
         cases.append(accuracy_cases(answers[answers["system"] == name], prefix, prompts))
+    found += [{"name": f"bbq.{category}.{column}", "value": float(scores[plain].loc[category, column]),
+               "note": f"{plain}, {category} questions only"}
+              for category in INTERSECTIONAL if category in scores[plain].index for column in BBQ_COLUMNS]
     found.append({"name": "bbq.answer_mass", "value": float(answers.loc[answers["system"] == plain, "mass"].mean()),
                   "note": "mean probability on the three option letters"})
-    table = pd.concat({name: table.loc["overall"] for name, table in scores.items()}, axis=1)
+    table = pd.concat({name: in_percent(table).loc["overall"] for name, table in scores.items()}, axis=1)
     return Findings(table, results_frame(found), cases=cases)
 
 

@@ -1,6 +1,6 @@
-"""The validity chapter's Sobol' comparison (main paper §5): for each task, the prompts as each audit method
-perturbs them, and per (task, method) the largest change of a variable's first-order index from the prompts with
-no attribute at all."""
+"""The validity chapter's Sobol' comparison (main paper §5.2, Tables 4 and 7): for each task, the prompts as each
+audit method perturbs them, and per (task, method) the largest change of a variable's first-order index from the
+prompts with no protected attribute at all (the tables' empty-set column)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,34 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
+from llmaudit.chapters.decision_tasks import CREDIT
+from llmaudit.chapters.decision_tasks.base import Task
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
+from llmaudit.chapters.validity.names import unnamed_items
 from llmaudit.findings import Findings, results_frame
 
 BASELINE = "no attribute"
 
 
-def perturbations(audits: Mapping[str, TaskAudit], unperturbed: pd.DataFrame | None,
+def no_attribute(runner: TaskRunner, task: Task, n: int | None) -> pd.DataFrame:
+    """The task's cases scored with no protected attribute in the prompt, the empty-set baseline of main paper
+    Tables 4 and 7 ("no protected attributes are used in the test inputs"): credit profiles with neither a gender
+    line nor a name, admissions profiles with the name withheld (the task's `neutral` prompts), never the
+    white-box prompts, which keep the admissions applicant's name."""
+    items = task.items("neutral", n, runner.seed, runner.mirror, runner.held_out(task))
+    items = unnamed_items(items) if task is CREDIT else items
+    return runner.score(items, task.answers, f"{task.name} with no protected attribute")
+
+
+def perturbations(audits: Mapping[str, TaskAudit], baseline: pd.DataFrame,
                   lambdas: Sequence[float]) -> dict[str, tuple[pd.DataFrame, str | None]]:
     """Per method, the scored prompts whose Sobol' indices it compares and the column its indices average over
-    (None: none): the prompts with no attribute (`unperturbed`, else the first audit's unsteered sweep), the
-    black-box variants, and each vector's sweep at the `lambdas` in [0, 1] (`audits`: main vector first)."""
+    (None: none): the prompts with no protected attribute (`baseline`, from `no_attribute`), the black-box variants,
+    and each vector's sweep at the `lambdas` in [0, 1], averaged over lambda as main paper §5.2 does (`audits`:
+    main vector first)."""
     first = next(iter(audits.values()))
-    empty = first.white[first.white["lam"] == 0] if unperturbed is None else unperturbed
     frames: dict[str, tuple[pd.DataFrame, str | None]] = {
-        BASELINE: (empty, None), "black-box explicit": (first.black["explicit"], None),
+        BASELINE: (baseline, None), "black-box explicit": (first.black["explicit"], None),
         "black-box implicit": (first.black["implicit"], None),
     }
     positive = [lam for lam in lambdas if 0 <= lam <= 1]
