@@ -229,7 +229,7 @@ def test_unknown_key_suggests_close_match() -> None:
 def test_unknown_folder_lists_known_folders() -> None:
     with pytest.raises(DataError) as excinfo:
         store.data_path("nope/file.csv")
-    assert "known folders: bbq/, llm-steering-audit/, stereoset/, unstated-norms/" in one_line_error(excinfo)
+    assert "known folders: bbq/, llm-steering-audit/, stereoset/, unqover/, unstated-norms/" in one_line_error(excinfo)
 
 
 @pytest.mark.parametrize("broken", ["folder", "loop"])

@@ -224,7 +224,7 @@ def test_one_draw_is_the_draw_torch_multinomial_makes_from_the_same_stream() -> 
 def test_the_cpu_race_works_out_few_exponentials_whether_the_rows_are_flat_or_peaked(monkeypatch) -> None:
     """The exponential of an entry is worked out only where its bound reaches the floor: about one entry a row
     besides the floor's own, even for a random-weight model's nearly flat rows (a weak floor made it most of them)."""
-    from llmaudit.models.sampling.batched import race
+    from llmaudit.models.sampling import race
 
     worked: list[int] = []
     exponential = race._exponential

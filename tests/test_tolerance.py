@@ -101,8 +101,8 @@ def test_reference_results_catch_a_one_digit_change() -> None:
     key = next(k for k, r in reference.items() if r["n"])
     assert results_differences({**reference, key: {**reference[key], "n": str(int(reference[key]["n"]) + 1)}},
                                reference)
-    key = next(k for k, r in reference.items() if r["value"] == "False")
-    assert results_differences({**reference, key: {**reference[key], "value": "True"}}, reference)
+    key = next(k for k, r in reference.items() if r["flag"] == "false")
+    assert results_differences({**reference, key: {**reference[key], "flag": "true"}}, reference)
     assert results_differences({k: r for k, r in reference.items() if k != key}, reference) == [
         f"{key[0]}:{key[1]} missing"]
 

@@ -47,6 +47,12 @@ SOURCES: dict[str, Source] = {
     ),
     # Upstream keeps the data in subfolders (see its README and prompt_based_classification code);
     # the licence sits at the repository root.
+    # UnQover's templates and fillers (the similarity paper's third benchmark), kept as upstream lays them out.
+    "unqover": Source(
+        licence="Apache-2.0",
+        repo="allenai/unqover",
+        commit="3e47969b78acc0de436f9d17c9ab1b2f6a108ff0",
+    ),
     "unstated-norms": Source(
         licence="Apache-2.0",
         repo="VectorInstitute/UnstatedNormsAndLLMBias",
