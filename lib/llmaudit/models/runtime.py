@@ -10,7 +10,7 @@ from llmaudit.ledger import Ledger
 from llmaudit.models.engines import Engine, choose
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.loading import architectures
-from llmaudit.models.loading.tokens import single_token_ids
+from llmaudit.models.loading.tokens import encode, single_token_ids
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.passes.batching import ForwardOutput
 from llmaudit.models.passes.handle import Handle
@@ -81,8 +81,8 @@ class AuditModel:
                       self.provenance.get("source", self.name))
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
-        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        """Token ids of chat-formatted texts, each tokenised on its own (`loading.tokens.encode`)."""
+        return encode(self.tokenizer, texts)
 
     @property
     def identity(self) -> dict:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def encode(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
+    return [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+
+
 def single_token_ids(tokenizer, words: Sequence[str]) -> list[int]:
     """Ids of the forms of `words` (as given, Capitalised, with a leading space, both) that are one known token each,
     in order and without repeats: the words a single next-token distribution can say."""

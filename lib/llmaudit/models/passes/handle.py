@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmaudit.ledger import Ledger
+from llmaudit.models.loading.tokens import encode
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -27,5 +28,5 @@ class Handle:
     width: int
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
-        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        """Token ids of chat-formatted texts, each tokenised on its own (`loading.tokens.encode`)."""
+        return encode(self.tokenizer, texts)

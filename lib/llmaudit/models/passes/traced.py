@@ -19,6 +19,7 @@ from llmaudit.ledger import Ledger, call_label
 from llmaudit.models.intervention import Intervention, edit_key
 from llmaudit.models.loading import architectures
 from llmaudit.models.loading.remote import failures_as_one_line
+from llmaudit.models.loading.tokens import encode
 from llmaudit.models.memory import BatchTokens, backing_off, batch_budget
 from llmaudit.models.passes.batching import ForwardOutput, activations_only, memory_guard, pad, readout, token_batches
 from llmaudit.models.passes.layers import hidden, with_hidden
@@ -40,8 +41,8 @@ class Tracer:
     source: str
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of chat-formatted texts, each tokenised on its own (the template holds the special tokens)."""
-        return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        """Token ids of chat-formatted texts, each tokenised on its own (`loading.tokens.encode`)."""
+        return encode(self.tokenizer, texts)
 
     def forward(self, texts: Sequence[str], labels: Sequence[int] | None = None, layers: Sequence[int] = (),
                 intervention: Intervention | None = None, batch_tokens: BatchTokens = 4096,
