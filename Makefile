@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit lint test scale-test unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote clean
+.PHONY: install second-model audit lint test scale-test check unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote clean
 
 install: $(VENV)/.installed
 
@@ -55,8 +55,18 @@ test: install lint
 	$(PY) -m pytest $(NBVAL) tests
 
 # The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~16 min.
+# -s: the runner's per-chapter lines and each chapter's progress bars (at most one line a minute) show where a run is.
 scale-test: install
-	$(PY) -m pytest -m scale tests/scale
+	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m scale tests/scale
+
+# CI's command: `make test` and `make scale-test` side by side, one thread each (the tiny models gain little from a
+# second thread, and two processes of two threads on two cores slow each other about tenfold); the scale test's lines
+# are prefixed [scale]. Fails when either fails.
+check: install
+	@export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1; \
+	bash -o pipefail -c "$(MAKE) --no-print-directory scale-test 2>&1 | sed -u 's/^/[scale] /'" & scale=$$!; \
+	$(MAKE) --no-print-directory test; status=$$?; \
+	wait $$scale || status=1; exit $$status
 
 unit: install
 	$(PY) -m pytest tests
