@@ -49,12 +49,14 @@ def audited(tmp_path_factory, mirror) -> Path:
     second["similarity"] = {**second.get("similarity", {}), "lambdas": [], **SIMILARITY}
     params = standin_params(PROFILE, build("tiny", root / "model"), "float32")
     # Sampling's decoding steps dominate a CPU run at paper size: each step draws over the whole vocabulary from the
-    # prompt's own stream, about a millisecond a row here. So the sampled chapters run every sentence and cell at
-    # the paper's size with fewer steps, through the same code: paper 004's chain of thought reasons for 8 tokens
-    # instead of 64, over 2 of its 5 seeds (the fewest an interval takes), each group by its name alone (all 11
-    # terms give 1.7 times the sentences); paper 001's answers stop at 8 tokens instead of 50.
+    # prompt's own stream, about a millisecond a row here. So the sampled chapters run every cell and (but one set)
+    # every sentence at the paper's size with fewer steps, through the same code: paper 004's chain of thought
+    # reasons for 8 tokens instead of 64, over 2 of its 5 seeds (the fewest an interval takes), each group by its
+    # name alone (all 11 terms give 1.7 times the sentences), NS-Prompts' occupational sentences by a quarter of
+    # their 888 templates (drawn by the templates size knob, the profile's own code path: they were 85% of the
+    # chapter's sentences and most of the scale test's time); paper 001's answers stop at 8 tokens instead of 50.
     params["markedness"] = {**params.get("markedness", {}), "reasoning_tokens": 8, "all_terms": False,
-                            "seeds": [2024, 2025]}
+                            "seeds": [2024, 2025], "templates": {"ns_prompts": 222}}
     params["framing"] = {**params.get("framing", {}), "max_new_tokens": 8}
     params["similarity"] = {**params.get("similarity", {}), "compare_with": [SECOND], **SIMILARITY}
     for name, values in ((SECOND, second), ("scale", params)):
