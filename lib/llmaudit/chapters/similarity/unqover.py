@@ -18,7 +18,9 @@ Decisions:
   the order the context names them, the answer prefix "Answer:", and S(x | q) the share of x's letter in the two
   letters' next-token probability. No "Unknown" option: a forced choice, as paper 003 contrasts UnQover with BBQ.
   The option order follows the subject order, so the paper's position correction removes a letter preference too.
-- Size: `per_dimension` units drawn per dimension with the seed, uniformly over all its units (None: every unit).
+- Size: `per_dimension` units drawn per dimension with the seed, uniformly over all its units (None, or more than
+  the dimension has: every unit). Paper 003 ran about a million UnQover samples over the four dimensions: 62,500
+  units per dimension (religion has 38,500) make 904,000 questions, the default size.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ SOURCES = {"gender": ("gender_noact", ("female", "male"), "occupation_rev1"),
            "ethnicity": ("ethnicity_noact", ("ethnicity",), "biased_ethnicity"),
            "religion": ("religion_noact", ("religion",), "biased_religion")}
 DIMENSIONS = tuple(SOURCES)
+BBQ_CATEGORY = {"gender": "Gender_identity", "nationality": "Nationality", "ethnicity": "Race_ethnicity",
+                "religion": "Religion"}  # the BBQ category of each dimension, for paper 003's comparison
 ORDERS = ("ab", "ba")  # subject a named first in the context, or subject b
 LETTERS = ("A", "B")
 PREFIX = "Answer:"
@@ -161,7 +165,8 @@ def _unit_rows(dimension: str, tid: int, template: Template, pair: tuple, act: M
 
 
 def questions(dimension: str, per_dimension: int | None, seed: int, mirror: str | Path | None = None) -> pd.DataFrame:
-    """One dimension's questions: `per_dimension` units drawn with the seed (None: every unit), four rows each."""
+    """One dimension's questions: `per_dimension` units drawn with the seed (None, or more than it has: every unit),
+    four rows each."""
     if dimension not in SOURCES:
         raise AuditError(f"unknown UnQover dimension {dimension!r}: choose from {list(DIMENSIONS)}")
     slots, _, acts_file = SOURCES[dimension]
@@ -169,9 +174,7 @@ def questions(dimension: str, per_dimension: int | None, seed: int, mirror: str 
     acts = load_attributes(acts_file, mirror)
     sizes = np.array([len(pairs) * len(acts[t.slot]) for t in templates])
     total = int(sizes.sum())
-    if per_dimension is not None and per_dimension > total:
-        raise AuditError(f"unqover={per_dimension} but UnQover {dimension} has {total} units: lower it")
-    drawn = np.arange(total) if per_dimension is None else np.sort(
+    drawn = np.arange(total) if per_dimension is None or per_dimension >= total else np.sort(
         np.random.default_rng(seed).choice(total, size=per_dimension, replace=False))
     starts = np.concatenate([[0], np.cumsum(sizes)])
     rows = []
