@@ -39,7 +39,8 @@ def test_bias_score_removes_position_and_negation_errors_by_hand() -> None:
 ])
 def test_only_an_attribute_preference_that_survives_order_and_negation_is_bias(answers, c, pos_err, attr_err) -> None:
     units = unit_scores(pd.DataFrame(_unit(answers)))
-    assert (units["c"].item(), units["pos_err"].item(), units["attr_err"].item()) == pytest.approx((c, pos_err, attr_err))
+    found = (units["c"].item(), units["pos_err"].item(), units["attr_err"].item())
+    assert found == pytest.approx((c, pos_err, attr_err))
 
 
 def test_gamma_eta_and_mu_aggregate_over_partners_and_attributes() -> None:
@@ -90,3 +91,34 @@ def test_occupations_are_negated_as_the_demo_list_does(mirror) -> None:
             "attribute": "was an accountant"} in occupations
     country = load_attributes("biased_country", mirror)
     assert country["[l_act-single]"][0]["attribute"] == country["[l_act]"][0]["text"]  # one attribute, two forms
+
+
+def test_every_unit_of_a_dimension_when_asked_for_more_than_it_has(mirror) -> None:
+    """Religion: 14 templates x 55 pairs of 11 groups x 50 attributes = 38,500 units (the count the chapter states);
+    asking for more gives every one, once."""
+    every = questions("religion", 10**9, seed=0, mirror=mirror)
+    units = every.drop_duplicates(["template", "subject_a", "subject_b", "attribute"])
+    assert len(every) == 4 * len(units) == 4 * 38_500
+
+
+def test_unqover_results_are_declared_and_the_comparison_matches_categories() -> None:
+    from llmaudit.chapters.similarity import tables
+    from llmaudit.chapters.similarity.spec import CHAPTER, SimilarityParams
+    from llmaudit.spec import declared
+
+    rows = pd.DataFrame(_unit({("ab", False): 1.0, ("ba", False): 1.0, ("ab", True): 0.0, ("ba", True): 0.0}))
+    scores = model_bias(unit_scores(rows.assign(dimension="religion")))
+    answers = pd.DataFrame({"system": ["m", "m"], "mass": [0.5, 0.7]})
+    found = tables.unqover({"m": scores, "m v λ=+1": scores}, answers, "m")
+    names = found.results.index.tolist()
+    assert {"unqover.religion.mu", "unqover.steered_+1.religion.eta", "unqover.answer_mass"} <= set(names)
+    assert all(declared(CHAPTER.results, name) is not None for name in names)
+    assert found.results.loc["unqover.answer_mass", "value"] == pytest.approx(0.6)
+    bbq = pd.DataFrame({"unk_amb": [0.9], "unk_dis": [0.1], "acc_amb": [0.9], "acc_dis": [0.5], "s_amb": [1.0],
+                        "s_dis": [10.0]}, index=pd.Index(["Religion"], name="category"))
+    table = tables.abstention_masks_bias(bbq, scores)
+    assert table.loc["religion", "bbq_unk_amb"] == pytest.approx(90.0)  # BBQ in percent beside UnQover x100
+    assert table.loc["religion", "unqover_mu"] == pytest.approx(100.0) and list(table.index) == ["religion"]
+    assert SimilarityParams().unqover == 62_500  # about paper 003's million samples over the four dimensions
+    with pytest.raises(ValueError, match="unqover"):
+        SimilarityParams(unqover=0)

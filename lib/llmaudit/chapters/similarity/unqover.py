@@ -132,7 +132,9 @@ def load_attributes(name: str, mirror: str | Path | None = None) -> dict[str, li
 def _pairs(dimension: str, mirror: str | Path | None) -> list[tuple[dict[str, str], dict[str, str]]]:
     """The unordered subject pairs of a dimension."""
     lists = [load_subjects(name, mirror) for name in SOURCES[dimension][1]]
-    return list(itertools.product(*lists)) if len(lists) == 2 else list(itertools.combinations(lists[0], 2))
+    if len(lists) == 2:
+        return [(first, second) for first in lists[0] for second in lists[1]]
+    return list(itertools.combinations(lists[0], 2))
 
 
 def _fill(text: str, first: Mapping[str, str], second: Mapping[str, str], act: Mapping[str, str], slot: str) -> str:
