@@ -116,9 +116,21 @@ def test_unqover_results_are_declared_and_the_comparison_matches_categories() ->
     assert found.results.loc["unqover.answer_mass", "value"] == pytest.approx(0.6)
     bbq = pd.DataFrame({"unk_amb": [0.9], "unk_dis": [0.1], "acc_amb": [0.9], "acc_dis": [0.5], "s_amb": [1.0],
                         "s_dis": [10.0]}, index=pd.Index(["Religion"], name="category"))
-    table = tables.abstention_masks_bias(bbq, scores)
-    assert table.loc["religion", "bbq_unk_amb"] == pytest.approx(90.0)  # BBQ in percent beside UnQover x100
-    assert table.loc["religion", "unqover_mu"] == pytest.approx(100.0) and list(table.index) == ["religion"]
+    table = tables.abstention_masks_bias({"m": bbq, "base": bbq}, {"m": scores})  # base: no UnQover answers saved
+    assert table.loc[("m", "religion"), "bbq_unk_amb"] == pytest.approx(90.0)  # BBQ in percent beside UnQover x100
+    assert table.loc[("m", "religion"), "unqover_mu"] == pytest.approx(100.0)
+    assert list(table.index) == [("m", "religion")]
     assert SimilarityParams().unqover == 62_500  # about paper 003's million samples over the four dimensions
     with pytest.raises(ValueError, match="unqover"):
         SimilarityParams(unqover=0)
+
+
+def test_unqover_answers_are_saved_and_read_back_per_model(tmp_path) -> None:
+    from llmaudit.chapters.similarity.saved import load_unqover_answers, save_systems
+
+    rows = pd.DataFrame(_unit({("ab", False): 0.9, ("ba", False): 0.5, ("ab", True): 0.6, ("ba", True): 0.2}))
+    answers = pd.DataFrame({"category": ["Age"], "example_id": [0], "system": ["m"], "pred": [0]})
+    save_systems(tmp_path / "m", answers, {}, unqover=rows.assign(system="m", extra=1))
+    back = load_unqover_answers(tmp_path, ["m", "older"])  # 'older': audited before UnQover, no rows
+    assert set(back["system"]) == {"m"} and "extra" not in back
+    assert unit_scores(back)["c"].item() == pytest.approx(0.3)  # the saved answers give the same measure

@@ -75,10 +75,11 @@ def stereoset(scores: Mapping[str, pd.DataFrame], plain: str) -> Findings:
 
 def unqover(scores: Mapping[str, pd.DataFrame], answers: pd.DataFrame, plain: str) -> Findings:
     """Each system's UnQover measures per dimension (`scores`: its `model_bias`), long (dimension, measure) by
-    system, recorded for the model and its steered copies, with the model's mass on the two letters."""
+    system, recorded for the model and its steered copies, with the model's mass on the two letters (`answers`: the
+    model's own run)."""
     found = [{"name": f"{_prefix('unqover', name, plain)}.{dimension}.{measure}", "value": float(value),
               "note": f"{name}, {int(table.loc[dimension, 'units'])} units"}
-             for name, table in scores.items() for dimension in table.index
+             for name, table in scores.items() if name in own(list(scores), plain) for dimension in table.index
              for measure, value in table.loc[dimension, list(MEASURES)].items()]
     found.append({"name": "unqover.answer_mass", "value": float(answers.loc[answers["system"] == plain, "mass"].mean()),
                   "note": "mean probability on the two option letters"})
@@ -86,9 +87,17 @@ def unqover(scores: Mapping[str, pd.DataFrame], answers: pd.DataFrame, plain: st
                     results_frame(found))
 
 
-def abstention_masks_bias(bbq_scores: pd.DataFrame, unqover_scores: pd.DataFrame) -> pd.DataFrame:
-    """Paper 003's "abstention masks bias" per dimension, for one system: BBQ's Unknown share and bias scores in the
-    dimension's BBQ category (in percent) beside UnQover's mu and eta (x100), where no Unknown is offered."""
+def abstention_masks_bias(bbq_scores: Mapping[str, pd.DataFrame],
+                          unqover_scores: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Paper 003's "abstention masks bias" per system and dimension (the systems both benchmarks scored, e.g. a
+    model and its base model): BBQ's Unknown share and bias scores in the dimension's BBQ category (in percent)
+    beside UnQover's mu and eta (x100), where no Unknown is offered."""
+    return pd.concat({name: _beside(bbq_scores[name], unqover_scores[name]) for name in bbq_scores
+                      if name in unqover_scores}, names=["system"])
+
+
+def _beside(bbq_scores: pd.DataFrame, unqover_scores: pd.DataFrame) -> pd.DataFrame:
+    """One system's rows of `abstention_masks_bias`."""
     bbq = in_percent(bbq_scores)
     rows = {dimension: {"bbq_category": category, "bbq_unk_amb": bbq.loc[category, "unk_amb"],
                         "bbq_s_amb": bbq.loc[category, "s_amb"], "bbq_s_dis": bbq.loc[category, "s_dis"],
