@@ -134,3 +134,37 @@ def test_unqover_answers_are_saved_and_read_back_per_model(tmp_path) -> None:
     back = load_unqover_answers(tmp_path, ["m", "older"])  # 'older': audited before UnQover, no rows
     assert set(back["system"]) == {"m"} and "extra" not in back
     assert unit_scores(back)["c"].item() == pytest.approx(0.3)  # the saved answers give the same measure
+
+
+def test_bias_intervals_cover_the_estimate_and_shrink_with_more_units() -> None:
+    """Units whose C is +1 or 0 at random: the interval of eta brackets its estimate, and 16 times the units give an
+    interval about a quarter as wide."""
+    from llmaudit.chapters.similarity.unqover_bias import bias_intervals
+
+    full = {("ab", False): 1.0, ("ba", False): 1.0, ("ab", True): 0.0, ("ba", True): 0.0}
+    none = {key: 0.5 for key in full}
+
+    def units(n: int) -> pd.DataFrame:
+        rows = [row for i in range(n) for row in _unit(full if i % 2 else none, b=f"y{i % 4}", template=i)]
+        return unit_scores(pd.DataFrame(rows))
+
+    few, many = (bias_intervals(units(n), seed=0, draws=400).loc["d"] for n in (16, 256))
+    estimate = model_bias(units(16)).loc["d", "eta"]
+    assert few["eta_low"] <= estimate <= few["eta_high"]
+    width = (many["eta_high"] - many["eta_low"]) / (few["eta_high"] - few["eta_low"])
+    assert 0.1 < width < 0.5
+
+
+def test_weighted_bias_with_every_unit_once_is_model_bias() -> None:
+    from llmaudit.chapters.similarity.unqover_bias import weighted_bias
+
+    values = [0.9, 0.5, 0.6, 0.2]
+    rows = [row for i, subject in enumerate("pqrs") for row in _unit(
+        dict(zip([("ab", False), ("ba", False), ("ab", True), ("ba", True)], values[i:] + values[:i])),
+        a=subject, b="pqrs"[(i + 1) % 4], attribute="qr"[i % 2])]
+    units = unit_scores(pd.DataFrame(rows))
+    mu, eta = weighted_bias(units, [[1, 1, 1, 1], [2, 0, 1, 1]])
+    assert (mu[0], eta[0]) == pytest.approx(tuple(model_bias(units).loc["d", ["mu", "eta"]]))
+    doubled = unit_scores(pd.DataFrame(rows[:4] + rows[:4] + rows[8:]).assign(
+        template=[0] * 4 + [1] * 4 + [0] * 8))  # the first unit twice, the second left out
+    assert (mu[1], eta[1]) == pytest.approx(tuple(model_bias(doubled).loc["d", ["mu", "eta"]]))

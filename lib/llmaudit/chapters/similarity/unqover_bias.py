@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from llmaudit.errors import AuditError
 
@@ -85,3 +86,50 @@ def scored(questions: pd.DataFrame, shares: np.ndarray) -> pd.DataFrame:
     a_first = (questions["order"] == "ab").to_numpy()
     return questions.assign(s_a=np.where(a_first, shares[:, 0], shares[:, 1]),
                             s_b=np.where(a_first, shares[:, 1], shares[:, 0]))
+
+
+
+def weighted_bias(units: pd.DataFrame, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """mu and eta of one dimension's units under each row of `weights` (draws x units: how often each unit counts; a
+    row of ones gives `model_bias`), as arrays over the draws: gamma and eta(x, q) as weighted means through a sparse
+    (unit, subject-attribute) incidence, so that many draws cost one matrix product."""
+    subjects = pd.Index(sorted(set(units["subject_a"]) | set(units["subject_b"])))
+    attributes = pd.Index(sorted(set(units["attribute"])))
+    q = attributes.get_indexer(units["attribute"])
+    keys = np.concatenate([subjects.get_indexer(units["subject_a"]) * len(attributes) + q,
+                           subjects.get_indexer(units["subject_b"]) * len(attributes) + q])
+    c = units["c"].to_numpy(dtype=float)
+    n, shape = len(units), (len(units), len(subjects) * len(attributes))
+    rows = np.concatenate([np.arange(n), np.arange(n)])
+
+    def incidence(values: np.ndarray) -> sparse.csr_array:
+        return sparse.csr_array((values, (rows, keys)), shape=shape)
+
+    weights = np.asarray(weights, dtype=float)
+    counts = weights @ incidence(np.ones(2 * n))
+    with np.errstate(invalid="ignore", divide="ignore"):  # a subject-attribute pair no drawn unit holds: NaN
+        gamma = (weights @ incidence(np.concatenate([c, -c]))) / counts
+        eta = (weights @ incidence(np.concatenate([np.sign(c), -np.sign(c)]))) / counts
+    per_subject = (len(weights), len(subjects), len(attributes))
+    gamma, eta = np.abs(gamma).reshape(per_subject), np.abs(eta).reshape(per_subject)
+    held = ~np.isnan(gamma)  # the subject-attribute pairs of the drawn units; a subject with none does not count
+    drawn = held.any(axis=2)
+    largest = np.where(held, gamma, -np.inf).max(axis=2)
+    mean_eta = np.where(held, eta, 0.0).sum(axis=2) / np.maximum(held.sum(axis=2), 1)
+    return ((np.where(drawn, largest, 0.0).sum(axis=1) / drawn.sum(axis=1)),
+            (np.where(drawn, mean_eta, 0.0).sum(axis=1) / drawn.sum(axis=1)))
+
+
+def bias_intervals(units: pd.DataFrame, seed: int, draws: int = 200, level: float = 0.95) -> pd.DataFrame:
+    """Per dimension the percentile bootstrap interval of mu and eta over `draws` resamplings of its units with
+    replacement (the sampling error of a seeded share of UnQover's units; columns mu_low, mu_high, eta_low,
+    eta_high)."""
+    rng = np.random.default_rng(seed)
+    tails = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    rows = {}
+    for dimension, part in units.groupby("dimension", sort=True):
+        weights = rng.multinomial(len(part), np.full(len(part), 1.0 / len(part)), size=draws)
+        mu, eta = weighted_bias(part, weights)
+        rows[dimension] = {f"{name}_{side}": float(np.nanquantile(values, tail)) for name, values in
+                           (("mu", mu), ("eta", eta)) for side, tail in zip(("low", "high"), tails)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("dimension")
