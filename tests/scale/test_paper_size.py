@@ -36,8 +36,9 @@ SECOND = "standin-second"
 # at about 10 questions a second on two shared cores: over an hour and a half, projected. These run the same code with
 # CKA at every block of the stand-in; the representations come from the answers' pass (cka_per_cell not below
 # per_cell): a share's pass of its own, as the profile's, would add a third to this chapter's token-blocks here
-# (0.75% at the profile's sizes), and tests/test_similarity_sizes.py checks it
-SIMILARITY = {"per_cell": 4, "stereoset": 25, "cka_per_cell": 4}
+# (0.75% at the profile's sizes), and tests/test_similarity_sizes.py checks it; UnQover 4 units per dimension (64
+# questions, a few seconds; the profile's 160,000 would take hours here)
+SIMILARITY = {"per_cell": 4, "stereoset": 25, "cka_per_cell": 4, "unqover": 4}
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, mirror) -> Path:

@@ -9,9 +9,10 @@ import pandas as pd
 import torch
 
 from llmaudit.chapters.decision_tasks.base import answer_ids
-from llmaudit.chapters.similarity import stereoset
+from llmaudit.chapters.similarity import stereoset, unqover
 from llmaudit.chapters.similarity.bbq import LETTERS, prompt
 from llmaudit.chapters.similarity.saved import QUESTION
+from llmaudit.chapters.similarity.unqover_bias import scored
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
 from llmaudit.models.passes.required import required
@@ -41,12 +42,12 @@ def question_texts(model: AuditModel, questions: pd.DataFrame) -> list[str]:
 
 def _systems(
     model: AuditModel, texts: list[str], vector: SteeringVector | None, lambdas: list[float], layers: list[int], *,
-    desc: str,
+    desc: str, letters: tuple[str, ...] = LETTERS,
 ) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
-    """(system name, option-letter probabilities, representations at `layers` or None without) of the plain model
-    and of the model steered at each lambda. The systems run as one sweep (the blocks below the steering block once
-    for all of them); without a vector, the plain model alone."""
-    labels = answer_ids(model.tokenizer, LETTERS)
+    """(system name, option-letter probabilities (`letters`, BBQ's by default), representations at `layers` or None
+    without) of the plain model and of the model steered at each lambda. The systems run as one sweep (the blocks
+    below the steering block once for all of them); without a vector, the plain model alone."""
+    labels = answer_ids(model.tokenizer, letters)
     swept = [None, *lambdas] if vector is not None else [None]
     edit = None if vector is None else Edit(vector=vector, lambdas=swept)
     out = run_pass(model, Request(texts=texts, labels=labels, layers=layers, edit=edit,
@@ -89,4 +90,17 @@ def run_stereoset(
     texts = [model.chat(*stereoset.prompt(row)) for row in items.to_dict("records")]
     return pd.concat([stereoset.chosen_kinds(items, probs.numpy()).assign(system=name, mass=probs.sum(-1).numpy())
                       for name, probs, _ in _systems(model, texts, vector, lambdas, [], desc="StereoSet")],
+                     ignore_index=True)
+
+
+def run_unqover(
+    model: AuditModel, questions: pd.DataFrame, vector: SteeringVector | None, lambdas: list[float],
+) -> pd.DataFrame:
+    """UnQover's forced-choice answers of the same systems as `run_systems`: per question the scores s_a and s_b of
+    its two subjects (each letter's share of the two letters' probability), with the letters' mass."""
+    texts = [model.chat(*unqover.prompt(row)) for row in questions.to_dict("records")]
+    return pd.concat([scored(questions, (probs / probs.sum(-1, keepdim=True)).numpy())
+                      .assign(system=name, mass=probs.sum(-1).numpy())
+                      for name, probs, _ in _systems(model, texts, vector, lambdas, [], desc="UnQover",
+                                                     letters=unqover.LETTERS)],
                      ignore_index=True)

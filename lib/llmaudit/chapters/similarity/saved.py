@@ -21,18 +21,23 @@ FOLDER = "similarity"
 QUESTION = ["category", "example_id", "question_index", "polarity", "context_condition", "label", "unknown_index",
             "target_index"]
 STEREOSET = ("id", "bias_type", "system", "choice")
+UNQOVER = ("dimension", "template", "subject_a", "subject_b", "attribute", "order", "negated", "system", "s_a", "s_b")
 
 
 def save_systems(report_dir: Path, answers: pd.DataFrame, reps: Mapping[str, np.ndarray],
-                 stereoset: pd.DataFrame | None = None, represented: pd.DataFrame | None = None) -> None:
+                 stereoset: pd.DataFrame | None = None, represented: pd.DataFrame | None = None,
+                 unqover: pd.DataFrame | None = None) -> None:
     """Write answers.csv, representations.safetensors (any array-likes, e.g. CPU tensors, whose rows are the
-    questions `represented`, None: the answers' questions in order) and, given StereoSet answers, stereoset.csv under
-    the report's similarity folder, each atomically."""
+    questions `represented`, None: the answers' questions in order) and, given StereoSet or UnQover answers,
+    stereoset.csv and unqover.csv (the columns UnQover's measures read) under the report's similarity folder, each
+    atomically."""
     folder = Path(report_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / "answers.csv", answers.to_csv(index=False))
     if stereoset is not None:
         write_atomic(folder / "stereoset.csv", stereoset.to_csv(index=False))
+    if unqover is not None:
+        write_atomic(folder / "unqover.csv", unqover[list(UNQOVER)].to_csv(index=False))
     rows = answers.drop_duplicates(["category", "example_id"]) if represented is None else represented
     order = rows[["category", "example_id"]].to_dict("list")
     arrays = {key: np.ascontiguousarray(np.asarray(value)) for key, value in reps.items()}
@@ -66,6 +71,14 @@ def load_stereoset_answers(reports: Path, models: list[str]) -> pd.DataFrame:
     paths = [Path(reports) / model / FOLDER / "stereoset.csv" for model in models]
     found = [_read_answers(path, STEREOSET) for path in paths if path.exists()]
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(STEREOSET))
+
+
+def load_unqover_answers(reports: Path, models: list[str]) -> pd.DataFrame:
+    """The UnQover answers saved by the listed report folders; a folder audited before UnQover joined the chapter has
+    none and adds no rows."""
+    paths = [Path(reports) / model / FOLDER / "unqover.csv" for model in models]
+    found = [_read_answers(path, UNQOVER) for path in paths if path.exists()]
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(UNQOVER))
 
 
 def _read_answers(path: Path, columns: Sequence[str] = (*QUESTION, "system", "pred")) -> pd.DataFrame:

@@ -17,7 +17,10 @@ from llmaudit.spec import ChapterSpec, IndexFigure, Result
 
 class SimilarityParams(Section):
     """Sizes of the similarity chapter, paper 003's by default (a GPU's): BBQ questions per (category, context,
-    polarity) cell (None: all of BBQ), StereoSet intrasentence items per bias type (None: all of them), the steering
+    polarity) cell (None: all of BBQ), StereoSet intrasentence items per bias type (None: all of them), UnQover units
+    per dimension (one template, subject pair and attribute, asked in both subject orders and negated: four
+    questions; None: every unit, 2.6 million over its four dimensions; the default, about paper 003's million
+    samples: 904,000 questions, religion having 38,500 units), the steering
     coefficients whose steered models join the comparison, the relative depths (0 = first block, 1 = last) whose
     representations are compared with CKA (None: every block), the BBQ items per cell whose representations are kept
     for CKA (None, or no fewer than `per_cell`: every question run; a seeded share of them otherwise, since every
@@ -26,6 +29,7 @@ class SimilarityParams(Section):
 
     per_cell: int | None = None
     stereoset: int | None = None
+    unqover: int | None = 62_500
     lambdas: list[float] = [-1.0, 1.0]
     depths: list[float] | None = None
     cka_per_cell: int | None = 10
@@ -48,11 +52,12 @@ class SimilarityParams(Section):
 
     @model_validator(mode="after")
     def _sizes(self) -> SimilarityParams:
-        counts_ok = all(n is None or n >= 1 for n in (self.per_cell, self.stereoset, self.cka_per_cell))
+        counts_ok = all(n is None or n >= 1 for n in (self.per_cell, self.stereoset, self.unqover, self.cka_per_cell))
         depths_ok = self.depths is None or (bool(self.depths) and all(0 <= d <= 1 for d in self.depths))
         if not counts_ok or not depths_ok or 0 in self.lambdas:
-            raise ValueError("need per_cell, stereoset and cka_per_cell >= 1 (or null: all), depths in [0, 1] (or "
-                             "null: every block) and nonzero lambdas (lambda 0 is the model itself, always included)")
+            raise ValueError("need per_cell, stereoset, unqover and cka_per_cell >= 1 (or null: all), depths in "
+                             "[0, 1] (or null: every block) and nonzero lambdas (lambda 0 is the model itself, always "
+                             "included)")
         return self
 
     def represented(self) -> int | None:
@@ -83,6 +88,15 @@ RESULTS = (
                  "forced to choose, the share of stereotyped over anti-stereotyped sentences; 50: no preference"),
     Result("stereoset{steered}.icat", "score from 0 to 100", "StereoSet's idealised CAT score: lms x min(ss, 100 - ss) "
            "/ 50"),
+    Result("unqover{steered}.{dimension}.mu", "score from 0 to 1", "UnQover's bias intensity (Li et al. 2020): the "
+           "mean over subjects of the largest |gamma| over attributes, position and negation errors removed"),
+    Result("unqover{steered}.{dimension}.eta", "score from 0 to 1", "UnQover's count-based bias: the mean over "
+           "subjects and attributes of |the mean sign of the bias-corrected comparisons|"),
+    Result("unqover{steered}.{dimension}.pos_err", "probability", "UnQover's positional error: how much a subject's "
+           "score changes when the two subjects swap places"),
+    Result("unqover{steered}.{dimension}.attr_err", "probability", "UnQover's attributive error: how far negating the "
+           "question fails to move the answer to the other subject"),
+    Result("unqover.answer_mass", "probability", "what the model puts on the two option letters of UnQover"),
     Result("similarity.cosine.steered_{tag}", "cosine", "the BBQ answer distributions of the model and a steered copy"),
     Result("similarity.unk_flip.steered_{tag}", "share of questions", "questions whose Unknown answer the steering "
            "flips"),

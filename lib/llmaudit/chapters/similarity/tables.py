@@ -11,6 +11,8 @@ import pandas as pd
 
 from llmaudit.chapters.similarity.bbq import INTERSECTIONAL, accuracy_cases, bias_scores, in_percent
 from llmaudit.chapters.similarity.compare import cka_summary, shared_answers
+from llmaudit.chapters.similarity.unqover import BBQ_CATEGORY
+from llmaudit.chapters.similarity.unqover_bias import MEASURES
 from llmaudit.findings import Findings, results_frame
 
 BBQ_COLUMNS = ("acc_amb", "acc_dis", "unk_amb", "unk_dis", "s_amb", "s_dis")
@@ -69,6 +71,41 @@ def stereoset(scores: Mapping[str, pd.DataFrame], plain: str) -> Findings:
              for name, table in scores.items() if name in own(list(scores), plain) for column in STEREOSET_COLUMNS]
     return Findings(pd.concat({name: table.loc["overall"] for name, table in scores.items()}, axis=1),
                     results_frame(found))
+
+
+def unqover(scores: Mapping[str, pd.DataFrame], answers: pd.DataFrame, plain: str) -> Findings:
+    """Each system's UnQover measures per dimension (`scores`: its `model_bias`), long (dimension, measure) by
+    system, recorded for the model and its steered copies, with the model's mass on the two letters (`answers`: the
+    model's own run)."""
+    found = [{"name": f"{_prefix('unqover', name, plain)}.{dimension}.{measure}", "value": float(value),
+              "note": f"{name}, {int(table.loc[dimension, 'units'])} units"}
+             for name, table in scores.items() if name in own(list(scores), plain) for dimension in table.index
+             for measure, value in table.loc[dimension, list(MEASURES)].items()]
+    found.append({"name": "unqover.answer_mass", "value": float(answers.loc[answers["system"] == plain, "mass"].mean()),
+                  "note": "mean probability on the two option letters"})
+    return Findings(pd.concat({name: table[list(MEASURES)].stack() for name, table in scores.items()}, axis=1),
+                    results_frame(found))
+
+
+def abstention_masks_bias(bbq_scores: Mapping[str, pd.DataFrame],
+                          unqover_scores: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Paper 003's "abstention masks bias" per system and dimension (the systems both benchmarks scored, e.g. a
+    model and its base model): BBQ's Unknown share and bias scores in the dimension's BBQ category (in percent)
+    beside UnQover's mu and eta (x100), where no Unknown is offered."""
+    return pd.concat({name: _beside(bbq_scores[name], unqover_scores[name]) for name in bbq_scores
+                      if name in unqover_scores}, names=["system"])
+
+
+def _beside(bbq_scores: pd.DataFrame, unqover_scores: pd.DataFrame) -> pd.DataFrame:
+    """One system's rows of `abstention_masks_bias`."""
+    bbq = in_percent(bbq_scores)
+    rows = {dimension: {"bbq_category": category, "bbq_unk_amb": bbq.loc[category, "unk_amb"],
+                        "bbq_s_amb": bbq.loc[category, "s_amb"], "bbq_s_dis": bbq.loc[category, "s_dis"],
+                        "unqover_mu": 100.0 * unqover_scores.loc[dimension, "mu"],
+                        "unqover_eta": 100.0 * unqover_scores.loc[dimension, "eta"]}
+            for dimension, category in BBQ_CATEGORY.items()
+            if category in bbq.index and dimension in unqover_scores.index}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("dimension")
 
 
 def steered_similarity(cosine: pd.DataFrame, flips: pd.DataFrame, cka: pd.DataFrame, plain: str,
