@@ -18,7 +18,7 @@ from llmaudit.registry import KEYS, chapter
 from llmaudit.report.anchors import requirement_id, test_id
 from llmaudit.report.bottom_line import RULES, bottom_line
 from llmaudit.report.effects import explained
-from llmaudit.report.limits import limits, shared_unmet
+from llmaudit.report.limits import limits, plain, shared_unmet
 from llmaudit.report.front import badge, p_value
 from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
@@ -91,8 +91,9 @@ def answers(document: dict[str, Any]) -> list[Answer]:
         tests = table[table["requirement"] == requirement]
         if verdict == NOT_MEASURABLE:
             why = "; ".join(shared_unmet(tests))
+            plainly = "; ".join(plain(u) for u in shared_unmet(tests))
             found.append(Answer(requirement, verdict, f"none of {len(tests)} tests measurable", "", why,
-                                (f"Cannot be assessed: {why}.",)))
+                                (f"Cannot be assessed: {plainly}.",)))
             continue
         t = _decider(tests, verdict)
         reason = _against_epsilon(t)

@@ -38,6 +38,13 @@ def _meaning(brief: str) -> str:
     return gate.failure(subject) if gate is not None and "not checked" not in brief else brief
 
 
+def plain(brief: str) -> str:
+    """A failed gate's brief followed by what its failure means, e.g. 'credit competence ..., needs lower bound > 0
+    (the interval does not exclude chance: ...)'."""
+    meaning = _meaning(brief)
+    return brief if meaning == brief else f"{brief} ({meaning})"
+
+
 def _unassessable(table: pd.DataFrame, worst: pd.Series) -> str:
     """'9 of 13 requirements cannot be assessed. 8 (credit ×2, ...): the interval does not exclude chance: ...
     (credit competence +0.4497 [-0.9006, +0.9850], needs lower bound > 0; ...).', grouped by what the failed gate
