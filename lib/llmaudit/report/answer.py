@@ -18,8 +18,8 @@ from llmaudit.registry import KEYS, chapter
 from llmaudit.report.anchors import requirement_id, test_id
 from llmaudit.report.bottom_line import RULES, bottom_line
 from llmaudit.report.effects import explained
-from llmaudit.report.limits import limits, plain, shared_unmet
 from llmaudit.report.front import badge, p_value
+from llmaudit.report.limits import limits, plain, shared_unmet
 from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
 

@@ -6,7 +6,7 @@ pole at lambda = +1, steering chapter, Eq. 1), the numbers are the verdict row's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -85,7 +85,7 @@ def said(row: Mapping[str, Any], lambdas: tuple[float, float]) -> str:
     return effect(row, sign, lambdas)
 
 
-def explained(document: Mapping[str, Any], tests: list[Mapping[str, Any]], decider: str) -> list[str]:
+def explained(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], decider: str) -> list[str]:
     """What a requirement's answer means, a sentence each: the deciding test's effect, then beside it the black-box
     gap with the attribute stated (what a user who states it triggers) and, where a white-box slope decides, the
     slopes along the concept's other vectors, with the two vectors' cosine."""

@@ -142,11 +142,13 @@ def slope_sign(task: str, vector: str) -> Sign:
 
 def _dependence_signs(task: str) -> tuple[Sign, Sign]:
     """A task's dependence slopes' signs: per level of its task-relevant variable (concept score -1, 0, +1 from its
-    lowest level to its highest, `Task.levels`), and per unit of lambda along that concept's vector."""
-    relevant, levels = TASKS[task].relevant, [score for score, _ in TASKS[task].levels]
-    sides = {"quantity": TASKS[task].metric_name, "plus": f"higher {relevant}", "minus": f"lower {relevant}"}
-    return (Sign(**sides, step=f"level of {relevant}", span=(min(levels), max(levels))),
-            Sign(**sides, step="unit of λ", along=f"the {relevant} vector"))
+    lowest level to its highest, `SampledTask.levels`), and per unit of lambda along that concept's vector."""
+    relevant, levels = TASKS[task].relevant, [score for score, _ in getattr(TASKS[task], "levels", ())]
+    quantity = TASKS[task].metric_name
+    plus, minus = f"higher {relevant}", f"lower {relevant}"
+    return (Sign(quantity=quantity, plus=plus, minus=minus, step=f"level of {relevant}",
+                 span=(min(levels), max(levels))),
+            Sign(quantity=quantity, plus=plus, minus=minus, step="unit of λ", along=f"the {relevant} vector"))
 
 
 def _answers(tokenizer: Any, params: Any) -> str:
