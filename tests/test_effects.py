@@ -10,11 +10,14 @@ import pandas as pd
 import pytest
 
 from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.steering_vectors import RECIPES
 from llmaudit.chapters.steering_vectors.concept import poles
 from llmaudit.registry import verdict_tests
 from llmaudit.report import Results
 from llmaudit.report.audited import read_audited
+from llmaudit.report.answer import answer_section
 from llmaudit.report.effects import effect, explained, signs, sweep
+from llmaudit.report.glossary import entries, glossary_section
 from llmaudit.report.limits import GATE_RULE, limits
 from llmaudit.report.results_json import results_document
 from llmaudit.verdict.verdicts import verdicts
@@ -139,3 +142,17 @@ def test_the_words_follow_the_sign(score: float) -> None:
     row = pd.Series({"name": GAP["name"], "score": score, "lo": score - 0.01, "hi": score + 0.01})
     words = effect(row, signs()[GAP["name"]], (-1, 1))
     assert ("higher" in words) == (score > 0) and ("lower" in words) == (score < 0) and "5.0 pp" in words
+
+
+def test_the_glossary_defines_every_vector_test_and_term_the_first_screen_uses(tmp_path: Path) -> None:
+    """Issue 56 item 8: race_dial, gender_id, p_adj, AAL/WME, "decisive fact" appeared on the first screen undefined;
+    each test now has one entry naming its label, its badge and its results-file name."""
+    document = results_document(read_audited(audited(tmp_path, dependence=0.2)))
+    screen = answer_section(document) + " ".join(limits(document))
+    terms = dict(entries())
+    used = [name for name in RECIPES if name in screen] + [row["test"] for row in document["verdicts"]]
+    used += [term for term in ("p_adj", "decisive fact", "competence", "pp", "gate", "not checked") if term in screen]
+    assert used and not [term for term in used if term not in terms]
+    assert "results file {task}.blackbox_explicit" in terms["black-box gap, gender stated"]
+    assert "λ = +1 steers towards Black" in terms["race_dial"] and "AAL, WME" in terms
+    assert 'href="#glossary"' in screen and 'id="glossary"' in glossary_section()

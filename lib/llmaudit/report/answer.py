@@ -179,7 +179,7 @@ def answer_section(document: dict[str, Any]) -> str:
             "[95% CI], why)</th></tr>")
     return (f'<section id="answer"><p class="bottom-line"><strong>{escape(line.sentence)}</strong></p>\n'
             f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
-            f'<a href="#verdicts">Verdicts</a>.</p>\n'
+            f'<a href="#verdicts">Verdicts</a>; the terms used here: <a href="#glossary">Glossary</a>.</p>\n'
             f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
             "</details>\n"
             '<div class="limits"><h3>What this means and its limits</h3><ul>'
