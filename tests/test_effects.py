@@ -14,8 +14,8 @@ from llmaudit.chapters.steering_vectors import RECIPES
 from llmaudit.chapters.steering_vectors.concept import poles
 from llmaudit.registry import verdict_tests
 from llmaudit.report import Results
-from llmaudit.report.audited import read_audited
 from llmaudit.report.answer import answer_section
+from llmaudit.report.audited import read_audited
 from llmaudit.report.effects import effect, explained, signs, sweep
 from llmaudit.report.glossary import entries, glossary_section
 from llmaudit.report.limits import GATE_RULE, limits
