@@ -34,6 +34,7 @@ from llmaudit.report.glossary import CSS as GLOSSARY_CSS
 from llmaudit.report.glossary import glossary_section
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
+from llmaudit.report.media import CSS as MEDIA_CSS
 from llmaudit.report.outline import Entry, contents, with_ids
 from llmaudit.report.printed import printed_nans
 from llmaudit.report.results_json import results_document
@@ -96,13 +97,6 @@ div.directive { margin: 1rem 0; padding: .5rem 1rem; background: var(--soft); bo
 p.directive-title { margin: 0 0 .25rem; font-weight: 600; }
 details.directive { margin: 1rem 0; padding: .25rem 1rem; border-left: 4px solid var(--border); }
 details.directive > summary { cursor: pointer; color: var(--muted); }
-@media print {
-  body { max-width: none; padding: 0; font-size: 11pt; }
-  details.code { display: none; }
-  section.chapter { break-before: page; }
-  figure, table, pre { break-inside: avoid; }
-  a { color: inherit; text-decoration: none; }
-}
 """.strip()
 
 
@@ -278,7 +272,7 @@ def build_report(
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
             f"<style>\n{CSS}\n{FRONT_CSS}\n{VERDICT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n{CASES_CSS}\n{GLOSSARY_CSS}\n"
-            "</style>",
+            f"{MEDIA_CSS}\n</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',
