@@ -20,6 +20,7 @@ from llmaudit.report.effects import effect, explained, signs, sweep
 from llmaudit.report.glossary import entries, glossary_section
 from llmaudit.report.limits import GATE_RULE, limits
 from llmaudit.report.results_json import results_document
+from llmaudit.spec import Sign
 from llmaudit.verdict.verdicts import verdicts
 
 SLOPE = {"name": "judicial_penalty.whitebox_slope", "score": 0.228, "lo": 0.199, "hi": 0.252}
@@ -51,18 +52,20 @@ def test_a_gap_names_the_group_whose_rate_is_higher() -> None:
 
 def test_a_dependence_slope_over_levels_spans_the_lowest_to_highest_level() -> None:
     row = {"name": "credit.blackbox_dependence", "score": -0.05, "lo": -0.07, "hi": -0.03}
-    assert effect(row, signs()[row["name"]], (-1.0, 1.0)) == (
+    assert effect(row, signs()[row["name"]], sweep({}, signs()[row["name"]])) == (
         "Each level of checking account status towards higher checking account status lowers the bad credit rate by "
         "5.0 pp (95% CI -7.0 to -3.0 pp), about 10.0 pp from the lowest to the highest level.")
 
 
 def test_the_sweep_is_the_runs_grid() -> None:
     """A run whose params sweep lambda over [-0.5, 0.5] moves the rate by one slope across it, not two."""
+    sign = signs()[SLOPE["name"]]
     recorded = {"config": {"chapters": {"decision_tasks": {"settings": {"tasks": {"lambdas": [-0.5, 0.0, 0.5]}}}}}}
     from_text = {"config": {"text": "tasks:\n  lambdas: [-2, 0, 2]\n", "chapters": {}}}
-    assert sweep(recorded) == (-0.5, 0.5) and sweep(from_text) == (-2.0, 2.0)
-    assert sweep({"config": {"text": "tasks: {"}}) == (-1.0, 1.0)  # unreadable: the default grid
-    assert "about 22.8 pp across the sweep λ = -0.5 to +0.5" in effect(SLOPE, signs()[SLOPE["name"]], sweep(recorded))
+    assert sweep(recorded, sign) == (-0.5, 0.5) and sweep(from_text, sign) == (-2.0, 2.0)
+    assert sweep({"config": {"text": "tasks: {"}}, sign) == (-1.0, 1.0)  # unreadable: the default grid
+    assert sweep(recorded, Sign(quantity="q", plus="a", minus="b", step="level", span=(0.0, 3.0))) == (0.0, 3.0)
+    assert "about 22.8 pp across the sweep λ = -0.5 to +0.5" in effect(SLOPE, sign, sweep(recorded, sign))
 
 
 def test_every_gap_puts_the_tasks_first_group_first_and_every_slope_steers_to_its_concepts_pole() -> None:

@@ -45,7 +45,8 @@ class Sign:
     """What a test's positive score means, so the report can say it in the decision's own direction: a gap (`step`
     '') is the `quantity` of `plus` minus that of `minus`; a slope is the quantity's change per `step` from `minus`
     towards `plus`, steering `along` a vector ('' where the prompt varies, as a dependence test's levels do), taken
-    across `span` (the lowest and highest coefficient; None: the run's white-box grid, `tasks.lambdas`)."""
+    across `span` (the lowest and highest coefficient), or across the grid the run's params set at `grid` (e.g.
+    'tasks.lambdas'), `span` being its default."""
 
     quantity: str
     plus: str
@@ -53,6 +54,7 @@ class Sign:
     step: str = ""
     along: str = ""
     span: tuple[float, float] | None = None
+    grid: str = ""
 
 
 @declaration(frozen=True, kw_only=True)
@@ -62,7 +64,8 @@ class VerdictTest:
     hold (the report's evidence names its columns by it), the margin its score is judged against, its kind (main
     paper §3.4: `invariance`, |S| <= epsilon, or `dependence`, |S| >= epsilon) and `needs`: the results-file name of a
     dependence test that must pass for this one to be measurable (the instrument can move the decision), '' for
-    none; `sign`: what its positive score means (`Sign`)."""
+    none; `sign`: what its positive score means (`Sign`); `deployed`: the test a deployed user triggers (the
+    attribute stated in the prompt), which the first screen shows beside whichever test decides."""
 
     requirement: Text
     name: Text
@@ -74,6 +77,7 @@ class VerdictTest:
     kind: Literal["invariance", "dependence"] = "invariance"
     needs: str = ""
     sign: Sign
+    deployed: bool = False
 
 
 @dataclass(frozen=True)

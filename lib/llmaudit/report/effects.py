@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 
-from llmaudit.chapters.decision_tasks.spec import Method, TaskParams
 from llmaudit.registry import verdict_tests
 from llmaudit.spec import Sign
 from llmaudit.verdict.verdicts import NOT_MEASURABLE
@@ -22,6 +21,12 @@ from llmaudit.verdict.verdicts import NOT_MEASURABLE
 def signs() -> dict[str, Sign]:
     """Every registered verdict test's sign, by its results-file name."""
     return {test.name: test.sign for test in verdict_tests()}
+
+
+@cache
+def deployed() -> frozenset[str]:
+    """The results-file names of the tests a deployed user triggers (`VerdictTest.deployed`)."""
+    return frozenset(test.name for test in verdict_tests() if test.deployed)
 
 
 def points(share: float) -> str:
@@ -35,22 +40,26 @@ def _signed(share: float) -> str:
     return ("-" if share < 0 else "+") + points(share)
 
 
-def sweep(document: Mapping[str, Any]) -> tuple[float, float]:
-    """The lowest and highest lambda of the audit's white-box sweep: the decision tasks' recorded settings, else the
-    params text the run read, else the default grid."""
+def sweep(document: Mapping[str, Any], sign: Sign) -> tuple[float, float]:
+    """The lowest and highest coefficient a slope's step is taken across: the grid at the sign's params path (e.g.
+    'tasks.lambdas') as a chapter's recorded settings or else the params text the run read give it, else the sign's
+    declared span (the default grid)."""
+    default = sign.span or (-1.0, 1.0)
+    if not sign.grid:
+        return default
+    section, _, key = sign.grid.partition(".")
     config = document.get("config", {})
-    settings = (config.get("chapters", {}).get("decision_tasks") or {}).get("settings") or {}
-    grid = settings.get("tasks", {}).get("lambdas")
+    recorded = [(entry or {}).get("settings") or {} for entry in config.get("chapters", {}).values()]
+    grid = next((found[section][key] for found in recorded if key in (found.get(section) or {})), None)
     if grid is None:
         try:
-            grid = ((yaml.safe_load(config.get("text") or "") or {}).get("tasks") or {}).get("lambdas")
+            grid = ((yaml.safe_load(config.get("text") or "") or {}).get(section) or {}).get(key)
         except (yaml.YAMLError, AttributeError):  # a half-written or odd params text: the default grid
             grid = None
-    grid = grid or TaskParams().lambdas
-    return float(min(grid)), float(max(grid))
+    return (float(min(grid)), float(max(grid))) if grid else default
 
 
-def effect(row: Mapping[str, Any], sign: Sign, lambdas: tuple[float, float]) -> str:
+def effect(row: Mapping[str, Any], sign: Sign, span: tuple[float, float]) -> str:
     """One test's score as a sentence, e.g. 'Steering along race_dial towards Black (λ = +1; -1 steers towards
     White) raises the death-penalty rate by 22.8 pp per unit of λ (95% CI +19.9 to +25.2 pp), about 45.6 pp
     across the sweep λ = -1 to +1.'"""
@@ -60,7 +69,7 @@ def effect(row: Mapping[str, Any], sign: Sign, lambdas: tuple[float, float]) -> 
         return (f"The {sign.quantity} is {points(score)} pp {more} for {sign.plus} than for {sign.minus} ({ci}, "
                 f"{sign.plus} minus {sign.minus}).")
     verb = "raises" if score >= 0 else "lowers"
-    low, high = sign.span or lambdas
+    low, high = span
     across = points(score * (high - low))
     if sign.along:
         return (f"Steering along {sign.along} towards {sign.plus} (λ = +1; -1 steers towards {sign.minus}) {verb} "
@@ -77,28 +86,27 @@ def _cosine(document: Mapping[str, Any], a: str, b: str) -> float | None:
     return row.get("value")
 
 
-def said(row: Mapping[str, Any], lambdas: tuple[float, float]) -> str:
+def said(document: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     """A measurable test's effect as a sentence; for a test with no score, no sign or no verdict, why not."""
     sign = signs().get(str(row["name"]))
     if row.get("score") is None or sign is None or row["verdict"] == NOT_MEASURABLE:
         return f"Not measurable: {'; '.join(row.get('unmet') or ()) or 'no score recorded'}."
-    return effect(row, sign, lambdas)
+    return effect(row, sign, sweep(document, sign))
 
 
 def explained(document: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], decider: str) -> list[str]:
     """What a requirement's answer means, a sentence each: the deciding test's effect, then beside it the black-box
     gap with the attribute stated (what a user who states it triggers) and, where a white-box slope decides, the
     slopes along the concept's other vectors, with the two vectors' cosine."""
-    lambdas, by_name = sweep(document), {str(t["name"]): t for t in tests}
+    by_name = {str(t["name"]): t for t in tests}
     along = getattr(signs().get(decider), "along", "")
-    lines = [f"{by_name[decider]['test']} ({by_name[decider]['verdict']}): {said(by_name[decider], lambdas)}"]
+    lines = [f"{by_name[decider]['test']} ({by_name[decider]['verdict']}): {said(document, by_name[decider])}"]
     for t in tests:
         name, sign = str(t["name"]), signs().get(str(t["name"]))
-        stated = name.endswith(f".{Method.BLACKBOX_EXPLICIT}")
         other_vector = bool(along and sign and sign.along and t.get("kind") == "invariance")
-        if name == decider or not (stated or other_vector):
+        if name == decider or not (name in deployed() or other_vector):
             continue
         cosine = _cosine(document, along, sign.along) if other_vector and sign else None
-        lines.append(f"Beside it, {t['test']} ({t['verdict']}): {said(t, lambdas)}"
+        lines.append(f"Beside it, {t['test']} ({t['verdict']}): {said(document, t)}"
                      + (f" The two vectors' cosine is {cosine:.2f}." if cosine is not None else ""))
     return lines

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from llmaudit.chapters.decision_tasks import TASKS
-from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS, RECIPES
-from llmaudit.chapters.steering_vectors.concept import poles
-from llmaudit.registry import verdict_tests
+from llmaudit.registry import gates, verdict_tests
 from llmaudit.report.answer import short_label
 from llmaudit.verdict.margins import EPSILONS
 
@@ -64,25 +61,26 @@ TERMS = (
 
 
 def _vectors() -> list[tuple[str, str]]:
-    """Each steering vector: its concept, data set, rank and where λ = +1 steers."""
-    found = []
-    for concept, vectors in CONCEPT_VECTORS.items():
-        plus, minus = poles(concept)
-        for rank, name in zip(("main", "second"), vectors, strict=False):
-            found.append((name, f"The {concept} steering vector made from the {RECIPES[name].dataset} data set, the "
-                                f"concept's {rank} vector; λ = +1 steers towards {plus}, λ = -1 towards {minus}."))
-    return found
+    """Each steering vector a verdict test steers: its concept (its gates' declaration) and where λ = +1 steers (the
+    sign of the tests along it)."""
+    concepts = {vector: concept for gate in gates() for vector, concept in gate.concepts.items()}
+    found: dict[str, str] = {}
+    for test in verdict_tests():
+        vectors = [name for kind, name in test.instruments if kind == "vector"]
+        for vector in vectors:
+            found.setdefault(vector, f"The {concepts.get(vector, '')} steering vector {vector}; λ = +1 steers towards "
+                                     f"{test.sign.plus}, λ = -1 towards {test.sign.minus}.")
+    return list(found.items())
 
 
 def _tests() -> list[tuple[str, str]]:
-    """Each kind of verdict test by its label, with its first-screen badge and its results-file name."""
-    tasks = sorted(TASKS, key=len, reverse=True)
+    """Each kind of verdict test by its label, with its first-screen badge and its results-file name (the task or
+    probe set it reads written {task})."""
     found: dict[str, tuple[str, set[str]]] = {}
     for test in verdict_tests():
-        task = next((t for t in tasks if test.name.startswith(f"{t}.")), "")
-        pattern = test.name.replace(task, "{task}", 1) if task else test.name
-        badge, names = found.setdefault(test.label, (short_label(test.label), set()))
-        names.add(pattern)
+        subject = test.instruments[0][1]
+        pattern = test.name.replace(subject, "{task}", 1) if test.name.startswith(f"{subject}.") else test.name
+        found.setdefault(test.label, (short_label(test.label), set()))[1].add(pattern)
     return [(label, f"badge “{badge}”; results file {', '.join(sorted(names))}")
             for label, (badge, names) in found.items()]
 

@@ -91,6 +91,10 @@ class TaskParams(Section):
         return self.sizes.get(task, 1) != 0
 
 
+_GRID = TaskParams.model_fields["lambdas"].default
+LAMBDA_SPAN = (min(_GRID), max(_GRID))  # the default white-box sweep's ends
+
+
 def requirement(task: str) -> str:
     """The requirement a task's tests decide, e.g. 'credit: the bad-credit rate is invariant to gender'."""
     return f"{task}: the {TASKS[task].metric_name} is invariant to {TASKS[task].concept}"
@@ -137,7 +141,8 @@ def slope_sign(task: str, vector: str) -> Sign:
     """A white-box slope's sign: the metric's change per unit of lambda along `vector`, +1 towards the concept's T+
     pole (steering chapter, concept scores), across the run's lambda grid."""
     plus, minus = poles(TASKS[task].concept)
-    return Sign(quantity=TASKS[task].metric_name, plus=plus, minus=minus, step="unit of λ", along=vector)
+    return Sign(quantity=TASKS[task].metric_name, plus=plus, minus=minus, step="unit of λ", along=vector,
+                span=LAMBDA_SPAN, grid="tasks.lambdas")
 
 
 def _dependence_signs(task: str) -> tuple[Sign, Sign]:
@@ -148,7 +153,8 @@ def _dependence_signs(task: str) -> tuple[Sign, Sign]:
     plus, minus = f"higher {relevant}", f"lower {relevant}"
     return (Sign(quantity=quantity, plus=plus, minus=minus, step=f"level of {relevant}",
                  span=(min(levels), max(levels))),
-            Sign(quantity=quantity, plus=plus, minus=minus, step="unit of λ", along=f"the {relevant} vector"))
+            Sign(quantity=quantity, plus=plus, minus=minus, step="unit of λ", along=f"the {relevant} vector",
+                 span=LAMBDA_SPAN, grid="tasks.lambdas"))
 
 
 def _answers(tokenizer: Any, params: Any) -> str:
@@ -180,7 +186,8 @@ def _tests(params: Any) -> list[VerdictTest]:
             name = method(task, ESTIMATES[f"black-box {variant}"])
             found.append(VerdictTest(requirement=requirement(task), name=name,
                                      label=f"black-box gap, {concept} {stated}", resampled="cases", instruments=own,
-                                     metric=metric, epsilon=GAP_EPSILON, sign=gap_sign(task)))
+                                     metric=metric, epsilon=GAP_EPSILON, sign=gap_sign(task),
+                                     deployed=variant == "explicit"))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement=requirement(task), name=method(task, Method.WHITEBOX_SLOPE),
                                  label=f"white-box slope, steering {main}", resampled="cases",
