@@ -28,8 +28,11 @@ CSS = """
 #answer p.scope { margin: 0 0 .5rem; font-size: .9rem; color: var(--muted); }
 table.answer { display: table; width: 100%; margin: 0; font-size: .85rem; line-height: 1.35; }
 table.answer th, table.answer td { padding: .3rem .5rem; }
-table.answer td.req { width: 20%; font-weight: 600; }
-table.answer td.test { width: 40%; }
+table.answer { table-layout: fixed; }
+table.answer th:nth-child(1) { width: 18%; }
+table.answer th:nth-child(2) { width: 10.5em; }
+table.answer th:nth-child(3) { width: 26%; }
+table.answer td.req { font-weight: 600; overflow-wrap: anywhere; }
 table.answer td.test p { margin: 0 0 .3rem; }
 table.answer .small { display: block; color: var(--muted); font-variant-numeric: tabular-nums; }
 #answer p.bottom-line { font-size: 1.05rem; margin: 0 0 .5rem; max-width: 60rem; }

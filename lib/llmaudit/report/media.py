@@ -17,10 +17,6 @@ CSS = """
   table, table.answer, table.verdicts { display: table; width: 100%; max-width: none; overflow: visible;
                                         font-size: 8.5pt; }
   th, td { overflow-wrap: break-word; }
-  table.answer { table-layout: fixed; }
-  table.answer th:nth-child(1) { width: 18%; }
-  table.answer th:nth-child(2) { width: 14%; }
-  table.answer th:nth-child(3) { width: 26%; }
   ul.tests li { white-space: normal; }
   figure, tr, pre, dl.glossary > dd { break-inside: avoid; }
   table { break-inside: auto; }
