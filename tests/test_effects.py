@@ -159,3 +159,21 @@ def test_the_glossary_defines_every_vector_test_and_term_the_first_screen_uses(t
     assert "results file {task}.blackbox_explicit" in terms["black-box gap, gender stated"]
     assert "λ = +1 steers towards Black" in terms["race_dial"] and "AAL, WME" in terms
     assert 'href="#glossary"' in screen and 'id="glossary"' in glossary_section()
+
+
+def test_a_judicial_fail_states_both_gates_it_is_read_without(tmp_path: Path) -> None:
+    """The issue's judicial_penalty fail rested on a competence gate and a dependence test both not checked, and the
+    first screen named only the first; each is now in the test's unmet gates and in the stated exception."""
+    results = Results(tmp_path / "results.csv")
+    for vector in ("race_dial", "race_id"):
+        results.record("steering_vectors", f"{vector}.corr", 0.6)
+        results.record("steering_vectors", f"{vector}.steered_score_span", 1.2)
+    results.record("decision_tasks", "judicial_penalty.blackbox_explicit", 0.002, -0.004, 0.008, n=500)
+    results.record("decision_tasks", "judicial_penalty.whitebox_slope", 0.1173, 0.1123, 0.1222, n=500)
+    (tmp_path / "model_card.json").write_text(json.dumps({"params": {"epsilon": 0.02, "chapters": []}}))
+    document = results_document(read_audited(tmp_path))
+    slope = next(row for row in document["verdicts"] if row["name"] == "judicial_penalty.whitebox_slope")
+    assert slope["verdict"] == "fail" and len(slope["unmet"]) == 2
+    assert ("Exception to the gate rule: judicial_penalty is read with competence not checked: the task has no gold "
+            "answer or decisive fact; whitebox_dependence: not checked (the task has no task-relevant concept, so no "
+            "dependence test).") in limits(document)
