@@ -40,6 +40,23 @@ Text = Annotated[str, Field(min_length=1)]  # a declared name or sentence: never
 Instrument = tuple[Text, Text]  # (kind, name): 'vector', 'gender_id'
 
 
+@dataclass(frozen=True, kw_only=True)
+class Sign:
+    """What a test's positive score means, so the report can say it in the decision's own direction: a gap (`step`
+    '') is the `quantity` of `plus` minus that of `minus`; a slope is the quantity's change per `step` from `minus`
+    towards `plus`, steering `along` a vector ('' where the prompt varies, as a dependence test's levels do), taken
+    across `span` (the lowest and highest coefficient), or across the grid the run's params set at `grid` (e.g.
+    'tasks.lambdas'), `span` being its default."""
+
+    quantity: str
+    plus: str
+    minus: str
+    step: str = ""
+    along: str = ""
+    span: tuple[float, float] | None = None
+    grid: str = ""
+
+
 @declaration(frozen=True, kw_only=True)
 class VerdictTest:
     """One test of a requirement, as the verdict page reads it: the results-file name of its score, its label, the
@@ -47,7 +64,8 @@ class VerdictTest:
     hold (the report's evidence names its columns by it), the margin its score is judged against, its kind (main
     paper §3.4: `invariance`, |S| <= epsilon, or `dependence`, |S| >= epsilon) and `needs`: the results-file name of a
     dependence test that must pass for this one to be measurable (the instrument can move the decision), '' for
-    none."""
+    none; `sign`: what its positive score means (`Sign`); `deployed`: the test a deployed user triggers (the
+    attribute stated in the prompt), which the first screen shows beside whichever test decides."""
 
     requirement: Text
     name: Text
@@ -58,6 +76,8 @@ class VerdictTest:
     epsilon: Epsilon
     kind: Literal["invariance", "dependence"] = "invariance"
     needs: str = ""
+    sign: Sign
+    deployed: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from llmaudit.formats import estimate, interval
 from llmaudit.registry import KEYS, chapter
 from llmaudit.report.anchors import requirement_id, test_id
 from llmaudit.report.bottom_line import RULES, bottom_line
+from llmaudit.report.effects import explained
 from llmaudit.report.front import badge, p_value
+from llmaudit.report.limits import limits, plain, shared_unmet
 from llmaudit.verdict.margins import shown
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, overall
 
@@ -26,13 +28,20 @@ CSS = """
 #answer p.scope { margin: 0 0 .5rem; font-size: .9rem; color: var(--muted); }
 table.answer { display: table; width: 100%; margin: 0; font-size: .85rem; line-height: 1.35; }
 table.answer th, table.answer td { padding: .3rem .5rem; }
-table.answer td.req { width: 26%; font-weight: 600; }
-table.answer td.test { width: 28%; }
+table.answer { table-layout: fixed; }
+table.answer th:nth-child(1) { width: 18%; }
+table.answer th:nth-child(2) { width: 10.5em; }
+table.answer th:nth-child(3) { width: 26%; }
+table.answer td.req { font-weight: 600; overflow-wrap: anywhere; }
+table.answer td.test p { margin: 0 0 .3rem; }
 table.answer .small { display: block; color: var(--muted); font-variant-numeric: tabular-nums; }
 #answer p.bottom-line { font-size: 1.05rem; margin: 0 0 .5rem; max-width: 60rem; }
 ul.tests { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: .25rem .75rem; }
 ul.tests li { white-space: nowrap; font-size: .8rem; }
 ul.tests a { color: inherit; text-decoration: none; }
+#answer div.limits { max-width: 60rem; font-size: .9rem; }
+#answer div.limits h3 { font-size: 1rem; margin: .5rem 0 .25rem; }
+#answer div.limits ul { margin: 0 0 .75rem; padding-left: 1.25rem; }
 ul.tests .verdict { min-width: 0; font-size: .7rem; margin-right: .25rem; }
 """.strip()
 
@@ -40,13 +49,15 @@ ul.tests .verdict { min-width: 0; font-size: .7rem; margin-right: .25rem; }
 @dataclass(frozen=True)
 class Answer:
     """One requirement on the first screen: its verdict, the deciding test (label and 'score [lo, hi]', empty when no
-    test is measurable) and why, in a line."""
+    test is measurable), why, in a line, and what it means: sentences in the decision's own units and direction
+    (`report.effects`)."""
 
     requirement: str
     verdict: str
     test: str
     interval: str
     reason: str
+    meaning: tuple[str, ...] = ()
 
 
 def _against_epsilon(t: Any) -> str:
@@ -72,13 +83,6 @@ def _decider(tests: pd.DataFrame, verdict: str) -> Any:
     return own.loc[reach.idxmax()]
 
 
-def _unmeasurable(tests: pd.DataFrame) -> str:
-    """Why no test of a requirement is measurable: the unmet gates every test shares, else the first test's."""
-    unmet = [tuple(u) for u in tests["unmet"]]
-    shared = [u for u in unmet[0] if all(u in other for other in unmet[1:])]
-    return "; ".join(shared or unmet[0])
-
-
 def answers(document: dict[str, Any]) -> list[Answer]:
     """One Answer per requirement of a results.json document's verdicts, in the verdict page's order."""
     table = pd.DataFrame(document.get("verdicts", []))
@@ -89,8 +93,10 @@ def answers(document: dict[str, Any]) -> list[Answer]:
     for requirement, verdict in overall(table).items():
         tests = table[table["requirement"] == requirement]
         if verdict == NOT_MEASURABLE:
-            found.append(Answer(requirement, verdict, f"none of {len(tests)} tests measurable", "",
-                                _unmeasurable(tests)))
+            why = "; ".join(shared_unmet(tests))
+            plainly = "; ".join(plain(u) for u in shared_unmet(tests))
+            found.append(Answer(requirement, verdict, f"none of {len(tests)} tests measurable", "", why,
+                                (f"Cannot be assessed: {plainly}.",)))
             continue
         t = _decider(tests, verdict)
         reason = _against_epsilon(t)
@@ -101,7 +107,9 @@ def answers(document: dict[str, Any]) -> list[Answer]:
             reason += f"; {t.holm} Holm's correction (p_adj {p_value(t.p_holm)})"
         if t.gate == "not checked":
             reason += f"; {'; '.join(t.unmet)}"
-        found.append(Answer(requirement, verdict, t.test, estimate(t.score, t.lo, t.hi), reason))
+        rows = [dict(r) for _, r in tests.iterrows()]
+        found.append(Answer(requirement, verdict, t.test, estimate(t.score, t.lo, t.hi), reason,
+                            tuple(explained(document, rows, str(t["name"])))))
     return found
 
 
@@ -165,14 +173,18 @@ def answer_section(document: dict[str, Any]) -> str:
     body = "\n".join(
         f'<tr><td class="req"><a href="#{requirement_id(a.requirement)}">{escape(a.requirement)}</a></td>'
         f"<td>{badge(a.verdict)}</td><td>{_tests(table[table['requirement'] == a.requirement])}</td>"
-        f'<td class="test">{escape(a.test)}<span class="small">{escape(a.interval)}</span>'
-        f'<span class="small">{escape(a.reason)}</span></td></tr>'
+        f'<td class="test">{"".join(f"<p>{escape(line)}</p>" for line in a.meaning)}'
+        f'<span class="small">{escape(a.test)}{f": {escape(a.interval)}; {escape(a.reason)}" if a.interval else ""}'
+        "</span></td></tr>"
         for a in rows
     )
-    head = "<tr><th>Requirement</th><th>Verdict</th><th>Its tests</th><th>Deciding test, score [95% CI], why</th></tr>"
+    head = ("<tr><th>Requirement</th><th>Verdict</th><th>Its tests</th><th>What it means (deciding test, score "
+            "[95% CI], why)</th></tr>")
     return (f'<section id="answer"><p class="bottom-line"><strong>{escape(line.sentence)}</strong></p>\n'
             f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
-            f'<a href="#verdicts">Verdicts</a>.</p>\n'
+            f'<a href="#verdicts">Verdicts</a>; the terms used here: <a href="#glossary">Glossary</a>.</p>\n'
             f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
             "</details>\n"
+            '<div class="limits"><h3>What this means and its limits</h3><ul>'
+            + "".join(f"<li>{escape(line)}</li>" for line in limits(document)) + "</ul></div>\n"
             f'<table class="answer"><thead>{head}</thead><tbody>\n{body}\n</tbody></table></section>')

@@ -30,8 +30,11 @@ from llmaudit.report.figure_markup import accessible, chart_title, with_captions
 from llmaudit.report.figures import undrawn_figures
 from llmaudit.report.front import CSS as FRONT_CSS
 from llmaudit.report.front import card_section
+from llmaudit.report.glossary import CSS as GLOSSARY_CSS
+from llmaudit.report.glossary import glossary_section
 from llmaudit.report.headlines import CSS as HEADLINES_CSS
 from llmaudit.report.headlines import headline_section
+from llmaudit.report.media import CSS as MEDIA_CSS
 from llmaudit.report.outline import Entry, contents, with_ids
 from llmaudit.report.printed import printed_nans
 from llmaudit.report.results_json import results_document
@@ -94,13 +97,6 @@ div.directive { margin: 1rem 0; padding: .5rem 1rem; background: var(--soft); bo
 p.directive-title { margin: 0 0 .25rem; font-weight: 600; }
 details.directive { margin: 1rem 0; padding: .25rem 1rem; border-left: 4px solid var(--border); }
 details.directive > summary { cursor: pointer; color: var(--muted); }
-@media print {
-  body { max-width: none; padding: 0; font-size: 11pt; }
-  details.code { display: none; }
-  section.chapter { break-before: page; }
-  figure, table, pre { break-inside: avoid; }
-  a { color: inherit; text-decoration: none; }
-}
 """.strip()
 
 
@@ -209,14 +205,15 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
 
 def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str]) -> list[tuple[str, str, str]]:
     """The sections before the chapters, in page order, as (id, title, HTML; '' where the section is empty): the
-    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases."""
+    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases, the glossary."""
     table, card, decided = audited.rows, audited.card, audited.verdicts
     cases = cases_section(audited)
     links = evidence_links(table, decided, numbered, anchors, cases) if table is not None and not decided.empty else {}
     return [("verdicts", "Verdicts", verdict_section(decided, links) if not decided.empty else ""),
             ("model-card", "Model card", card_section(card)),
             ("summary", "Headline numbers", headline_section(table, card) if table is not None else ""),
-            ("cases", "Cases behind the gaps", cases)]
+            ("cases", "Cases behind the gaps", cases),
+            ("glossary", "Glossary", glossary_section() if not decided.empty else "")]
 
 
 def build_report(
@@ -274,7 +271,8 @@ def build_report(
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title>",
-            f"<style>\n{CSS}\n{FRONT_CSS}\n{VERDICT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n{CASES_CSS}\n</style>",
+            f"<style>\n{CSS}\n{FRONT_CSS}\n{VERDICT_CSS}\n{ANSWER_CSS}\n{HEADLINES_CSS}\n{CASES_CSS}\n{GLOSSARY_CSS}\n"
+            f"{MEDIA_CSS}\n</style>",
             "</head>",
             "<body>",
             f'<header><h1>{escape(title)}</h1><p class="meta">{meta}</p></header>',

@@ -80,17 +80,19 @@ def _needs(table: pd.DataFrame, tests: Sequence[VerdictTest]) -> pd.DataFrame:
         if found is None:
             why = ("not recorded: rerun its chapter with this version" if test.needs in declared else
                    "the task has no task-relevant concept, so no dependence test")
-            text = f"{test.needs}: not checked ({why})"
+            text, own = f"{test.needs}: not checked ({why})", gates.NOT_CHECKED
             state = gates.NOT_CHECKED if table.at[i, "gate"] == gates.PASSED else table.at[i, "gate"]
         elif found == "pass":
-            text, state = f"{test.needs} pass: the steering instrument moves the decision", table.at[i, "gate"]
+            text, own = f"{test.needs} pass: the steering instrument moves the decision", gates.PASSED
+            state = table.at[i, "gate"]
         else:
             text = (f"{test.needs} {found}: the task vector is not shown to move the decision, so an invariance "
                     "here cannot tell a model that ignores the concept from an instrument that moves nothing")
-            state = gates.FAILED
+            state = own = gates.FAILED
             table.at[i, "verdict"], table.at[i, "p_fail"], table.at[i, "cases_needed"] = NOT_MEASURABLE, np.nan, np.nan
-        if state != table.at[i, "gate"]:
-            table.at[i, "unmet"] = (*table.at[i, "unmet"], text)
+        if own == state != gates.PASSED:  # unmet: the checks in the test's gate state, this one among them
+            unmet = table.at[i, "unmet"] if state == table.at[i, "gate"] else ()
+            table.at[i, "unmet"] = (*unmet, text)
         table.at[i, "gate"], table.at[i, "gates"] = state, (*table.at[i, "gates"], text)
     return table
 

@@ -12,9 +12,10 @@ from pydantic import Field, field_validator
 from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
+from llmaudit.chapters.steering_vectors.concept import poles
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section, at_least, coefficients, sizes
-from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, Sign, VerdictTest, result
 
 BOOTSTRAP_LIMIT = 100_000
 COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
@@ -90,6 +91,10 @@ class TaskParams(Section):
         return self.sizes.get(task, 1) != 0
 
 
+_GRID = TaskParams.model_fields["lambdas"].default
+LAMBDA_SPAN = (min(_GRID), max(_GRID))  # the default white-box sweep's ends
+
+
 def requirement(task: str) -> str:
     """The requirement a task's tests decide, e.g. 'credit: the bad-credit rate is invariant to gender'."""
     return f"{task}: the {TASKS[task].metric_name} is invariant to {TASKS[task].concept}"
@@ -125,6 +130,33 @@ def tasks_run(params: Any) -> list[str]:
     return [name for name in TASKS if params is None or params.tasks.run(name)]
 
 
+def gap_sign(task: str, quantity: str | None = None) -> Sign:
+    """A black-box gap's sign: the task's first group's metric minus its second's (`Task.groups`: female or Black
+    first, the concept's T+ pole)."""
+    return Sign(quantity=quantity or TASKS[task].metric_name, plus=poles(TASKS[task].concept)[0],
+                minus=poles(TASKS[task].concept)[1])
+
+
+def slope_sign(task: str, vector: str) -> Sign:
+    """A white-box slope's sign: the metric's change per unit of lambda along `vector`, +1 towards the concept's T+
+    pole (steering chapter, concept scores), across the run's lambda grid."""
+    plus, minus = poles(TASKS[task].concept)
+    return Sign(quantity=TASKS[task].metric_name, plus=plus, minus=minus, step="unit of λ", along=vector,
+                span=LAMBDA_SPAN, grid="tasks.lambdas")
+
+
+def _dependence_signs(task: str) -> tuple[Sign, Sign]:
+    """A task's dependence slopes' signs: per level of its task-relevant variable (concept score -1, 0, +1 from its
+    lowest level to its highest, `SampledTask.levels`), and per unit of lambda along that concept's vector."""
+    relevant, levels = TASKS[task].relevant, [score for score, _ in getattr(TASKS[task], "levels", ())]
+    quantity = TASKS[task].metric_name
+    plus, minus = f"higher {relevant}", f"lower {relevant}"
+    return (Sign(quantity=quantity, plus=plus, minus=minus, step=f"level of {relevant}",
+                 span=(min(levels), max(levels))),
+            Sign(quantity=quantity, plus=plus, minus=minus, step="unit of λ", along=f"the {relevant} vector",
+                 span=LAMBDA_SPAN, grid="tasks.lambdas"))
+
+
 def _answers(tokenizer: Any, params: Any) -> str:
     """Why `tokenizer` cannot run the tasks these params run: two answer words of a task with one first token, so
     that one next-token distribution cannot tell them apart ('' where it can)."""
@@ -154,20 +186,24 @@ def _tests(params: Any) -> list[VerdictTest]:
             name = method(task, ESTIMATES[f"black-box {variant}"])
             found.append(VerdictTest(requirement=requirement(task), name=name,
                                      label=f"black-box gap, {concept} {stated}", resampled="cases", instruments=own,
-                                     metric=metric, epsilon=GAP_EPSILON))
+                                     metric=metric, epsilon=GAP_EPSILON, sign=gap_sign(task),
+                                     deployed=variant == "explicit"))
         main = CONCEPT_VECTORS[concept][0]
         found.append(VerdictTest(requirement=requirement(task), name=method(task, Method.WHITEBOX_SLOPE),
                                  label=f"white-box slope, steering {main}", resampled="cases",
                                  instruments=(*own, ("vector", main)), metric=metric, epsilon=SLOPE_EPSILON,
-                                 needs=method(task, Method.WHITEBOX_DEPENDENCE)))
+                                 needs=method(task, Method.WHITEBOX_DEPENDENCE), sign=slope_sign(task, main)))
         if (concept_relevant := TASKS[task].relevant) is not None:
+            per_level, per_lambda = _dependence_signs(task)
             found += [
                 VerdictTest(requirement=dependence(task), name=method(task, Method.BLACKBOX_DEPENDENCE),
                             label=f"black-box dependence, {concept_relevant} varied in the prompt", resampled="cases",
-                            instruments=own, metric=metric, epsilon=LEVEL_EPSILON, kind="dependence"),
+                            instruments=own, metric=metric, epsilon=LEVEL_EPSILON, kind="dependence",
+                            sign=per_level),
                 VerdictTest(requirement=dependence(task), name=method(task, Method.WHITEBOX_DEPENDENCE),
                             label=f"white-box dependence, steering the {concept_relevant} vector", resampled="cases",
-                            instruments=own, metric=metric, epsilon=SLOPE_EPSILON, kind="dependence"),
+                            instruments=own, metric=metric, epsilon=SLOPE_EPSILON, kind="dependence",
+                            sign=per_lambda),
             ]
     return found
 

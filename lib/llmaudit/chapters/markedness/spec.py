@@ -12,7 +12,7 @@ from llmaudit.capabilities import Capability
 from llmaudit.chapters.markedness.metrics import KINDS
 from llmaudit.chapters.markedness.prompts import FewShot
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
-from llmaudit.spec import ChapterSpec, Epsilon, Gate, Result, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, Result, Sign, VerdictTest, result
 
 PROBE_SETS = ("amazon", "ns_prompts", "regard")  # the template sets
 ACCURACY_OVER_CHANCE = "accuracy_over_chance_9shot"  # 9-shot accuracy minus 1/3 (the classifier's gate)
@@ -92,7 +92,9 @@ def _tests(params: Any) -> list[VerdictTest]:
     return [VerdictTest(requirement=requirement(probes), name=fpr_gap(probes, kind),
                         label=f"9-shot {kind.removesuffix('_fpr')}-sentiment FPR gap of White sentences",
                         resampled="demonstration seeds", instruments=(("probes", probes),),
-                        metric="false positive (1) or not (0)", epsilon=FPR_GAP_EPSILON)
+                        metric="false positive (1) or not (0)", epsilon=FPR_GAP_EPSILON,
+                        sign=Sign(quantity=f"{kind.removesuffix('_fpr')}-sentiment false positive rate",
+                                  plus="White sentences", minus="the average group's"))
             for probes in probe_sets_run(params) for kind in KINDS]
 
 

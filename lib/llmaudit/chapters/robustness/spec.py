@@ -8,7 +8,7 @@ from typing import Any
 
 from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS
-from llmaudit.chapters.decision_tasks.spec import SLOPE_EPSILON, requirement, tasks_run
+from llmaudit.chapters.decision_tasks.spec import SLOPE_EPSILON, Method, method, requirement, slope_sign, tasks_run
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
 
@@ -19,14 +19,16 @@ def second_slope(task: str, vector: str) -> str:
 
 
 def _tests(params: Any) -> list[VerdictTest]:
-    """Per task run: the white-box slope along its concept's second vector."""
+    """Per task run: the white-box slope along its concept's second vector, gated as the main vector's slope is (its
+    task's white-box dependence test must pass: one gate rule for every white-box invariance test)."""
     found = []
     for task in tasks_run(params):
         second = CONCEPT_VECTORS[TASKS[task].concept][1]
         found.append(VerdictTest(requirement=requirement(task), name=second_slope(task, second),
                                  label=f"white-box slope, steering {second}", resampled="cases",
                                  instruments=(("task", task), ("vector", second)), metric=TASKS[task].metric_name,
-                                 epsilon=SLOPE_EPSILON))
+                                 epsilon=SLOPE_EPSILON, needs=method(task, Method.WHITEBOX_DEPENDENCE),
+                                 sign=slope_sign(task, second)))
     return found
 
 

@@ -12,6 +12,13 @@ from llmaudit.errors import AuditError
 
 # Which side of each concept is T+ (lambda > 0 steers towards it), keyed as in target_words.json.
 POLES = {"gender": ("F", "M"), "race": ("B", "W")}
+POLE_NAMES = {"F": "female", "M": "male", "B": "Black", "W": "White"}
+
+
+def poles(concept: str) -> tuple[str, str]:
+    """The concept's two sides in words, T+ first: where lambda = +1 steers and where -1 does ('Black', 'White')."""
+    plus, minus = POLES[concept]
+    return POLE_NAMES[plus], POLE_NAMES[minus]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.spec import GAP_EPSILON, requirement, tasks_run
 from llmaudit.sections import Section
-from llmaudit.spec import ChapterSpec, Result, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Result, Sign, VerdictTest, result
 
 NAMES_IMPLICIT = result("credit", "names_implicit")  # the credit gap between names with p_f <= 0.1 and >= 0.9
 
@@ -43,7 +43,9 @@ def _tests(params: Any) -> list[VerdictTest]:
         return []
     return [VerdictTest(requirement=requirement("credit"), name=NAMES_IMPLICIT,
                         label="black-box gap, SSA names with p_f <= 0.1 vs >= 0.9 (validity)", resampled="profiles",
-                        instruments=(("task", "credit"),), metric=TASKS["credit"].metric_name, epsilon=GAP_EPSILON)]
+                        instruments=(("task", "credit"),), metric=TASKS["credit"].metric_name, epsilon=GAP_EPSILON,
+                        sign=Sign(quantity=TASKS["credit"].metric_name, plus="female-typed names (p_f >= 0.9)",
+                                  minus="male-typed names (p_f <= 0.1)"))]
 
 
 RESULTS = (
