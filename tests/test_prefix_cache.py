@@ -1,4 +1,4 @@
-"""The sampler's prefix cache (`models.passes.prefix_cache`) on the tiny stand-in: markedness's nine-shot prompts
+"""The sampler's prefix cache (`models.sampling.prefix_cache`) on the tiny stand-in: markedness's nine-shot prompts
 sampled in several batches, their demonstrations run once for all of them, draw the same tokens and label
 probabilities as each batch sampled on its own (the sampler before the cache: every batch ran its beginning), and the
 ledger counts the demonstrations' token-blocks once."""
@@ -18,10 +18,10 @@ from llmaudit.models import load_model
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.loading.standin import build
 from llmaudit.models.passes.prefix import Past, common_prefix
-from llmaudit.models.passes.prefix_cache import PrefixCache
 from llmaudit.models.request import Runtime, SampleCall, SampleRequest
 from llmaudit.models.sampled import run_sampling
 from llmaudit.models.sampling.batched import sample_calls
+from llmaudit.models.sampling.prefix_cache import PrefixCache
 from llmaudit.models.sampling.sample_batches import call_batches
 
 DEMOS = [("The food was cold and late.", "negative"), ("It arrived on Tuesday.", "neutral"),

@@ -12,12 +12,12 @@ from llmaudit.models.memory import BatchTokens
 from llmaudit.models.passes.attention import use_grouped
 from llmaudit.models.passes.batching import ForwardOutput
 from llmaudit.models.passes.prefix import forward_shared_prefix
-from llmaudit.models.passes.prefix_cache import PrefixCache
 from llmaudit.models.passes.required import required
 from llmaudit.models.passes.states import LowerStates, store_states, stored_states
 from llmaudit.models.passes.sweep import SweepOutput, split_sweep
 from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleRequest
 from llmaudit.models.sampling.batched import Samples, sample_calls
+from llmaudit.models.sampling.prefix_cache import PrefixCache
 
 
 class FastEngine(Engine):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
-from transformers.cache_utils import CacheLayerMixin
+from transformers.cache_utils import CacheLayerMixin, DynamicLayer
 
 from llmaudit.ledger import call_label
 from llmaudit.models.loading import architectures
@@ -184,12 +184,17 @@ class Past:
         return Past(cache, self.mask.expand(rows, -1), {b: s.expand(rows, -1, -1) for b, s in self.states.items()})
 
     def cropped(self, length: int) -> Past:
-        """The first `length` positions of this past (views: the original is kept). Each position's keys and values
-        depend on those before it only, so they are those a run of the first `length` tokens gives."""
+        """The first `length` positions of this past (views: the original is kept), each block's cut by its own
+        `crop`. Each position's keys and values depend on those before it only, so they are those a run of the first
+        `length` tokens gives."""
+        if length == self.mask.shape[1]:
+            return self
         cache = None if self.cache is None or not length else repeat_rows([self.cache], len(self.mask))
         for layer in [] if cache is None else cache.layers:
+            if not isinstance(layer, DynamicLayer):
+                raise TypeError(f"cannot crop a cache block of type {type(layer).__name__}: growing blocks only")
             if layer.is_initialized:
-                layer.keys, layer.values = layer.keys[..., :length, :], layer.values[..., :length, :]
+                layer.crop(length - layer.get_seq_length())
         return Past(cache, self.mask[:, :length], {b: s[:, :length] for b, s in self.states.items()})
 
     def extended(self, model: Handle, tokens: Sequence[int]) -> Past:

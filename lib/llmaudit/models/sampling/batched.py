@@ -33,10 +33,10 @@ from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.layers import at_rows, every_position, reading
 from llmaudit.models.passes.packing import window_covers
 from llmaudit.models.passes.prefix import Past, branches, shareable
-from llmaudit.models.passes.prefix_cache import PrefixCache
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleRequest
 from llmaudit.models.sampling.draws import Draws
+from llmaudit.models.sampling.prefix_cache import PrefixCache
 from llmaudit.models.sampling.reserved import joined
 from llmaudit.models.sampling.sample_batches import full_attention
 
@@ -76,7 +76,7 @@ def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTo
     calls decode as one batch (`sample_batches.call_batches` splits a long list), prefilled in chunks of
     `batch_tokens`; a batch that runs out of memory runs again as two halves, which draw the same answers (each call
     keeps its own random stream). The texts' common beginning continues the one `prefixes` keeps where they begin
-    alike (the engine's, across batches: `models.passes.prefix_cache`; None: run here)."""
+    alike (the engine's, across batches: `models.sampling.prefix_cache`; None: run here)."""
     calls, prefixes = request.calls, prefixes or PrefixCache()
     try:
         budget = batch_budget(model.hf, model.device, batch_tokens)

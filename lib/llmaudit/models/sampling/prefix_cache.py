@@ -6,7 +6,8 @@ per batch; the runs of other seeds and pools reuse the instruction before them.
 
 One entry, the latest beginning: a batch takes the longest part of it that its own beginning starts with
 (`models.passes.prefix.Past.cropped`, exact: each position's keys and values depend on the tokens before it only)
-and runs the rest after it. The entry is dropped when any weight of the model has changed in place since it ran."""
+and runs the rest after it; a model with sliding-window blocks (whose caches are not cut so simply) only where its
+beginning is the kept one. The entry is dropped when any weight of the model has changed in place since it ran."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.prefix import Past, common_prefix
+from llmaudit.models.sampling.reserved import joinable
 
 
 class PrefixCache:
@@ -32,6 +34,8 @@ class PrefixCache:
         past = self.past
         usable = past is not None and weights == self.weights and set(keep) <= set(past.states) and bool(tokens)
         reused = common_prefix([self.tokens + [-1], tokens + [-2]]) if usable else 0
+        if past is not None and reused < len(self.tokens) and past.cache is not None and not joinable(past.cache):
+            reused = 0
         if past is None or not reused:
             found = Past.beginning(model, tokens, keep)
         else:
