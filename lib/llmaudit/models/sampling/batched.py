@@ -4,7 +4,8 @@ for that prompt alone (after `torch.manual_seed(seed)`, with the request's tempe
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt. Here
 every text is computed once, each beginning texts share once (`models.passes.prefix`: the beginning of all the batch's
-texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget; the
+texts, continuing the one an earlier batch ran where they agree, `models.sampling.prefix_cache`; the branches some
+share, e.g. one question with its options in other orders), in chunks of the token budget; the
 chunks' key/value caches join into one with room reserved for the tokens to come (`models.sampling.reserved`), each
 text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass of
 the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`:
