@@ -17,6 +17,7 @@ from llmaudit.models.passes.states import LowerStates, store_states, stored_stat
 from llmaudit.models.passes.sweep import SweepOutput, split_sweep
 from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleRequest
 from llmaudit.models.sampling.batched import Samples, sample_calls
+from llmaudit.models.sampling.prefix_cache import PrefixCache
 
 
 class FastEngine(Engine):
@@ -29,6 +30,7 @@ class FastEngine(Engine):
         self.parts = parts
         self.reason = reason
         use_grouped(parts.handle.hf)  # chunked masked attention
+        self.prefixes = PrefixCache()  # the sampler's latest beginning, continued by the next batch's
 
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
               batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
@@ -48,7 +50,7 @@ class FastEngine(Engine):
         return swept
 
     def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
-        return sample_calls(self.parts.handle, request, batch_tokens=batch_tokens)
+        return sample_calls(self.parts.handle, request, batch_tokens=batch_tokens, prefixes=self.prefixes)
 
 
 def _lower_states(request: Request, runtime: Runtime, identity: dict) -> LowerStates | None:

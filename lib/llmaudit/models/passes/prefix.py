@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
-from transformers.cache_utils import CacheLayerMixin
+from transformers.cache_utils import CacheLayerMixin, DynamicLayer
 
 from llmaudit.ledger import call_label
 from llmaudit.models.loading import architectures
@@ -182,6 +182,36 @@ class Past:
         """This past for `rows` continuations (views: the original serves later batches)."""
         cache = None if self.cache is None else repeat_rows([self.cache], rows)
         return Past(cache, self.mask.expand(rows, -1), {b: s.expand(rows, -1, -1) for b, s in self.states.items()})
+
+    def cropped(self, length: int) -> Past:
+        """The first `length` positions of this past (views: the original is kept), each block's cut by its own
+        `crop`. Each position's keys and values depend on those before it only, so they are those a run of the first
+        `length` tokens gives."""
+        if length == self.mask.shape[1]:
+            return self
+        cache = None if self.cache is None or not length else repeat_rows([self.cache], len(self.mask))
+        for layer in [] if cache is None else cache.layers:
+            if not isinstance(layer, DynamicLayer):
+                raise TypeError(f"cannot crop a cache block of type {type(layer).__name__}: growing blocks only")
+            if layer.is_initialized:
+                layer.crop(length - layer.get_seq_length())
+        return Past(cache, self.mask[:, :length], {b: s[:, :length] for b, s in self.states.items()})
+
+    def extended(self, model: Handle, tokens: Sequence[int]) -> Past:
+        """This past (one row) followed by `tokens`, run after it, keeping the outputs of the blocks it keeps (the
+        original is kept)."""
+        if self.cache is None:
+            return Past.beginning(model, list(tokens), list(self.states))
+        if not tokens:
+            return self
+        start = self.mask.shape[1]
+        ids = torch.tensor([list(tokens)], device=model.device)
+        positions = torch.arange(start, start + len(tokens), device=model.device)[None]
+        with reading(architectures.blocks(model.hf), list(self.states), every_position) as seen:
+            cache = architectures.decoder(model.hf)(input_ids=ids, position_ids=positions, use_cache=True,
+                                                    past_key_values=self.repeated(1).cache).past_key_values
+        mask = torch.ones(1, start + len(tokens), dtype=self.mask.dtype, device=self.mask.device)
+        return Past(cache, mask, {b: torch.cat([s, seen[b].to(s.device)], dim=1) for b, s in self.states.items()})
 
     def branched(self, model: Handle, of_rows: Sequence[Branch | None], rest: Sequence[Sequence[int]]) -> Past:
         """This past extended, per row, by its branch (None: none, all padding): the batch's distinct branches run

@@ -4,7 +4,8 @@ for that prompt alone (after `torch.manual_seed(seed)`, with the request's tempe
 
 A `generate` call with `num_return_sequences = n` runs its prompt n times and decodes one small batch per prompt. Here
 every text is computed once, each beginning texts share once (`models.passes.prefix`: the beginning of all the batch's
-texts, the branches some share, e.g. one question with its options in other orders), in chunks of the token budget; the
+texts, continuing the one an earlier batch ran where they agree, `models.sampling.prefix_cache`; the branches some
+share, e.g. one question with its options in other orders), in chunks of the token budget; the
 chunks' key/value caches join into one with room reserved for the tokens to come (`models.sampling.reserved`), each
 text's rows are copied to its answers, and the answers of many prompts decode together, as many as the memory a pass of
 the budget plans for holds in cache and draws (on a CPU at least `memory.HOST_DECODE_BYTES`:
@@ -36,6 +37,7 @@ from llmaudit.models.passes.prefix import Past, branches, shareable
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleRequest
 from llmaudit.models.sampling.draws import Draws
+from llmaudit.models.sampling.prefix_cache import PrefixCache
 from llmaudit.models.sampling.reserved import joined
 from llmaudit.models.sampling.sample_batches import full_attention
 
@@ -67,17 +69,19 @@ class Samples:
                        states)
 
 
-def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTokens,
+                 prefixes: PrefixCache | None = None) -> Samples:
     """The request's sampled answers (each text's answers together) and, given labels or layers, each text's label
     probabilities (over the whole vocabulary when labels is None, as `forward` gives them) and block outputs read
     from the same prefill, which also keeps the outputs of the blocks kept (`Keep.blocks`) at every prompt token. All
     calls decode as one batch (`sample_batches.call_batches` splits a long list), prefilled in chunks of
     `batch_tokens`; a batch that runs out of memory runs again as two halves, which draw the same answers (each call
-    keeps its own random stream)."""
-    calls = request.calls
+    keeps its own random stream). The texts' common beginning continues the one `prefixes` keeps where they begin
+    alike (the engine's, across batches: `models.sampling.prefix_cache`; None: run here)."""
+    calls, prefixes = request.calls, prefixes or PrefixCache()
     try:
         budget = batch_budget(model.hf, model.device, batch_tokens)
-        return _sample_together(model, request, budget)
+        return _sample_together(model, request, budget, prefixes)
     except RuntimeError as err:
         if not is_out_of_memory(err):
             raise
@@ -87,12 +91,12 @@ def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTo
     release_cached()
     warnings.warn(f"out of memory sampling {len(calls)} prompts together: going on in two halves", stacklevel=2)
     half = len(calls) // 2
-    first, second = (sample_calls(model, replace(request, calls=part), batch_tokens=batch_tokens)
+    first, second = (sample_calls(model, replace(request, calls=part), batch_tokens=batch_tokens, prefixes=prefixes)
                      for part in (calls[:half], calls[half:]))
     return first.followed_by(second)
 
 
-def _sample_together(model: Handle, request: SampleRequest, budget: int) -> Samples:
+def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixes: PrefixCache) -> Samples:
     """`sample_calls` in one batch. The draws run on the model's device, each call's from a generator of that device
     seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a tenth
     of the batch has ended: then the ended rows leave it (a copy of the live rows' key/value cache)."""
@@ -106,7 +110,7 @@ def _sample_together(model: Handle, request: SampleRequest, budget: int) -> Samp
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
     with torch.inference_mode(), model.ledger.labelled("sample"):
         keep = () if request.keep is None else request.keep.blocks
-        prefilled, row_of = _prefilled(model, encoded, max_new_tokens, layers, keep, budget)
+        prefilled, row_of = _prefilled(model, encoded, max_new_tokens, layers, keep, budget, prefixes)
         cache, states = prefilled.cache, prefilled.states
         asked = labels is not None or layers
         probs, acts = readout(prefilled.logits, labels, prefilled.read) if asked else (None, None)
@@ -152,13 +156,13 @@ class _Prefill:
 
 
 def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
-               budget: int) -> tuple[_Prefill, torch.Tensor]:
-    """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once,
-    their caches joined with room for `extra` positions (`models.sampling.reserved.joined`) and their masks left-padded
-    to match: the logits, block outputs and states in the texts' order, the cache and mask in the chunks' order; and the
-    row of each text in those."""
+               budget: int, prefixes: PrefixCache) -> tuple[_Prefill, torch.Tensor]:
+    """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once
+    (after the part of it `prefixes` keeps), their caches joined with room for `extra` positions
+    (`models.sampling.reserved.joined`) and their masks left-padded to match: the logits, block outputs and states in
+    the texts' order, the cache and mask in the chunks' order; and the row of each text in those."""
     shared = shareable(model.hf, encoded, extra)
-    beginning = Past.beginning(model, encoded[0][:shared], keep)
+    beginning = prefixes.beginning(model, encoded[0][:shared], keep)
     chunks = _chunks(model.hf, encoded, shared, budget)
     parts = [_prefill(model, [encoded[t] for t in chunk], extra, layers, beginning) for chunk in chunks]
     row_of = torch.empty(len(encoded), dtype=torch.long)
