@@ -75,7 +75,8 @@ def test_steered_shares_equal_the_plain_steered_forward(bind, tiny_model, tmp_pa
     free = [p for p in cells if p.kind == "completion"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    if after_sampled_pass:  # the sampled pass keeps the completion prompts' states below the edit: the sweep starts there
+    if after_sampled_pass:  # the sampled pass keeps the completion prompts' states below the edit: the sweep starts
+        # there
         sampled_pass(tiny_model, cells, 3, 4, seed=0, form="plain", decoding=sampler_decoding(tiny_model, "release"),
                      vector=vector)
     first: list[int] = []  # token positions the first block runs on

@@ -113,8 +113,9 @@ def sampled_pass(
                         seed=seed + i) for i, (p, versions_) in enumerate(zip(prompts, shown))]
     # a completion prompt is one text, its own only version: its states at the vector's block are kept
     free = [call.texts[0] for p, call in zip(prompts, calls) if p.kind == "completion"]
-    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens, temperature=decoding.temperature,
-                                            top_k=decoding.top_k, top_p=decoding.top_p, labels=space, layers=layers,
+    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens,
+                                            temperature=decoding.temperature, top_k=decoding.top_k,
+                                            top_p=decoding.top_p, labels=space, layers=layers,
                                             keep=Keep(blocks=layers, texts=free), desc=f"framing {form} sampled"))
     scored = _scored([v for versions_ in shown for v in versions_], positions, required(out.probs, "probabilities"),
                      required(out.acts, "block outputs")[:, 0] if layers else None, vector)

@@ -69,8 +69,8 @@ RESULTS = (
     Result("{form}.valid_answers", "answers", "sampled answers with a pronoun in the kept cells"),
     Result("token_vs_choice.{pronoun}", "Pearson r", "the token probability of a pronoun against the share of "
            "sampled answers choosing it, over kept cells"),
-    Result("{form}.sensitivity.{metric}", "probability", "framing sensitivity (mean of GenEffect and InstrEffect) under "
-           "one metric"),
+    Result("{form}.sensitivity.{metric}", "probability", "framing sensitivity (mean of GenEffect and InstrEffect) "
+           "under one metric"),
     Result("{form}.they_names_gender", "share of answers", "answers counted as 'they' that name a gender anyway"),
     Result("decoding.{setting}", "setting", "the sampler's temperature, top-k (empty: the whole vocabulary) and "
            "top-p, the model's release decoding (the paper's) or ours"),

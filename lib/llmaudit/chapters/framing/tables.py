@@ -165,10 +165,10 @@ def shift_distribution(tidy: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def pronoun_levels(tokens: pd.DataFrame, form: str) -> tuple[Findings, PronounModel]:
-    """Paper 001 §5.3 on one form's cell means (`form`): the relative pronoun-level shifts per matched pair (`estimates`),
-    their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`), and the
-    mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he and
-    they - he differences with their intervals."""
+    """Paper 001 §5.3 on the cell means of prompts in `form`: the relative pronoun-level shifts per matched pair
+    (`estimates`), their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`),
+    and the mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he
+    and they - he differences with their intervals."""
     relative, absolute = pronoun_level_shift(tokens), pronoun_level_shift(tokens, relative=False)
     rows = []
     for reading, levels in (("relative (paper)", relative), ("absolute", absolute)):
