@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
-from llmaudit.chapters.framing.evaluate import chat_pass, steered_probabilities, texts, token_probabilities, versions
+from llmaudit.chapters.framing.evaluate import (
+    sampled_pass,
+    sampler_decoding,
+    steered_probabilities,
+    texts,
+    token_probabilities,
+    versions,
+)
 from llmaudit.chapters.framing.pronouns import family_probs, family_token_ids
 from llmaudit.chapters.framing.stimuli import prompts
 from llmaudit.chapters.markedness.evaluate import agreement_with_unmarked
@@ -30,51 +37,58 @@ def test_pronoun_shares_equal_a_full_vocabulary_computation(bind, tiny_model) ->
     assert len(frame) == sum(3 if p.kind == "choice" else 1 for p in prompts("a moustache"))
 
 
-def test_the_chat_pass_scores_what_token_probabilities_scores_and_samples_each_cell(bind, tiny_model, tmp_path) -> None:
+def test_the_sampled_pass_scores_what_token_probabilities_scores_and_samples_each_cell(bind, tiny_model,
+                                                                                       tmp_path) -> None:
     bind(tiny_model, batch_tokens=256, cache=tmp_path)
     cells, samples = prompts("a moustache"), 3
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    scored, answers = chat_pass(tiny_model, cells, samples, 4, seed=0, vector=vector)
-    alone = token_probabilities(tiny_model, versions(cells, range(samples)), "chat", vector=vector)
+    release = sampler_decoding(tiny_model, "release")  # the paper's design: plain form, the release decoding
+    scored, answers = sampled_pass(tiny_model, cells, samples, 4, seed=0, form="plain", decoding=release,
+                                   vector=vector)
+    alone = token_probabilities(tiny_model, versions(cells, range(samples)), "plain", vector=vector)
     pd.testing.assert_frame_equal(scored, alone, atol=1e-6)
     assert len(answers) == samples * len(cells)
     assert answers.groupby(["task", "gender", "instr"]).size().eq(samples).all()
     before = tiny_model.ledger.actual
-    again, same = chat_pass(tiny_model, cells, samples, 4, seed=0, vector=vector)
+    again, same = sampled_pass(tiny_model, cells, samples, 4, seed=0, form="plain", decoding=release, vector=vector)
     assert tiny_model.ledger.actual == before  # every batch from the cache
     pd.testing.assert_frame_equal(again, scored)
     pd.testing.assert_frame_equal(same, answers)
 
 
 def test_a_chat_pass_without_completion_prompts_keeps_nothing(bind, tiny_model, tmp_path) -> None:
+    """Our alternative design: the chat form, temperature 1 over the whole vocabulary."""
     bind(tiny_model, batch_tokens=256, cache=tmp_path)
     choice = [p for p in prompts("a moustache") if p.kind == "choice"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    scored, answers = chat_pass(tiny_model, choice, 2, 4, seed=0, vector=vector)
+    scored, answers = sampled_pass(tiny_model, choice, 2, 4, seed=0, form="chat",
+                                   decoding=sampler_decoding(tiny_model, "full_vocabulary"), vector=vector)
     assert len(answers) == 2 * len(choice) and len(scored) == 2 * len(choice)
 
 
-@pytest.mark.parametrize("after_chat_pass", [False, True])
-def test_steered_shares_equal_the_plain_steered_forward(bind, tiny_model, tmp_path, after_chat_pass) -> None:
+@pytest.mark.parametrize("after_sampled_pass", [False, True])
+def test_steered_shares_equal_the_plain_steered_forward(bind, tiny_model, tmp_path, after_sampled_pass) -> None:
     bind(tiny_model, batch_tokens=256, cache=tmp_path)
     cells = prompts("a moustache")
     free = [p for p in cells if p.kind == "completion"]
     vector = SteeringVector("v", "gender", 1, torch.nn.functional.normalize(torch.ones(tiny_model.width), dim=0),
                             torch.zeros(tiny_model.width), k=3.0)
-    if after_chat_pass:  # the chat pass keeps the completion prompts' states below the edit: the sweep starts there
-        chat_pass(tiny_model, cells, 3, 4, seed=0, vector=vector)
+    if after_sampled_pass:  # the sampled pass keeps the completion prompts' states below the edit: the sweep starts
+        # there
+        sampled_pass(tiny_model, cells, 3, 4, seed=0, form="plain", decoding=sampler_decoding(tiny_model, "release"),
+                     vector=vector)
     first: list[int] = []  # token positions the first block runs on
     hook = architectures.blocks(tiny_model.hf)[0].register_forward_hook(lambda m, a, out: first.append(
         hidden(out).shape[0] * hidden(out).shape[1]))
     try:
-        steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0])
+        steered = steered_probabilities(tiny_model, free, vector, [-1.0, 1.0], form="plain")
     finally:
         hook.remove()
-    inputs = texts(tiny_model, free, "chat")
+    inputs = texts(tiny_model, free, "plain")
     beginning = common_prefix(tiny_model.encode(inputs))  # run once from its tokens, to cache its keys and values
-    assert (sum(first) == beginning) == after_chat_pass  # from the states, no prompt's own token ran below the edit
+    assert (sum(first) == beginning) == after_sampled_pass  # from the states, no prompt's own token ran below the edit
     for lam in (-1.0, 1.0):
         vocabulary = tiny_model.forward(inputs, None, intervention=vector.intervention(lam)).probs
         expected = torch.cat([family_probs(row[None], family_token_ids(tiny_model.tokenizer, p.letters), log=False)

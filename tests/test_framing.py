@@ -273,3 +273,34 @@ def test_pronoun_shift_distribution_has_a_t_interval_over_attributes():
     half = 12.7062047 * abs(x_value - y_value) / 2
     assert table["mean"].tolist() == pytest.approx([0.4, 0.4])
     assert table.loc["x", "lo"] == pytest.approx(0.4 - half) and table.loc["x", "hi"] == pytest.approx(0.4 + half)
+
+
+def test_the_papers_design_is_the_default_and_ours_is_named_in_the_notes() -> None:
+    """Measuring Bias or Measuring the Task §2, §4.1: the plain form on the tuned checkpoint, the release's decoding."""
+    from llmaudit.chapters.framing.spec import FramingParams, design_note
+
+    paper, ours = FramingParams(), FramingParams(form="chat", decoding="full_vocabulary")
+    assert (paper.form, paper.decoding) == ("plain", "release")
+    outputs = sampled([("association", True, True, "She.", "she"), ("association", False, True, "A tree", None)])
+    for params, whose in ((paper, "the paper's"), (ours, "ours")):
+        found = tables.exclusions(outputs, params.form, design_note(params)).results
+        assert f"{params.form}.excluded_share" in found.index
+        assert all(f"{params.form} form, {whose}" in note for note in found["note"]), found["note"].tolist()
+
+
+def test_release_decoding_is_the_generation_config_over_transformers_defaults(tiny_model, monkeypatch) -> None:
+    """Llama-3.1-8B-Instruct's generation config sets temperature 0.6 and top-p 0.9 and no top-k: generate() then
+    samples with transformers' top-k 50; a config that sets top_k 0 turns the cut off; a pipeline's temperature
+    replaces the temperature alone."""
+    from transformers import GenerationConfig
+
+    from llmaudit.chapters.framing.evaluate import sampler_decoding
+    from llmaudit.models.sampling.release import Decoding, release_decoding
+
+    monkeypatch.setattr(tiny_model.hf, "generation_config", GenerationConfig(temperature=0.6, top_p=0.9,
+                                                                             do_sample=True))
+    assert release_decoding(tiny_model) == Decoding(temperature=0.6, top_k=50, top_p=0.9)
+    assert release_decoding(tiny_model, temperature=0.8) == Decoding(temperature=0.8, top_k=50, top_p=0.9)
+    assert sampler_decoding(tiny_model, "full_vocabulary") == Decoding(temperature=1.0, top_k=None, top_p=1.0)
+    monkeypatch.setattr(tiny_model.hf, "generation_config", GenerationConfig(top_k=0))
+    assert release_decoding(tiny_model) == Decoding(temperature=1.0, top_k=None, top_p=1.0)

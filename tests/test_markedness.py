@@ -212,7 +212,7 @@ def test_a_probe_set_whose_runs_all_miss_a_group_records_no_gap_and_draws(tmp_pa
             for run in silent for group in GROUPS for gold in LABELS for _ in range(3)]
     predictions = pd.DataFrame(rows, columns=["run", "group", "gold", "pred"]).assign(
         dataset="amazon", regime="9-shot", text="a sentence", prompt="classify: a sentence", mass=0.9)
-    found = tables.gaps(predictions, seeds=3)
+    found = tables.gaps(predictions, seeds=3, design="the paper's protocol")
     white = found.results.loc["amazon.white_negative_fpr_gap"]
     assert np.isnan(white["value"]) and pd.isna(white["n"]) and white["note"].startswith("9-shot, 0 of 3 seeds")
     results = Results(tmp_path / "results.csv", staged="markedness")

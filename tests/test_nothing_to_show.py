@@ -57,7 +57,7 @@ def test_a_chart_with_nothing_to_plot_is_one_sentence() -> None:
 
 def test_framing_with_every_cell_excluded_says_why(no_cell_kept: pd.DataFrame, tmp_path: Path) -> None:
     agreement = tables.token_vs_choice(TOKENS, no_cell_kept)
-    sensitivity = tables.sensitivities(TOKENS, no_cell_kept)
+    sensitivity = tables.sensitivities(TOKENS, no_cell_kept, "plain")
     assert tables.agreement_line(agreement) == tables.NONE_KEPT
     for figure in (plots.token_vs_choice(agreement.table), plots.metric_sensitivity(sensitivity.table)):
         assert isinstance(show(figure, empty=tables.NONE_KEPT), NoFigure)
@@ -122,6 +122,16 @@ def test_a_test_recorded_without_a_score_is_not_measurable_with_its_reason(tmp_p
     assert table.loc["credit.whitebox_slope", "verdict"] != NOT_MEASURABLE
     document = {"verdicts": verdicts(results.table()).to_dict("records")}
     assert all("nan" not in f"{a.interval} {a.reason}".lower() for a in answers(document))
+
+
+def test_a_sampler_over_the_whole_vocabulary_records_no_top_k_and_says_why(tmp_path: Path) -> None:
+    from llmaudit.models.sampling.release import Decoding
+
+    run = Chapter("framing", load_params("ci"), tmp_path)
+    run.record_table(tables.decoding_used(Decoding(), "ours").results)
+    rows = pd.read_csv(tmp_path / ".results.csv.framing.pending", keep_default_na=False).set_index("name")
+    assert rows.loc["decoding.top_k", "value"] == "" and "whole vocabulary" in rows.loc["decoding.top_k", "note"]
+    assert float(rows.loc["decoding.temperature", "value"]) == 1.0
 
 
 def test_a_headline_not_measured_says_why(tmp_path: Path) -> None:

@@ -109,15 +109,17 @@ def test_the_profiles_are_the_tracked_params_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", GPU_PROFILES)
 def test_gpu_profile_runs_the_markedness_and_framing_papers_protocols(name) -> None:
-    """Paper 004 §3.4: sampled answers (temperature 0.8, 3 tokens, string match, no fallback), the B.2 template, both
-    demonstration pools, zero-shot chain-of-thought with 64 tokens of reasoning, the five seeds; paper 001 §4.2: 10
-    sampled answers of at most 50 tokens per prompt."""
+    """Paper 004 §3.4: plain text, sampled answers (temperature 0.8 with the pipeline's top-k and top-p, 3 tokens,
+    string match, a random label for an unparsable answer), the B.2 template, both demonstration pools, zero-shot
+    chain-of-thought with 64 tokens of reasoning, the five seeds; paper 001 §4.1-4.2: the plain form, the release's
+    decoding, 10 sampled answers of at most 50 tokens per prompt."""
     markedness, framing = load_params(name).markedness, load_params(name).framing
     assert (markedness.decoding, markedness.temperature, markedness.max_new_tokens) == ("sampled", 0.8, 3)
     assert (markedness.template, markedness.cot, markedness.reasoning_tokens) == ("paper", True, 64)
-    assert markedness.pools == ["sst5", "semeval"] and not markedness.fallback
+    assert markedness.pools == ["sst5", "semeval"] and markedness.unparsable == "random_label"
+    assert (markedness.form, markedness.sampler) == ("plain", "pipeline")
     assert markedness.seeds == [2024, 2025, 2026, 2027, 2028]
-    assert (framing.samples, framing.max_new_tokens) == (10, 50)
+    assert (framing.samples, framing.max_new_tokens, framing.form, framing.decoding) == (10, 50, "plain", "release")
 
 
 @pytest.mark.parametrize("name", GPU_PROFILES)
@@ -136,14 +138,17 @@ BASE_OF = {"llama-3.1-8b-instruct": "llama-3.1-8b", "qwen2.5-7b-instruct": "qwen
 @pytest.mark.parametrize(("tuned", "base"), BASE_OF.items())
 def test_instruct_profiles_compare_with_their_base_model_read_without_a_chat_template(tuned, base) -> None:
     """Paper 003's base-to-tuned UNK flip, bias-score change and CKA: the instruct profile names its shipped base
-    profile, which reads plain text on the same questions and depths and is audited first (no steering of its own)."""
+    profile, which reads plain text on the same questions and depths and is audited first (no steered copies of its
+    own). Paper 004 prompts base models: the base profile runs markedness, after the steering chapter (its race
+    vector)."""
     tuned_params, base_params = load_params(tuned), load_params(base)
     assert tuned_params.similarity.compare_with == [base] and base in PROFILES
     assert tuned_params.model.chat_template and not base_params.model.chat_template
     assert base_params.model.hf == tuned_params.model.hf.removesuffix("-Instruct")
     same = ("per_cell", "stereoset", "depths", "cka_per_cell")
     assert [getattr(base_params.similarity, k) for k in same] == [getattr(tuned_params.similarity, k) for k in same]
-    assert base_params.chapters == ["similarity"] and base_params.similarity.lambdas == []
+    assert base_params.chapters == ["steering_vectors", "similarity", "markedness"]
+    assert base_params.similarity.lambdas == []
 
 
 @pytest.mark.parametrize("name", PROFILES)

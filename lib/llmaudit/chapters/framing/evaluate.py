@@ -1,6 +1,6 @@
-"""Run the framing prompts (paper 001): next-token pronoun mass per prompt, seeded sampled answers with their
-detected pronoun (the chat form's both from one pass), the same mass under gender steering, and each prompt's
-position on the gender vector."""
+"""Run the framing prompts (Measuring Bias or Measuring the Task): next-token pronoun mass per prompt, seeded sampled
+answers with their detected pronoun (the chosen form's both from one pass), the same mass under gender steering, and
+each prompt's position on the gender vector."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from llmaudit.models import AuditModel
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
 from llmaudit.models.sampled import run_sampling
+from llmaudit.models.sampling.release import Decoding, release_decoding
 from llmaudit.models.steer import run_pass
 
 
@@ -29,6 +30,12 @@ def texts(model: AuditModel, prompts: Sequence[FramingPrompt], form: str) -> lis
     """The model's input for each prompt in `form` "chat" (one chat turn) or "plain" (the plain text after the
     tokenizer's usual BOS, for the LM to continue)."""
     return [model.chat(p.text) if form == "chat" else model.plain(p.text) for p in prompts]
+
+
+def sampler_decoding(model: AuditModel, choice: str) -> Decoding:
+    """The sampler's settings for a params `decoding`: "release", the model's release decoding (the paper's, §4.1),
+    or "full_vocabulary", temperature 1 over the whole vocabulary (ours)."""
+    return release_decoding(model) if choice == "release" else Decoding()
 
 
 def _label_space(model: AuditModel, prompts: Sequence[FramingPrompt]) -> tuple[list[int], list[dict[str, list[int]]]]:
@@ -75,37 +82,41 @@ def _scored(prompts: Sequence[FramingPrompt], positions: list[dict[str, list[int
 
 
 def steered_probabilities(
-    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float],
+    model: AuditModel, prompts: Sequence[FramingPrompt], vector: SteeringVector, lambdas: Sequence[float], *,
+    form: str,
 ) -> pd.DataFrame:
-    """token_probabilities of chat prompts with the gender vector's edit at each lambda (column lam), from the
-    prompts' states below the edit that `chat_pass` keeps when they are in the tensor cache."""
-    inputs, (space, positions) = texts(model, prompts, "chat"), _label_space(model, prompts)
+    """token_probabilities of the prompts in `form` with the gender vector's edit at each lambda (column lam), from
+    the prompts' states below the edit that `sampled_pass` keeps when they are in the tensor cache."""
+    inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     probs = run_pass(model, Request(texts=inputs, labels=space, edit=Edit(vector=vector, lambdas=lambdas), keep=Keep(),
                                     desc="framing steered")).probs
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
                       for lam, p in zip(lambdas, probs)], ignore_index=True)
 
 
-def chat_pass(
+def sampled_pass(
     model: AuditModel, prompts: Sequence[FramingPrompt], samples: int, max_new_tokens: int, seed: int, *,
-    vector: SteeringVector | None = None,
+    form: str, decoding: Decoding, vector: SteeringVector | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chat form in one pass over its texts: `token_probabilities` of every shown version (`versions(prompts,
-    range(samples))`, in that order) and `samples` sampled answers per cell (temperature 1, seeded per prompt; a
-    choice cell uses one shuffled option order per sample) with its prompt text and the pronoun family it names (None:
-    invalid output). The sampler's prefill reads the next-token probabilities a scoring pass would
+    """The prompts in `form` in one pass over their texts: `token_probabilities` of every shown version
+    (`versions(prompts, range(samples))`, in that order) and `samples` sampled answers per cell (with `decoding`,
+    seeded per prompt; a choice cell uses one shuffled option order per sample) with its prompt text and the pronoun
+    family it names (None: invalid output). The token probabilities are the model's own next-token distribution,
+    whatever the decoding. The sampler's prefill reads the next-token probabilities a scoring pass would
     (`models.sampling.batched`). Prompts run together in batches of the model's token budget, each cached on its own (an
     interrupted run keeps the batches done). Given a vector, the completion prompts' states at its block are kept for
     `steered_probabilities`."""
     shown = [versions([p], range(samples)) for p in prompts]
     space, positions = _label_space(model, [v for versions_ in shown for v in versions_])
     layers = [vector.layer] if vector is not None else []
-    calls = [SampleCall(texts=texts(model, versions_, "chat"), per_text=1 if p.kind == "choice" else samples,
+    calls = [SampleCall(texts=texts(model, versions_, form), per_text=1 if p.kind == "choice" else samples,
                         seed=seed + i) for i, (p, versions_) in enumerate(zip(prompts, shown))]
     # a completion prompt is one text, its own only version: its states at the vector's block are kept
     free = [call.texts[0] for p, call in zip(prompts, calls) if p.kind == "completion"]
-    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens, labels=space, layers=layers,
-                                            keep=Keep(blocks=layers, texts=free), desc="framing chat pass"))
+    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens,
+                                            temperature=decoding.temperature, top_k=decoding.top_k,
+                                            top_p=decoding.top_p, labels=space, layers=layers,
+                                            keep=Keep(blocks=layers, texts=free), desc=f"framing {form} sampled"))
     scored = _scored([v for versions_ in shown for v in versions_], positions, required(out.probs, "probabilities"),
                      required(out.acts, "block outputs")[:, 0] if layers else None, vector)
     rows = []

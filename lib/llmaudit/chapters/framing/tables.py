@@ -23,10 +23,11 @@ from llmaudit.chapters.framing.mixed import PronounModel, pronoun_model
 from llmaudit.chapters.framing.pronouns import FAMILIES, deferred_gender, exclusion_table
 from llmaudit.chapters.framing.stimuli import ATTRIBUTES, Attribute
 from llmaudit.findings import Findings, results_frame
+from llmaudit.models.sampling.release import Decoding
 from llmaudit.stats import t_interval
 
 TAGS = ("masculine", "feminine", "neutral")
-EXCLUDED = "chat.excluded_share"  # the exclusion rule's test in the case file
+EXCLUDED = "{form}.excluded_share"  # the exclusion rule's test in the case file (its form filled in)
 METRICS = {"token probability": "token", "proportion of choices": "choice"}  # sensitivity metric -> result key
 NONE_KEPT = ("The 60% rule excludes every (task, condition) cell, so no sampled answer's pronoun can be compared "
              "with the token probability.")  # what the choice-based tables, figures and results say when so
@@ -71,18 +72,29 @@ def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequ
     return Findings(table, results_frame(found), pd.concat(scores, names=["form"]), cases)
 
 
-def exclusions(answers: pd.DataFrame) -> Findings:
-    """Per (task, condition) cell, its sampled answers and whether the pronoun rule excludes it; the results are the
-    excluded cells, their share and the answers with a pronoun in the kept cells, the cases each answer."""
+def decoding_used(decoding: Decoding, design: str) -> Findings:
+    """The sampler's settings as results (top-k empty for the whole vocabulary), each noted with the run's design."""
+    values = {"temperature": decoding.temperature, "top_k": decoding.top_k, "top_p": decoding.top_p}
+    found = [{"name": f"decoding.{setting}", "value": value,
+              "note": design if value is not None else f"no top-k cut: the whole vocabulary; {design}"}
+             for setting, value in values.items()]
+    return Findings(pd.Series(values, name=decoding.describe()).to_frame(), results_frame(found))
+
+
+def exclusions(answers: pd.DataFrame, form: str, design: str) -> Findings:
+    """Per (task, condition) cell, its sampled answers (prompts in `form`) and whether the pronoun rule excludes it;
+    the results are the excluded cells, their share and the answers with a pronoun in the kept cells, noted with the
+    run's `design`, the cases each answer."""
     excluded = exclusion_table(answers)
     kept = excluded[~excluded["excluded"]]
-    found = [{"name": "chat.excluded_cells", "value": int(excluded["excluded"].sum()),
-              "note": f"of {len(excluded)} (task, condition) cells, > 60% answers without a pronoun"},
-             {"name": EXCLUDED, "value": float(excluded["excluded"].mean()),
-              "note": "share of (task, condition) cells"},
-             {"name": "chat.valid_answers", "value": int((kept["n"] - kept["n_invalid"]).sum()),
-              "note": "sampled answers with a pronoun in the kept cells"}]
-    return Findings(excluded, results_frame(found), cases=[answer_cases(answers, excluded, EXCLUDED)])
+    test = EXCLUDED.format(form=form)
+    found = [{"name": f"{form}.excluded_cells", "value": int(excluded["excluded"].sum()),
+              "note": f"of {len(excluded)} (task, condition) cells, > 60% answers without a pronoun; {design}"},
+             {"name": test, "value": float(excluded["excluded"].mean()),
+              "note": f"share of (task, condition) cells; {design}"},
+             {"name": f"{form}.valid_answers", "value": int((kept["n"] - kept["n_invalid"]).sum()),
+              "note": f"sampled answers with a pronoun in the kept cells; {design}"}]
+    return Findings(excluded, results_frame(found), cases=[answer_cases(answers, excluded, test)])
 
 
 def token_vs_choice(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
@@ -109,24 +121,25 @@ def agreement_line(agreement: Findings) -> str:
             f"proportion of choices: {each}")
 
 
-def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame) -> Findings:
-    """Each (attribute, task) pair's framing sensitivity under both metrics, recorded as each metric's mean (NaN
-    where no pair has both cells of an effect kept)."""
+def sensitivities(tokens: pd.DataFrame, choices: pd.DataFrame, form: str) -> Findings:
+    """Each (attribute, task) pair's framing sensitivity under both metrics (prompts in `form`), recorded as each
+    metric's mean (NaN where no pair has both cells of an effect kept)."""
     by_metric = metric_sensitivity(tokens, choices)
     found = []
     for metric, key in METRICS.items():
         values = by_metric.loc[by_metric["metric"] == metric, "sensitivity"]
-        found.append({"name": f"chat.sensitivity.{key}", "value": values.mean() if len(values) else float("nan"),
+        found.append({"name": f"{form}.sensitivity.{key}", "value": values.mean() if len(values) else float("nan"),
                       "note": f"{metric}: mean over (attribute, task) pairs with both cells of an effect kept"
                               if len(values) else f"not measured: {NO_PAIR}"})
     return Findings(by_metric, results_frame(found))
 
 
-def deferred(answers: pd.DataFrame) -> Findings:
-    """Per condition, the answers counted as 'they' that name a gender later; recorded over all conditions."""
+def deferred(answers: pd.DataFrame, form: str) -> Findings:
+    """Per condition, the answers (prompts in `form`) counted as 'they' that name a gender later; recorded over all
+    conditions."""
     table = deferred_gender(answers)
     overall = table.set_index("condition").loc["all"]
-    found = [{"name": "chat.they_names_gender", "value": overall["rate"],
+    found = [{"name": f"{form}.they_names_gender", "value": overall["rate"],
               "note": f"of {int(overall['n_they'])} answers counted as they"}]
     return Findings(table, results_frame(found))
 
@@ -151,11 +164,11 @@ def shift_distribution(tidy: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def pronoun_levels(tokens: pd.DataFrame) -> tuple[Findings, PronounModel]:
-    """Paper 001 §5.3 on one form's cell means: the relative pronoun-level shifts per matched pair (`estimates`),
-    their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`), and the
-    mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he and
-    they - he differences with their intervals."""
+def pronoun_levels(tokens: pd.DataFrame, form: str) -> tuple[Findings, PronounModel]:
+    """Paper 001 §5.3 on the cell means of prompts in `form`: the relative pronoun-level shifts per matched pair
+    (`estimates`), their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`),
+    and the mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he
+    and they - he differences with their intervals."""
     relative, absolute = pronoun_level_shift(tokens), pronoun_level_shift(tokens, relative=False)
     rows = []
     for reading, levels in (("relative (paper)", relative), ("absolute", absolute)):
@@ -165,7 +178,7 @@ def pronoun_levels(tokens: pd.DataFrame) -> tuple[Findings, PronounModel]:
             rows.append({"reading": reading, "pronoun": family, "mean": found.value, "lo": found.lo, "hi": found.hi})
     model = pronoun_model(relative)
     fixed = model.fixed.set_index("term")
-    results = [{"name": f"chat.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
+    results = [{"name": f"{form}.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
                 "lo": fixed.loc[f"{family} - he", "lo"], "hi": fixed.loc[f"{family} - he", "hi"],
                 "note": "mixed model of the relative shifts, random intercept per attribute"
                         + ("" if model.converged else " (fit did not converge)"),

@@ -1,6 +1,7 @@
-"""Paper 004 §3.4's reading of a sampled answer: the first case-insensitive match of "negative", "neutral" or
-"positive" is the label; an answer with none is unparsable. The paper's code then draws a label uniformly at random,
-which here is an option (`with_fallback`), off by default, so that unparsable answers are counted, not hidden."""
+"""Template-Based Probes Are Imperfect Lenses, §3.4's reading of a sampled answer: the first case-insensitive match
+of "negative", "neutral" or "positive" is the label; an answer with none is unparsable, and the paper draws its label
+uniformly at random (`with_fallback`, the default: `unparsable: random_label`); ours leaves it out of the rates
+(`unparsable: left_out`). Either way the unparsable share is counted and shown."""
 
 from __future__ import annotations
 

@@ -19,18 +19,28 @@ from llmaudit.models.request import Request
 from llmaudit.models.steer import run_pass
 
 
+def prompt_text(model: AuditModel, question: tuple[str, str], form: str) -> str:
+    """The model's input for a (prompt, answer prefix) pair: "plain", the paper's, the text as its text-generation
+    pipeline passes a string (the prefix on the last line, after the tokenizer's BOS); "chat", ours, one chat turn
+    answered from the prefix (the same plain text for a model without a chat template)."""
+    prompt, prefix = question
+    return model.chat(prompt, prefix) if form == "chat" else model.plain(f"{prompt}\n{prefix}")
+
+
 def classify(
     model: AuditModel,
     examples: Sequence[Example],
     demos: Sequence[tuple[str, str]] = (),
     *,
     template: FewShot = "paper",
+    form: str = "plain",
     vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """Per example: text, group, term, template, gold, pred (the argmax of the label words' next-token
-    probabilities), the exact prompt, the three label probabilities, their total mass, and (given a vector) the
-    prompt's last-token projection on it."""
-    texts = [model.chat(*classification_prompt(example.text, demos, template=template)) for example in examples]
+    probabilities), the exact prompt (in `form`, `prompt_text`), the three label probabilities, their total mass,
+    and (given a vector) the prompt's last-token projection on it."""
+    texts = [prompt_text(model, classification_prompt(example.text, demos, template=template), form)
+             for example in examples]
     labels = answer_ids(model.tokenizer, [label_word(label, bool(demos), template) for label in LABELS])
     layers = [vector.layer] if vector is not None else []
 

@@ -17,6 +17,7 @@ from llmaudit.chapters.markedness.prompts import Example, demonstration_pool, de
 from llmaudit.chapters.markedness.sampled import Sampling, sample_classify
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.sampling.release import Decoding, release_decoding
 
 ZERO_SHOT, NINE_SHOT, COT = "zero-shot", "9-shot", "zero-shot-cot"
 
@@ -50,18 +51,29 @@ def plan(sizes: Any, mirror: str | Path | None) -> list[Run]:
     return runs + [Run(COT, seed, cot=True) for seed in sizes.seeds if sizes.cot]
 
 
+def sampler_decoding(model: AuditModel, sizes: Any) -> Decoding:
+    """The sampler's settings for a params section `sizes`: "pipeline", what the paper's text-generation pipeline
+    samples with at its temperature (the model's generation config over transformers' defaults: top-k 50, the
+    model's top-p; §3.4), or "full_vocabulary", the temperature over the whole vocabulary (ours)."""
+    if sizes.sampler == "pipeline":
+        return release_decoding(model, temperature=sizes.temperature)
+    return Decoding(temperature=sizes.temperature)
+
+
 def classify_run(model: AuditModel, examples: Sequence[Example], run: Run, sizes: Any, *,
                  vector: SteeringVector | None = None) -> pd.DataFrame:
     """One run's predictions (columns of `evaluate.classify`, plus regime, run = the seed, pred_argmax: the argmax
     reading, pred_parsed: the label read, None when unparsable, and pred_fallback: the paper's random label in its
-    place); pred is pred_fallback when `sizes.fallback`, else pred_parsed (the argmax reading when not sampled)."""
+    place); pred is pred_fallback under `unparsable: random_label` (the paper's), else pred_parsed (the argmax
+    reading when not sampled). Prompts in `sizes.form`."""
     if sizes.decoding == "sampled":
-        sampling = Sampling(run.seed, sizes.temperature, sizes.max_new_tokens,
+        sampling = Sampling(run.seed, sampler_decoding(model, sizes), sizes.max_new_tokens,
                             sizes.reasoning_tokens if run.cot else None)
-        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, vector=vector)
+        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, form=sizes.form,
+                                vector=vector)
     else:
-        frame = classify(model, examples, run.demos, template=sizes.template, vector=vector)
+        frame = classify(model, examples, run.demos, template=sizes.template, form=sizes.form, vector=vector)
         frame = frame.assign(pred_argmax=frame["pred"])
     filled = with_fallback(frame["pred"].tolist(), run.seed)
     return frame.assign(regime=run.regime, run=str(run.seed), pred_parsed=frame["pred"], pred_fallback=filled,
-                        pred=filled if sizes.fallback else frame["pred"])
+                        pred=filled if sizes.unparsable == "random_label" else frame["pred"])

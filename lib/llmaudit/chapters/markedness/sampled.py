@@ -1,5 +1,5 @@
 """Classify sentences by sampled answers, paper 004 §3.4's protocol: each prompt answered once per run at the run's
-seed and temperature, for a few tokens, the label read by string match (`decoding.parse_label`); zero-shot
+seed and decoding, for a few tokens, the label read by string match (`decoding.parse_label`); zero-shot
 chain-of-thought first samples the reasoning, then the answer after it (Appendix B.3). The sampler's prefill also
 gives the next-token probabilities of the label words, so the argmax reading comes with every run at no cost."""
 
@@ -13,7 +13,7 @@ import torch
 
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.markedness.decoding import parse_label
-from llmaudit.chapters.markedness.evaluate import predictions
+from llmaudit.chapters.markedness.evaluate import predictions, prompt_text
 from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import (
     Example,
@@ -28,17 +28,18 @@ from llmaudit.models import AuditModel
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleCall, SampleRequest
 from llmaudit.models.sampled import run_sampling
+from llmaudit.models.sampling.release import Decoding
 
 _STREAMS = 1_000_003  # a run's seed times this, plus the prompt's index, seeds the prompt's random stream
 
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """One run's sampling: its seed, the temperature, the answer's length and, for chain-of-thought, the
-    reasoning's (None: no reasoning step)."""
+    """One run's sampling: its seed, the sampler's settings (`protocol.sampler_decoding`), the answer's length and,
+    for chain-of-thought, the reasoning's (None: no reasoning step)."""
 
     seed: int
-    temperature: float = 0.8
+    decoding: Decoding = Decoding(temperature=0.8)
     max_new_tokens: int = 3
     reasoning_tokens: int | None = None
 
@@ -49,8 +50,10 @@ def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: in
     probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.sampled`: batches
     cached on their own under the model's runtime, its token budget and cache)."""
     calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i) for i, text in enumerate(texts)]
-    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=run.temperature,
-                                            labels=labels, layers=layers, desc=desc))
+    decoding = run.decoding
+    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=decoding.temperature,
+                                            top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers,
+                                            desc=desc))
     read = {"tokens": torch.cat(out.tokens)}
     if labels is not None:
         read["probs"] = required(out.probs, "label probabilities")
@@ -63,20 +66,20 @@ def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: in
 
 def sample_classify(
     model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *, run: Sampling,
-    template: FewShot = "paper", vector: SteeringVector | None = None,
+    template: FewShot = "paper", form: str = "plain", vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
-    """`evaluate.classify`'s table from sampled answers: pred is the label the answer names (None: unparsable),
-    pred_argmax the argmax reading of the same prompt, answer the sampled text and reasoning the chain-of-thought
-    step's (empty without one)."""
+    """`evaluate.classify`'s table from sampled answers (prompts in `form`): pred is the label the answer names
+    (None: unparsable), pred_argmax the argmax reading of the same prompt, answer the sampled text and reasoning the
+    chain-of-thought step's (empty without one)."""
     layers = [vector.layer] if vector is not None else []
     reasonings = [""] * len(examples)
     if run.reasoning_tokens is not None:
-        first = [model.chat(*reasoning_prompt(e.text)) for e in examples]
+        first = [prompt_text(model, reasoning_prompt(e.text), form) for e in examples]
         reasonings, _ = sample_texts(model, first, run, run.reasoning_tokens, labels=None, layers=[],
                                      desc="sentiment reasoning")
-        texts = [model.chat(*reasoned_prompt(e.text, r)) for e, r in zip(examples, reasonings)]
+        texts = [prompt_text(model, reasoned_prompt(e.text, r), form) for e, r in zip(examples, reasonings)]
     else:
-        texts = [model.chat(*classification_prompt(e.text, demos, template=template)) for e in examples]
+        texts = [prompt_text(model, classification_prompt(e.text, demos, template=template), form) for e in examples]
     words = [label_word(label, bool(demos), template) for label in LABELS]
     answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=answer_ids(model.tokenizer, words),
                                  layers=layers, desc=f"sentiment {len(demos)}-shot sampled")

@@ -24,22 +24,26 @@ FPR_GAP_EPSILON = Epsilon(key="fpr_gap", unit="FPR difference", default=0.02, to
 class MarkednessParams(Section):
     """Sizes and protocol of the markedness chapter: templates sampled per probe set (None: all, 0: skip the set),
     the demonstration pools (the first one's 9-shot classifier is the one the gates read), the seeds of the runs,
-    whether every group term is used or only each group's name, and the paper's protocol (§3.4, Appendix B):
-    sampled answers at `temperature` for `max_new_tokens` read by string match (or the argmax reading of the
-    label words), the B.2 few-shot template (or the zero-shot wording, "shared"), zero-shot chain-of-thought with
-    `reasoning_tokens` of reasoning, and the random label for an unparsable answer (`fallback`, off: counted)."""
+    whether every group term is used or only each group's name, and the paper's protocol (§3.4, Appendix B), each
+    choice's alternative named in `DESIGNS`: the prompt as plain text (`form`), sampled answers at `temperature`
+    with the text-generation pipeline's top-k and top-p (`sampler`) for `max_new_tokens` read by string match (or
+    the argmax reading of the label words), the B.2 few-shot template (or the zero-shot wording, "shared"),
+    zero-shot chain-of-thought with `reasoning_tokens` of reasoning, and a random label for an unparsable answer
+    (`unparsable`)."""
 
     templates: dict[str, int | None] = {}
     pools: list[Literal["sst5", "semeval"]] = ["sst5", "semeval"]
     seeds: list[int] = [2024, 2025, 2026, 2027, 2028]
     all_terms: bool = True
+    form: Literal["plain", "chat"] = "plain"
     decoding: Literal["sampled", "argmax"] = "sampled"
+    sampler: Literal["pipeline", "full_vocabulary"] = "pipeline"
     temperature: float = 0.8
     max_new_tokens: int = 3
     template: FewShot = "paper"
     cot: bool = True
     reasoning_tokens: int = 64
-    fallback: bool = False
+    unparsable: Literal["random_label", "left_out"] = "random_label"
 
     @field_validator("pools")
     @classmethod
@@ -69,6 +73,28 @@ class MarkednessParams(Section):
         if len(value) < 2 or not all(0 <= seed < SEED_LIMIT for seed in value):
             raise ValueError(f"give at least 2 seeds in [0, 2^32) for an interval (got {value})")
         return value
+
+
+# Each design choice of the protocol: the paper's option first (§3.4), then ours.
+DESIGNS = {
+    "form": {"plain": "the paper's plain text, as its text-generation pipeline passes a prompt (§3.4)",
+             "chat": "ours: one chat turn in the model's chat template"},
+    "sampler": {"pipeline": "the paper's pipeline decoding: the model's top-k and top-p over transformers' "
+                            "defaults (top-k 50), §3.4",
+                "full_vocabulary": "ours: the whole vocabulary at the temperature"},
+    "unparsable": {"random_label": "the paper's seeded random label for an answer naming none (§3.4)",
+                   "left_out": "ours: an answer naming no label left out of the rates"},
+}
+
+
+def design_note(params: MarkednessParams) -> str:
+    """The results' note of the protocol a run used: its form, answers and their reading, each the paper's or ours
+    (the argmax reading, ours, has no sampler and no unparsable answer)."""
+    parts = [f"{params.form} form, {DESIGNS['form'][params.form]}"]
+    if params.decoding == "argmax":
+        return "; ".join([*parts, "ours: the argmax of the label words' next-token probabilities"])
+    return "; ".join([*parts, f"{params.sampler} sampler, {DESIGNS['sampler'][params.sampler]}",
+                      f"{params.unparsable}, {DESIGNS['unparsable'][params.unparsable]}"])
 
 
 def fpr_gap(probes: str, kind: str) -> str:

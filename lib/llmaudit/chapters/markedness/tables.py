@@ -50,9 +50,10 @@ def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
     return Findings(shares, results_frame(found))
 
 
-def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
+def gaps(predictions: pd.DataFrame, seeds: int, design: str) -> Findings:
     """Per probe set, regime and group, the FPR gaps with their t-intervals over runs; the results and cases are
-    the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups."""
+    the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups,
+    noted with the run's protocol (`design`, `spec.design_note`)."""
     marked = predictions[predictions["group"].isin(GROUPS)]
     summaries, found, cases = [], [], []
     for (name, regime), table in marked.groupby(["dataset", "regime"]):
@@ -65,9 +66,10 @@ def gaps(predictions: pd.DataFrame, seeds: int) -> Findings:
         for kind, row in summary[summary["group"] == "white"].set_index("kind").iterrows():
             runs = int(row["n_runs"])  # seeds in which every group had an FPR of this kind (none: no gap at all)
             found.append({"name": fpr_gap(name, kind), "value": row["mean"], "lo": row["lo"], "hi": row["hi"],
-                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR", "n": runs or None})
+                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR; {design}",
+                          "n": runs or None})
             cases.append(fpr_gap_cases(table, fpr_gap(name, kind), kind, "white"))
-        found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": "9-shot"}
+        found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": f"9-shot; {design}"}
                   for kind, span in gap_span(summary).items()]
     table = (pd.concat(summaries, ignore_index=True) if summaries
              else pd.DataFrame(columns=["group", "kind", "mean", "lo", "hi", "n_runs", "dataset", "regime"]))
@@ -107,22 +109,23 @@ def unparsable(predictions: pd.DataFrame) -> Findings:
     table = (predictions.assign(unparsable=predictions["pred_parsed"].isna())
              .groupby(["dataset", "regime"])["unparsable"].mean().unstack())
     found = [{"name": f"{name}.unparsable_share.{regime}", "value": value,
-              "note": "answers naming no label (the paper's code gives them a random label)"}
+              "note": "answers naming no label (the paper gives them a random label, ours leaves them out)"}
              for (name, regime), value in table.stack().items()]
     return Findings(table, results_frame(found))
 
 
-READINGS = {"string match": "pred_parsed", "string match, random fallback": "pred_fallback",
-            "argmax": "pred_argmax"}  # reading -> the predictions' column holding it
+READINGS = {"string match, random label (the paper's)": "pred_fallback",
+            "string match, unparsable left out (ours)": "pred_parsed",
+            "argmax (ours)": "pred_argmax"}  # reading -> the predictions' column holding it
 
 
 def readings(predictions: pd.DataFrame, *, sampled: bool) -> pd.DataFrame:
     """Per probe set, regime and reading of the answers (`READINGS`; the argmax reading alone when the answers
     were not `sampled`): the accuracy
     (an unparsable answer counts as wrong) and the White sentences' mean FPR gaps over runs, so the effect of the
-    paper's random fallback and of the argmax alternative can be read beside the chosen reading."""
+    paper's random label and of our alternatives can be read beside the chosen reading."""
     rows = []
-    for reading, column in READINGS.items() if sampled else [("argmax", "pred_argmax")]:
+    for reading, column in READINGS.items() if sampled else [("argmax (ours)", "pred_argmax")]:
         for (name, regime), table in predictions.groupby(["dataset", "regime"]):
             read = table.assign(pred=table[column])
             found = {"dataset": name, "regime": regime, "reading": reading,
