@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
-from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, competence, method
+from llmaudit.capabilities import NO_WEIGHTS
+from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, competence, method
 from llmaudit.findings import results_frame
+from llmaudit.models.passes.required import required
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
 
@@ -41,7 +43,7 @@ def _cases(audit: TaskAudit, label: str) -> int:
     own = {"black-box dependence": None if dependence is None else dependence.black,
            "white-box dependence": None if dependence is None else dependence.white,
            "white-box concept removed": audit.removed}.get(label)
-    return int((audit.white if own is None else own)["case"].nunique())
+    return int(required(audit.white if own is None else own, "the white-box sweep")["case"].nunique())
 
 
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
@@ -51,11 +53,17 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     rows, found = [], []
     for name, audit in audits.items():
         drawn = {"black-box explicit": audit.gap("explicit", boot, seed),
-                 "black-box implicit": audit.gap("implicit", boot, seed),
-                 "white-box slope": audit.slope(boot, seed), "white-box exact at 0": audit.slope_at_zero(boot, seed),
-                 "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
-                 "white-box concept removed": audit.removed_slope(boot, seed)}
-        if per_dialect(audit):
+                 "black-box implicit": audit.gap("implicit", boot, seed)}
+        if audit.white is None:  # not steered: the verdict page's white-box tests say why
+            found += [{"name": method(name, test), "value": None, "note": NO_WEIGHTS}
+                      for test in (Method.WHITEBOX_SLOPE, Method.WHITEBOX_DEPENDENCE)
+                      if test == Method.WHITEBOX_SLOPE or audit.dependence is not None]
+        else:
+            drawn |= {"white-box slope": audit.slope(boot, seed),
+                      "white-box exact at 0": audit.slope_at_zero(boot, seed),
+                      "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
+                      "white-box concept removed": audit.removed_slope(boot, seed)}
+        if audit.white is not None and per_dialect(audit):
             drawn |= {f"white-box {speakers.upper()} speakers": audit.slope(boot, seed, group)
                       for group, speakers in DIALECTS.items()}
         drawn |= {f"{kind} dependence": est for kind, est in audit.dependence_slopes(boot, seed).items()}
@@ -89,8 +97,9 @@ def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> p
         if audit.dependence is None:
             continue
         slopes = audit.dependence_slopes(boot, seed)
-        rows[name] = {"concept": audit.dependence.concept, "layer": audit.dependence.vector.layer,
-                      "k": audit.dependence.vector.k,
+        vector = audit.dependence.vector
+        rows[name] = {"concept": audit.dependence.concept, "layer": None if vector is None else vector.layer,
+                      "k": None if vector is None else vector.k,
                       **{f"{kind} {part}": getattr(est, part) for kind, est in slopes.items()
                          for part in ("value", "lo", "hi")}}
     return pd.DataFrame(rows).T

@@ -35,7 +35,7 @@ class EndpointModel(AuditModel):
         self.requests = RequestLedger()
         client = Client(endpoint)
         reading = probe(client, window)
-        self.engine: EndpointEngine = EndpointEngine(client, reading, tokenizer, self.requests)
+        self.engine: EndpointEngine = EndpointEngine(client, reading, tokenizer, self.requests, self.ledger)
         self.ledger.engine = self.engine.reason
         self.provenance = {**provenance, "endpoint": endpoint.base, "served": endpoint.model,
                            "reading": str(reading.mode), "window": reading.window,

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from llmaudit.capabilities import Capability
+from llmaudit.ledger import Ledger, call_label
 from llmaudit.models.endpoint.client import Client
 from llmaudit.models.endpoint.ledger import RequestLedger, request_key
 from llmaudit.models.endpoint.modes import Mode, Reading, read_answers
@@ -34,11 +35,9 @@ class EndpointEngine(Engine):
 
     name = "endpoint"
 
-    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger):
-        self.client, self.reading, self.tokenizer, self.ledger = client, reading, tokenizer, ledger
+    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger):
+        self.client, self.reading, self.tokenizer, self.ledger, self.compute = client, reading, tokenizer, ledger, compute
         self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
-        self.reason = (f"{client.endpoint.model} at {client.endpoint.base} exposes no weights; reading mode "
-                       f"{reading.mode} ({reading.window} log-probabilities per token)")
         self.coverage: list[float] = []  # each scored case's answer-word mass, in the order asked
         self.outside = 0  # answer words read outside the server's window (0: every read exact)
 
@@ -46,6 +45,16 @@ class EndpointEngine(Engine):
     def mode(self) -> Mode:
         """The mode of the reads so far: exact while every answer word lay in the window."""
         return self.reading.mode if self.outside == 0 else Mode.TOP_K
+
+    @property
+    def reason(self) -> str:  # type: ignore[override]  # the reads so far change it
+        """Why this engine runs the model and how it has read it so far (the compute ledger's `engine` line, which
+        the model card shows per chapter)."""
+        endpoint, reading = self.client.endpoint, self.reading
+        read = (f"; {self.outside} answer words outside the window, least coverage {min(self.coverage):.3f}"
+                if self.outside else "")
+        return (f"{endpoint.model} at {endpoint.base} exposes no weights: reading mode {self.mode} "
+                f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}")
 
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
               batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
@@ -56,13 +65,15 @@ class EndpointEngine(Engine):
                                                            f"at most {self.reading.window})")
         words = [self.tokenizer.decode([label]) for label in labels]
         rows = []
-        for text in texts:
-            body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
-                    "logprobs": self.reading.window}
-            read = read_answers(self._ask(body, sample=0)["response"], words)
-            self.coverage.append(read.coverage)
-            self.outside += read.outside
-            rows.append(read.probs)
+        with self.compute.labelled(call_label(self.name, desc)):
+            for text in texts:
+                body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+                        "logprobs": self.reading.window}
+                read = read_answers(self._ask(body, sample=0)["response"], words)
+                self.coverage.append(read.coverage)
+                self.outside += read.outside
+                rows.append(read.probs)
+            self.compute.engine = self.reason
         return ForwardOutput(torch.tensor(rows, dtype=torch.float32).reshape(len(texts), len(labels)), None)
 
     def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
@@ -76,6 +87,16 @@ class EndpointEngine(Engine):
         if request.layers or request.keep is not None:
             raise self.refusal([Capability.STATES], "sampling with block outputs")
         tokens = []
+        with self.compute.labelled(call_label(self.name, request.desc)):
+            tokens = self._sampled(request)
+        probs = None
+        if request.labels is not None:
+            probs = self.score(request.texts, request.labels, (), batch_tokens=batch_tokens).probs
+        return Samples(tokens, probs)
+
+    def _sampled(self, request: SampleRequest) -> list[torch.Tensor]:
+        """Per call, its answers' token ids (rows, max_new_tokens)."""
+        tokens = []
         for call in request.calls:
             rows = []
             for text in call.texts:
@@ -88,10 +109,7 @@ class EndpointEngine(Engine):
                     reply = self._ask(body, sample=index)["response"]
                     rows.append(self._tokens(reply["choices"][0]["text"], request.max_new_tokens))
             tokens.append(torch.tensor(rows, dtype=torch.long).reshape(call.rows, request.max_new_tokens))
-        probs = None
-        if request.labels is not None:
-            probs = self.score(request.texts, request.labels, (), batch_tokens=batch_tokens).probs
-        return Samples(tokens, probs)
+        return tokens
 
     def _ask(self, body: dict[str, Any], *, sample: int) -> dict[str, Any]:
         """One exchange, from the request ledger where it holds it."""
