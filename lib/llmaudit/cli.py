@@ -1,9 +1,10 @@
 """Command line: `llmaudit audit MODEL` runs one model's audit from its params file (`llmaudit audit --model
-HUB_ID_OR_FOLDER`: at a shipped profile's sizes, without one; with `--endpoint URL`, the model served there); `llmaudit verdict REPORT_DIR` prints its verdicts
-and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
-`llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit standin SHAPE
-FOLDER` builds a random-weight stand-in model and a params file that audits it at a profile's sizes; `llmaudit
-check-data` verifies the data mirror. Bad input exits 2 and an internal error 4, each with one line on stderr."""
+HUB_ID_OR_FOLDER`: at a shipped profile's sizes, without one; with `--endpoint URL`, the model served there);
+`llmaudit verdict REPORT_DIR` prints its verdicts and exits 0 (every requirement passes), 1 (some fails) or 3 (none
+fails, some inconclusive or not measurable); `llmaudit compare A B` compares two audited models test by test on the
+cases both drew; `llmaudit standin SHAPE FOLDER` builds a random-weight stand-in model and a params file that audits
+it at a profile's sizes; `llmaudit check-data` verifies the data mirror. Bad input exits 2 and an internal error 4,
+each with one line on stderr."""
 
 from __future__ import annotations
 

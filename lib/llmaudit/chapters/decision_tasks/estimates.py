@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
 from llmaudit.capabilities import NO_WEIGHTS
+from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
 from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, competence, method
 from llmaudit.findings import results_frame
 from llmaudit.models.passes.required import required

@@ -36,7 +36,8 @@ class EndpointEngine(Engine):
     name = "endpoint"
 
     def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger):
-        self.client, self.reading, self.tokenizer, self.ledger, self.compute = client, reading, tokenizer, ledger, compute
+        self.client, self.reading, self.tokenizer = client, reading, tokenizer
+        self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
         self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
         self.coverage: list[float] = []  # each scored case's answer-word mass, in the order asked
         self.outside = 0  # answer words read outside the server's window (0: every read exact)
