@@ -1,4 +1,5 @@
-"""Real servers the endpoint tests start and stop: `transformers serve` over a model folder, on a free local port."""
+"""Real servers the endpoint tests start and stop on a free local port: `transformers serve` over a model folder,
+llama-cpp-python's OpenAI-compatible server over a GGUF."""
 
 from __future__ import annotations
 
@@ -30,14 +31,34 @@ def transformers_serve(folder: Path, log: Path) -> Iterator[str]:
     command = Path(sys.executable).parent / "transformers"
     if not command.exists():
         pytest.skip("transformers serve is not installed (pip install 'transformers[serving]')")
+    with _served([str(command), "serve", str(folder), "--device", "cpu", "--host", "127.0.0.1", "--port"], log,
+                 "/health") as url:
+        yield url
+
+
+@contextmanager
+def llama_cpp_server(gguf: Path, log: Path) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server over `gguf`; yields its base URL; skips the test where it is not
+    installed (make test-endpoints builds it) or does not start."""
+    try:
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        pytest.skip("llama-cpp-python's server is not installed: pip install 'llama-cpp-python[server]'")
+    with _served([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+                  "--logits_all", "true", "--n_ctx", "2048", "--port"], log, "/v1/models") as url:
+        yield url
+
+
+@contextmanager
+def _served(command: list[str], log: Path, health: str) -> Iterator[str]:
+    """A server started by `command` followed by a free port; yields its base URL once GET `health` answers."""
     port = free_port()
     with log.open("w") as out:
-        server = subprocess.Popen([str(command), "serve", str(folder), "--port", str(port), "--device", "cpu",
-                                   "--host", "127.0.0.1"], stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([*command, str(port)], stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        if not _healthy(url, server):
-            pytest.skip(f"transformers serve did not start within {STARTUP} s: {log.read_text()[-300:]}")
+        if not _healthy(url + health, server):
+            pytest.skip(f"{command[0]} did not start within {STARTUP} s: {log.read_text()[-300:]}")
         yield url
     finally:
         server.terminate()
@@ -45,11 +66,11 @@ def transformers_serve(folder: Path, log: Path) -> Iterator[str]:
 
 
 def _healthy(url: str, server: subprocess.Popen) -> bool:
-    """Whether the server answers /health before it exits or STARTUP seconds pass."""
+    """Whether the server answers GET `url` before it exits or STARTUP seconds pass."""
     deadline = time.monotonic() + STARTUP
     while time.monotonic() < deadline and server.poll() is None:
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(url, timeout=2).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass
