@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -13,7 +14,6 @@ from llmaudit.capabilities import NO_WEIGHTS
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
 from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, competence, method
 from llmaudit.findings import results_frame
-from llmaudit.models.passes.required import required
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
 
@@ -43,18 +43,19 @@ def _cases(audit: TaskAudit, label: str) -> int:
     own = {"black-box dependence": None if dependence is None else dependence.black,
            "white-box dependence": None if dependence is None else dependence.white,
            "white-box concept removed": audit.removed}.get(label)
-    return int(required(audit.white if own is None else own, "the white-box sweep")["case"].nunique())
+    return int((audit.white if own is None else own)["case"].nunique())
 
 
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
     """Every task's estimates; the results per task: its estimates of `ESTIMATES` it has, its answer mass, then its
     competence where it has one."""
     competences = {name: audit.competence(boot, seed) for name, audit in audits.items()}
-    rows, found = [], []
+    rows: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     for name, audit in audits.items():
         drawn = {"black-box explicit": audit.gap("explicit", boot, seed),
                  "black-box implicit": audit.gap("implicit", boot, seed)}
-        if audit.white is None:  # not steered: the verdict page's white-box tests say why
+        if audit.sweep is None:  # not steered: the verdict page's white-box tests say why
             found += [{"name": method(name, test), "value": None, "note": NO_WEIGHTS}
                       for test in (Method.WHITEBOX_SLOPE, Method.WHITEBOX_DEPENDENCE)
                       if test == Method.WHITEBOX_SLOPE or audit.dependence is not None]
@@ -63,7 +64,7 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
                       "white-box exact at 0": audit.slope_at_zero(boot, seed),
                       "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
                       "white-box concept removed": audit.removed_slope(boot, seed)}
-        if audit.white is not None and per_dialect(audit):
+        if audit.sweep is not None and per_dialect(audit):
             drawn |= {f"white-box {speakers.upper()} speakers": audit.slope(boot, seed, group)
                       for group, speakers in DIALECTS.items()}
         drawn |= {f"{kind} dependence": est for kind, est in audit.dependence_slopes(boot, seed).items()}

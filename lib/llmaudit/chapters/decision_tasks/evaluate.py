@@ -34,14 +34,24 @@ class TaskAudit:
     `white` sweeps the paper's white-box prompts (column group: the implicit signal they keep, '' where none),
     `removed` the prompts with the concept removed (None where they are the white-box prompts), `dependence` the
     task-relevant concept's tests (None where the task has none or they were not run). A model whose engine cannot
-    steer (`Engine.steers`: an endpoint) has no vector and no white-box sweeps (`vector`, `white` None)."""
+    steer (`Engine.steers`: an endpoint) has no vector and no white-box sweep (`steering`, `sweep` None)."""
 
     task: Task
-    vector: SteeringVector | None
+    steering: SteeringVector | None
     black: dict[str, pd.DataFrame]
-    white: pd.DataFrame | None
+    sweep: pd.DataFrame | None
     removed: pd.DataFrame | None = None
     dependence: Dependence | None = None
+
+    @property
+    def vector(self) -> SteeringVector:
+        """The vector that steered the white-box prompts (a steered audit's)."""
+        return required(self.steering, "the steering vector")
+
+    @property
+    def white(self) -> pd.DataFrame:
+        """The white-box sweep (a steered audit's)."""
+        return required(self.sweep, "the white-box sweep")
 
     def gap(self, variant: str, n_boot: int, seed: int) -> Estimate | None:
         """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case;
@@ -64,8 +74,7 @@ class TaskAudit:
     def slope(self, n_boot: int, seed: int, group: str | None = None) -> Estimate:
         """White-box sensitivity: OLS slope of the metric on lambda over the sweep (pooled, or of one `group`'s
         prompts: a dialect, a name group)."""
-        white = required(self.white, "the white-box sweep")
-        frame = white if group is None else white[white["group"] == group]
+        frame = self.white if group is None else self.white[self.white["group"] == group]
         return sweep_slope(frame, n_boot=n_boot, seed=seed)
 
     def removed_slope(self, n_boot: int, seed: int) -> Estimate | None:
@@ -76,7 +85,7 @@ class TaskAudit:
         """An exact derivative at lambda = 0 (forward mode) averaged over each case's prompts, then over cases:
         `slope0` at the projection-edited point along k v, `eq2` (main paper Eq. 2) at the unedited state along the
         unit vector; None where the audit did not take it (`TaskRunner.audit(exact=True)`, local models)."""
-        if self.white is None or column not in self.white:
+        if self.sweep is None or column not in self.sweep:
             return None
         per_case = self.white[self.white["lam"] == self.white["lam"].iloc[0]].groupby("case")[column].mean()
         return bootstrap_mean(per_case.to_numpy(), n_boot, seed)
@@ -106,7 +115,7 @@ class TaskAudit:
 
     def mass(self) -> float:
         """Mean probability the model puts on the answer words at all (low: it barely answers)."""
-        return float(pd.concat([*self.black.values(), *([] if self.white is None else [self.white])])["mass"].mean())
+        return float(pd.concat([*self.black.values(), *([] if self.sweep is None else [self.sweep])])["mass"].mean())
 
     def case_gaps(self, variant: str) -> pd.Series:
         """Per case (index), metric(group A) - metric(group B) of a black-box variant, exactly the values whose mean
@@ -137,7 +146,7 @@ class TaskAudit:
             if variant in keys and variant in self.black:
                 frame = self.black[variant]
                 parts.append(case_records(frame, keys[variant], self.case_gaps(variant), group=frame["group"]))
-        swept = {"slope": self.white} | ({} if self.dependence is None else {
+        swept = {"slope": self.sweep} | ({} if self.dependence is None else {
             "dependence_black": self.dependence.black, "dependence_white": self.dependence.white})
         for key, frame in swept.items():
             if key in keys and frame is not None:
