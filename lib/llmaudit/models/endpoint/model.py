@@ -37,7 +37,8 @@ class EndpointModel(AuditModel):
         reading = probe(client, window)
         self.engine: EndpointEngine = EndpointEngine(client, reading, tokenizer, self.requests, self.ledger)
         self.ledger.engine = self.engine.reason
-        self.provenance = {**provenance, "endpoint": endpoint.base, "served": endpoint.model,
+        self.provenance = {**provenance, "source": f"{endpoint.base}#{endpoint.model}", "sha256": None,
+                           "endpoint": endpoint.base, "served": endpoint.model,
                            "reading": str(reading.mode), "window": reading.window,
                            "system_fingerprint": reading.fingerprint}
 

@@ -111,7 +111,8 @@ def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
             from None
     endpoint = Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
                         timeout=spec.timeout, retries=spec.retries)
-    return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs, provenance={"tokenizer": source},
+    return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs,
+                         provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
                          system_prompt=spec.system_prompt, chat_template=spec.chat_template,
                          template_options=spec.template_options)
 
