@@ -32,3 +32,14 @@ def test_bad_endpoint_input_is_one_line(argv, says, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
+
+
+def test_chapters_that_need_weights_are_refused_before_any_runs(tiny_model_dir):
+    from llmaudit.errors import ConfigError
+    from llmaudit.runner.audit import _engine_can_run
+
+    raw = built_params("org/m", profile="ci", served=Served("http://127.0.0.1:9", None, str(tiny_model_dir)))
+    params = Params.model_validate(raw | {"chapters": ["steering_vectors", "decision_tasks"]})
+    _engine_can_run("decision_tasks", params)  # its black-box parts need only probabilities
+    with pytest.raises(ConfigError, match="which the endpoint engine of a model behind an endpoint cannot give"):
+        _engine_can_run("steering_vectors", params)
