@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit lint test scale-test check unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote clean
+.PHONY: install second-model audit lint test scale-test check unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote test-endpoints clean
 
 install: $(VENV)/.installed
 
@@ -110,6 +110,12 @@ ndif-stop:
 # server tests, and every results row and vector compared (reports/ndif/comparison.md); ~12 min on 2 quiet cores.
 test-remote: install
 	AUDIT_PYTHON=$(abspath $(PY)) scripts/ndif/ndif.sh check
+
+# The default model's black-box decision rows through llama-cpp-python's OpenAI-compatible server against the local
+# engine (tests/test_endpoint_llama.py). Building llama-cpp-python from source takes ~8 min of two cores, once.
+test-endpoints: install
+	$(PY) -m pip install --quiet 'llama-cpp-python[server]'
+	$(PY) -m pytest -m llama_server tests/test_endpoint_llama.py
 
 clean:
 	rm -rf reports _build

@@ -15,3 +15,6 @@ class Capability(StrEnum):
     DERIVATIVE = "exact derivatives"
     SAMPLING = "sampled answers"
     KEPT_STATES = "stored lower states"  # sweeps that start from another pass's block outputs, not from the tokens
+
+
+NO_WEIGHTS = "not measurable: the endpoint exposes no weights"  # a white-box result's note where none could be steered

@@ -1,9 +1,10 @@
 """Command line: `llmaudit audit MODEL` runs one model's audit from its params file (`llmaudit audit --model
-HUB_ID_OR_FOLDER`: at a shipped profile's sizes, without one); `llmaudit verdict REPORT_DIR` prints its verdicts
-and exits 0 (every requirement passes), 1 (some fails) or 3 (none fails, some inconclusive or not measurable);
-`llmaudit compare A B` compares two audited models test by test on the cases both drew; `llmaudit standin SHAPE
-FOLDER` builds a random-weight stand-in model and a params file that audits it at a profile's sizes; `llmaudit
-check-data` verifies the data mirror. Bad input exits 2 and an internal error 4, each with one line on stderr."""
+HUB_ID_OR_FOLDER`: at a shipped profile's sizes, without one; with `--endpoint URL`, the model served there);
+`llmaudit verdict REPORT_DIR` prints its verdicts and exits 0 (every requirement passes), 1 (some fails) or 3 (none
+fails, some inconclusive or not measurable); `llmaudit compare A B` compares two audited models test by test on the
+cases both drew; `llmaudit standin SHAPE FOLDER` builds a random-weight stand-in model and a params file that audits
+it at a profile's sizes; `llmaudit check-data` verifies the data mirror. Bad input exits 2 and an internal error 4,
+each with one line on stderr."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
                        help="with --model: one params setting, e.g. model.chat_template=false (repeatable)")
     audit.add_argument("--reports", type=Path, default=None, help="output root (default: reports/)")
     audit.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
+    audit.add_argument("--endpoint", default=None, metavar="URL", help="with --model: query the model at this "
+                       "OpenAI-compatible server (vLLM, SGLang, llama.cpp, an API); --model is its name there")
+    audit.add_argument("--api-key-env", default=None, metavar="VAR", help="with --endpoint: the environment variable "
+                       "holding the API key (never written anywhere)")
+    audit.add_argument("--tokenizer", default=None, metavar="HUB_ID_OR_FOLDER", help="with --endpoint: where the "
+                       "model's tokenizer and chat template come from (default: --model)")
     verdict = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
     verdict.add_argument("report_dir", type=Path, help="the report folder of an audit (reports/<model>)")
     verdict.add_argument("--junit", type=Path, default=None, help="also write the verdicts as JUnit XML to this file")
@@ -124,15 +131,19 @@ def _audit(args: argparse.Namespace) -> Path:
         raise AuditError("give a params name or file (llmaudit audit NAME) or a model (llmaudit audit --model "
                          "HUB_ID_OR_FOLDER), one of the two")
     if args.model is None:
-        if args.profile or args.device or args.name or args.settings:
-            raise AuditError("--profile, --device, --name and --set go with --model: a params file sets them itself")
+        if args.profile or args.device or args.name or args.settings or args.endpoint:
+            raise AuditError("--profile, --device, --name, --set and --endpoint go with --model: a params file sets "
+                             "them itself")
         from llmaudit.runner.audit import run_audit
 
         return run_audit(args.params, chapters=args.chapter, **kwargs)
-    from llmaudit.runner.adhoc import audit_model
+    if args.endpoint is None and (args.api_key_env or args.tokenizer):
+        raise AuditError("--api-key-env and --tokenizer go with --endpoint URL")
+    from llmaudit.runner.adhoc import Served, audit_model
 
+    served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer)
     return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
-                       settings=args.settings or (), chapters=args.chapter, **kwargs)
+                       settings=args.settings or (), chapters=args.chapter, served=served, **kwargs)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def run_sampling(model: AuditModel, request: SampleRequest) -> Samples:
     tokens: list[torch.Tensor] = [torch.empty(0)] * len(calls)
     read = {name: [torch.empty(0)] * len(calls) for name in ("probs", "acts")}  # each call's texts' rows
     states: dict[int, dict[str, torch.Tensor]] = {}  # block -> text -> its states there
-    batches = list(call_batches(model.handle, calls, request.max_new_tokens, runtime.batch_tokens))
+    batches = (list(call_batches(model.handle, calls, request.max_new_tokens, runtime.batch_tokens))
+               if model.engine.can(Capability.STATES) else [[i] for i in range(len(calls))])  # an endpoint: by call
     for batch in tqdm(batches, desc=request.desc, disable=request.desc is None, leave=False):
         chosen = [calls[i] for i in batch]
         kept = [text for call in chosen for text in call.texts if text in wanting]

@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import ValidationError
@@ -25,6 +27,7 @@ PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct"
 PARAMS_FILE = "params.yaml"  # in the report folder of an audit of --model: the params it ran with
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")  # 'name' or 'org/name'
 PLACEMENT = ("dtype", "device", "device_map")  # what the profile's model section keeps for the audited model
+ENDPOINT_CHAPTERS = ("decision_tasks",)  # the chapters built to run on an endpoint so far (issue 53)
 
 
 def report_name(model: str) -> str:
@@ -67,17 +70,48 @@ def override(params: dict[str, Any], setting: str) -> None:
     node[last] = parse_yaml(value.encode("utf-8", "surrogateescape"), where)  # argv's undecodable bytes as they were
 
 
+@dataclass(frozen=True)
+class Served:
+    """`--endpoint URL`: the model is queried at this OpenAI-compatible server, with the API key in the environment
+    variable `api_key_env` (None: none), its tokenizer and chat template from `tokenizer` (None: the model's name)."""
+
+    url: str
+    api_key_env: str | None = None
+    tokenizer: str | None = None
+
+    def model_section(self, model: str) -> dict[str, Any]:
+        """The params' model section: the tokenizer's source, the endpoint, the model's name there, the key's
+        variable."""
+        if not self.url.startswith(("http://", "https://")) or not urlsplit(self.url).hostname:
+            raise ConfigError(f"--endpoint {clipped(self.url)}: give the server's http:// or https:// address, e.g. "
+                              "http://localhost:8000")
+        return {**model_source(self.tokenizer or model), "endpoint": self.url, "served": model} | (
+            {"api_key_env": self.api_key_env} if self.api_key_env else {})
+
+    def name(self, model: str) -> str:
+        """The report folder's name: the model's and the server's host, e.g. 'Qwen__Qwen3-8B-at-localhost-8000'."""
+        where = urlsplit(self.url)
+        return report_name(f"{model.replace('/', '__')}-at-{where.hostname}-{where.port or where.scheme}")
+
+
 def built_params(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
-                 settings: Sequence[str] = ()) -> dict[str, Any]:
-    """The shipped `profile`'s params for `model`: named `name` (default: after the model), its model section the
-    model with the profile's dtype and device (`device` if given), each chapter's section as another model's audit
-    reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in order."""
+                 settings: Sequence[str] = (), served: Served | None = None) -> dict[str, Any]:
+    """The shipped `profile`'s params for `model`: named `name` (default: after the model, and the host it is
+    served from), its model section the model with the profile's dtype and device (`device` if given), or the
+    endpoint that serves it with the chapters that run there (`ENDPOINT_CHAPTERS`), each chapter's section as
+    another model's audit reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in
+    order."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{clipped(profile)}' (known: {', '.join(PROFILES)})")
-    source, params = model_source(model), read_profile(PROFILES[profile])
+    params = read_profile(PROFILES[profile])
     placed = {key: value for key, value in params.get("model", {}).items() if key in PLACEMENT}
-    params["name"] = report_name(model) if name is None else name
-    params["model"] = {**source, **placed, **({"device": device} if device else {})}
+    if served is None:
+        params["name"] = report_name(model) if name is None else name
+        params["model"] = {**model_source(model), **placed, **({"device": device} if device else {})}
+    else:
+        params["name"] = served.name(model) if name is None else name
+        params["model"] = served.model_section(model)
+        params["chapters"] = list(ENDPOINT_CHAPTERS)
     for spec in CHAPTERS:
         section = params.get(spec.section or "")
         if spec.reused is not None and spec.section and isinstance(section, dict):
@@ -128,12 +162,12 @@ def _has_gpu() -> bool:
 
 
 def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
-                settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None
-                ) -> Path:
+                settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None,
+                served: Served | None = None) -> Path:
     """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
     name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
     report path."""
-    raw = built_params(model, profile=profile, device=device, name=name, settings=settings)
+    raw = built_params(model, profile=profile, device=device, name=name, settings=settings, served=served)
     try:
         params = Params.model_validate(raw)
     except ValidationError as err:

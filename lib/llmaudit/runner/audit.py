@@ -179,10 +179,11 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
 
 def _engine_can_run(chapter: str, params) -> None:
     """Refuse, before any chapter runs, a chapter that needs what the model's engine cannot do."""
-    engine, can = can_run(remote=params.model.remote)
+    engine, can = can_run(remote=params.model.remote, endpoint=params.model.endpoint is not None)
     missing = [str(need) for need in chapter_spec(chapter).needs(params) if need not in can]
     if missing:
-        where = "a remote model" if params.model.remote else "this model"
+        where = ("a model behind an endpoint" if params.model.endpoint is not None
+                 else "a remote model" if params.model.remote else "this model")
         raise ConfigError(f"chapter {chapter} needs {' and '.join(missing)}, which the {engine} engine of {where} "
                           f"cannot give: leave {chapter} out of the params' chapters")
 

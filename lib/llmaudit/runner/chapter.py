@@ -20,6 +20,8 @@ from llmaudit.errors import AuditError
 from llmaudit.formats import missing
 from llmaudit.ledger import ledger_path
 from llmaudit.models import AuditModel, load_model
+from llmaudit.models.endpoint.ledger import FOLDER as REQUESTS
+from llmaudit.models.endpoint.model import EndpointModel
 from llmaudit.models.request import Runtime
 from llmaudit.models.vector import SteeringVector
 from llmaudit.paths import REPO
@@ -57,6 +59,8 @@ class Chapter:
         model.runtime = Runtime(cache=self.cache, batch_tokens=self.params.batch_tokens,
                                 lambda_batch=self.params.tasks.lambda_batch)
         model.ledger.path = ledger_path(self.report_dir, self.name)
+        if isinstance(model, EndpointModel):  # its exchanges, the cache a resumed audit reads
+            model.requests.path = self.report_dir / REQUESTS / f"{self.name}.jsonl"
         write_model(self.report_dir, {**model.provenance, **model.identity, "blocks": model.n_layers,
                                       "width": model.width})
         return model

@@ -30,12 +30,13 @@ BAND = (-0.5, 0.5)  # scores below / above are the negative / positive contrast,
 class Dependence:
     """One task's dependence measurements: its task-relevant concept, the vector extracted for it, the contrast
     prompts scored (columns case, group, metric, mass, prompt, lam = the concept score) and the white-box prompts
-    swept along the vector (as `TaskRunner.white_box` gives them)."""
+    swept along the vector (as `TaskRunner.white_box` gives them); a model that cannot be steered has the black-box
+    measurements alone (`vector`, `white` None)."""
 
     concept: str
-    vector: SteeringVector
+    vector: SteeringVector | None
     black: pd.DataFrame
-    white: pd.DataFrame
+    white: pd.DataFrame | None
 
 
 def task_vector(name: str, layer: int, acts: torch.Tensor, scores: torch.Tensor) -> SteeringVector:
@@ -55,3 +56,10 @@ def measure(name: str, concept: str, layer: int, items: Sequence[TaskItem], scor
     scores = torch.tensor([item.meta["score"] for item in items], dtype=torch.float32)
     vector = task_vector(f"{name}_{concept.split()[0]}", layer, acts, scores)
     return Dependence(concept, vector, scored.assign(lam=scores.numpy()), sweep(vector))
+
+
+def measured(concept: str, items: Sequence[TaskItem], scored: pd.DataFrame) -> Dependence:
+    """The black-box dependence measurements alone, of a model that cannot be steered: the contrast `items` as
+    scored, each at its concept score."""
+    scores = torch.tensor([item.meta["score"] for item in items], dtype=torch.float32)
+    return Dependence(concept, None, scored.assign(lam=scores.numpy()), None)

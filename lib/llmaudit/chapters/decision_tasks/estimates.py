@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
+from llmaudit.capabilities import NO_WEIGHTS
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
-from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, competence, method
+from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, competence, method
 from llmaudit.findings import results_frame
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
@@ -48,14 +50,21 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     """Every task's estimates; the results per task: its estimates of `ESTIMATES` it has, its answer mass, then its
     competence where it has one."""
     competences = {name: audit.competence(boot, seed) for name, audit in audits.items()}
-    rows, found = [], []
+    rows: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     for name, audit in audits.items():
         drawn = {"black-box explicit": audit.gap("explicit", boot, seed),
-                 "black-box implicit": audit.gap("implicit", boot, seed),
-                 "white-box slope": audit.slope(boot, seed), "white-box exact at 0": audit.slope_at_zero(boot, seed),
-                 "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
-                 "white-box concept removed": audit.removed_slope(boot, seed)}
-        if per_dialect(audit):
+                 "black-box implicit": audit.gap("implicit", boot, seed)}
+        if audit.sweep is None:  # not steered: the verdict page's white-box tests say why
+            found += [{"name": method(name, test), "value": None, "note": NO_WEIGHTS}
+                      for test in (Method.WHITEBOX_SLOPE, Method.WHITEBOX_DEPENDENCE)
+                      if test == Method.WHITEBOX_SLOPE or audit.dependence is not None]
+        else:
+            drawn |= {"white-box slope": audit.slope(boot, seed),
+                      "white-box exact at 0": audit.slope_at_zero(boot, seed),
+                      "white-box Eq. 2": audit.slope_at_zero(boot, seed, "eq2"),
+                      "white-box concept removed": audit.removed_slope(boot, seed)}
+        if audit.sweep is not None and per_dialect(audit):
             drawn |= {f"white-box {speakers.upper()} speakers": audit.slope(boot, seed, group)
                       for group, speakers in DIALECTS.items()}
         drawn |= {f"{kind} dependence": est for kind, est in audit.dependence_slopes(boot, seed).items()}
@@ -89,8 +98,9 @@ def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> p
         if audit.dependence is None:
             continue
         slopes = audit.dependence_slopes(boot, seed)
-        rows[name] = {"concept": audit.dependence.concept, "layer": audit.dependence.vector.layer,
-                      "k": audit.dependence.vector.k,
+        vector = audit.dependence.vector
+        rows[name] = {"concept": audit.dependence.concept, "layer": None if vector is None else vector.layer,
+                      "k": None if vector is None else vector.k,
                       **{f"{kind} {part}": getattr(est, part) for kind, est in slopes.items()
                          for part in ("value", "lo", "hi")}}
     return pd.DataFrame(rows).T

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from llmaudit.chapters.decision_tasks.base import SampledTask, Task, TaskItem, answer_ids, metric
-from llmaudit.chapters.decision_tasks.dependence import Dependence, measure
+from llmaudit.chapters.decision_tasks.dependence import Dependence, measure, measured
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
@@ -33,14 +33,25 @@ class TaskAudit:
     """Black-box and white-box results of one task under one steering vector, and the estimates drawn from them:
     `white` sweeps the paper's white-box prompts (column group: the implicit signal they keep, '' where none),
     `removed` the prompts with the concept removed (None where they are the white-box prompts), `dependence` the
-    task-relevant concept's tests (None where the task has none or they were not run)."""
+    task-relevant concept's tests (None where the task has none or they were not run). A model whose engine cannot
+    steer (`Engine.steers`: an endpoint) has no vector and no white-box sweep (`steering`, `sweep` None)."""
 
     task: Task
-    vector: SteeringVector
+    steering: SteeringVector | None
     black: dict[str, pd.DataFrame]
-    white: pd.DataFrame
+    sweep: pd.DataFrame | None
     removed: pd.DataFrame | None = None
     dependence: Dependence | None = None
+
+    @property
+    def vector(self) -> SteeringVector:
+        """The vector that steered the white-box prompts (a steered audit's)."""
+        return required(self.steering, "the steering vector")
+
+    @property
+    def white(self) -> pd.DataFrame:
+        """The white-box sweep (a steered audit's)."""
+        return required(self.sweep, "the white-box sweep")
 
     def gap(self, variant: str, n_boot: int, seed: int) -> Estimate | None:
         """Black-box bias: mean metric of group A minus group B (female - male, Black - White), paired by case;
@@ -74,18 +85,20 @@ class TaskAudit:
         """An exact derivative at lambda = 0 (forward mode) averaged over each case's prompts, then over cases:
         `slope0` at the projection-edited point along k v, `eq2` (main paper Eq. 2) at the unedited state along the
         unit vector; None where the audit did not take it (`TaskRunner.audit(exact=True)`, local models)."""
-        if column not in self.white:
+        if self.sweep is None or column not in self.sweep:
             return None
         per_case = self.white[self.white["lam"] == self.white["lam"].iloc[0]].groupby("case")[column].mean()
         return bootstrap_mean(per_case.to_numpy(), n_boot, seed)
 
     def dependence_slopes(self, n_boot: int, seed: int) -> dict[str, Estimate]:
         """The dependence tests' scores: black-box (metric per unit of the concept score) and white-box (metric per
-        unit lambda along the task vector); empty where the task has no dependence measurements."""
+        unit lambda along the task vector, where the model was steered); empty where the task has no dependence
+        measurements."""
         if self.dependence is None:
             return {}
-        return {"black-box": sweep_slope(self.dependence.black, n_boot=n_boot, seed=seed),
-                "white-box": sweep_slope(self.dependence.white, n_boot=n_boot, seed=seed)}
+        white = self.dependence.white
+        return {"black-box": sweep_slope(self.dependence.black, n_boot=n_boot, seed=seed)} | (
+            {} if white is None else {"white-box": sweep_slope(white, n_boot=n_boot, seed=seed)})
 
     def curve(self, group: str | None = None) -> pd.DataFrame:
         """Mean metric per lambda with a normal 95% interval over cases (of one `group`'s prompts, if given)."""
@@ -102,7 +115,7 @@ class TaskAudit:
 
     def mass(self) -> float:
         """Mean probability the model puts on the answer words at all (low: it barely answers)."""
-        return float(pd.concat([*self.black.values(), self.white])["mass"].mean())
+        return float(pd.concat([*self.black.values(), *([] if self.sweep is None else [self.sweep])])["mass"].mean())
 
     def case_gaps(self, variant: str) -> pd.Series:
         """Per case (index), metric(group A) - metric(group B) of a black-box variant, exactly the values whose mean
@@ -133,10 +146,10 @@ class TaskAudit:
             if variant in keys and variant in self.black:
                 frame = self.black[variant]
                 parts.append(case_records(frame, keys[variant], self.case_gaps(variant), group=frame["group"]))
-        swept = {"slope": self.white} | ({} if self.dependence is None else {
+        swept = {"slope": self.sweep} | ({} if self.dependence is None else {
             "dependence_black": self.dependence.black, "dependence_white": self.dependence.white})
         for key, frame in swept.items():
-            if key in keys:
+            if key in keys and frame is not None:
                 parts.append(case_records(frame, keys[key], case_slopes(frame), lam=frame["lam"]))
         return pd.concat(parts, ignore_index=True) if parts else empty_records()
 
@@ -152,28 +165,34 @@ class TaskRunner:
     mirror: Path | None = None
     vectors: tuple[SteeringVector, ...] = ()
 
-    def audit(self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
+    def audit(self, task: Task, vector: SteeringVector | None, lambdas: Sequence[float], n: int | None,
               projection: bool = True, exact: bool = False, dependence: bool = False) -> TaskAudit:
         """The task black-box (explicit and implicit variants) and white-box (the paper's white-box prompts swept
         along `vector`, with the projection edit or the additive one, and with `exact` the derivatives at lambda =
         0), on the same cases whichever vector steers them; with `dependence`, also the concept removed from the
-        prompt and the task-relevant concept's dependence measurements (at `vector`'s block)."""
+        prompt and the task-relevant concept's dependence measurements (at `vector`'s block). Without a vector
+        (a model whose engine cannot steer, `Engine.steers`), the black-box parts alone."""
         exclude = self.held_out(task)
-        swept = self._prompts(task.items("whitebox", n, self.seed, self.mirror, exclude))
+        swept = self._prompts(task.items("whitebox", n, self.seed, self.mirror, exclude)) if vector else []
         black = {variant: self.black_box(task, variant, n, exclude, swept) for variant in task.black_box_variants}
+        if vector is None:
+            return TaskAudit(task, None, black, None, None,
+                             self.dependence(task, None, lambdas, n, exclude) if dependence else None)
         white = self.white_box(task, vector, lambdas, n, exclude, projection, exact)
         if not dependence:
             return TaskAudit(task, vector, black, white)
         removed = self.removed(task, vector, lambdas, n, exclude, white)
         return TaskAudit(task, vector, black, white, removed, self.dependence(task, vector.layer, lambdas, n, exclude))
 
-    def dependence(self, task: Task, layer: int, lambdas: Sequence[float], n: int | None,
+    def dependence(self, task: Task, layer: int | None, lambdas: Sequence[float], n: int | None,
                    exclude: Collection[int]) -> Dependence | None:
         """The task's dependence measurements on the cases its audit draws, its task vector fitted at block `layer`
-        (None: the task has no task-relevant concept)."""
+        (None: the black-box test alone; the result None: the task has no task-relevant concept)."""
         if task.relevant is None or not isinstance(task, SampledTask):
             return None
         items = task.contrasts(n, self.seed, self.mirror, exclude)
+        if layer is None:
+            return measured(task.relevant, items, self.score(items, task.answers, f"{task.name} contrasts"))
         scored, acts = self.score_states(items, task.answers, f"{task.name} contrasts", layer)
         return measure(task.name, task.relevant, layer, items, scored, acts,
                        lambda vector: self.white_box(task, vector, lambdas, n, exclude))

@@ -9,13 +9,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.chapters.steering_vectors.concept import poles
 from llmaudit.errors import AuditError
 from llmaudit.sections import Section, at_least, coefficients, sizes
-from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, Sign, VerdictTest, result
+from llmaudit.spec import ChapterSpec, Epsilon, Gate, Headline, Result, Sign, VerdictTest, probabilities_only, result
 
 BOOTSTRAP_LIMIT = 100_000
 COMPETENCE = "competence"  # a score whose chance level is 0: accuracy minus chance, or r with the decisive fact
@@ -261,4 +260,4 @@ CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
                       section="tasks", params=TaskParams, verdict_tests=_tests, answers=_answers, gates=GATES,
                       results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)),
-                      needs=lambda params: (Capability.PROBABILITIES, Capability.STATES, Capability.EDITS))
+                      needs=probabilities_only)  # the white-box parts where the engine steers (`Engine.steers`)

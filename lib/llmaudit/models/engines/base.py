@@ -56,6 +56,12 @@ class Engine(ABC):
         """Whether this engine can answer requests that need `capability`."""
         return capability in self.capabilities
 
+    @property
+    def steers(self) -> bool:
+        """Whether this engine runs a chapter's white-box parts: block outputs and steering edits (an endpoint's
+        cannot: it exposes no weights)."""
+        return self.can(Capability.STATES) and self.can(Capability.EDITS)
+
     @abstractmethod
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
               batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:

@@ -1,5 +1,6 @@
 """The one place an engine is chosen, once per model as it loads: the traced engine for a remote model, the fast
-engines for a local family in `architectures.FAST`, else the plain engine."""
+engines for a local family in `architectures.FAST`, else the plain engine (a model behind an endpoint has its own,
+`engines.endpoint`, built with the endpoint's probe)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from llmaudit.models.engines.plain import PlainEngine
 from llmaudit.models.engines.traced import TracedEngine
 from llmaudit.models.loading.architectures import FAST
 
+ENDPOINT = frozenset({Capability.PROBABILITIES, Capability.SAMPLING})  # at best: `engines.endpoint` has no weights
+
 
 def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
     """The engine that runs model `name` from its `parts`: traced for a remote model, else by its family."""
@@ -18,9 +21,12 @@ def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
     return _local(name, parts)
 
 
-def can_run(*, remote: bool) -> tuple[str, frozenset[Capability]]:
+def can_run(*, remote: bool, endpoint: bool = False) -> tuple[str, frozenset[Capability]]:
     """Before the model loads: the engine's name and what every engine a model so placed may get can do (a local
-    model's family decides between the fast and the plain engine, which the chapters need alike)."""
+    model's family decides between the fast and the plain engine, which the chapters need alike; an endpoint's
+    probe decides whether it reads probabilities, which it can at best)."""
+    if endpoint:
+        return "endpoint", ENDPOINT
     if remote:
         return TracedEngine.name, TracedEngine.capabilities
     return "local", FastEngine.capabilities & PlainEngine.capabilities

@@ -28,6 +28,8 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     from nnsight import TransformersModel
 
     started = time.perf_counter()
+    if spec.endpoint:
+        return _endpoint(name, spec)
     if spec.remote:
         lm, hf = _remote(spec), None
         tokenizer = lm.tokenizer
@@ -53,22 +55,7 @@ def _local(spec: ModelSpec):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = DTYPES[spec.dtype]
-    folder: str | None
-    source: dict[str, str | None]
-    if spec.embedded or spec.embedded_parts:
-        if spec.embedded:
-            gguf = locate_gguf(spec.embedded)
-        else:
-            assert spec.sha256 is not None  # ModelSpec requires the sha256 of embedded_parts
-            gguf = join_parts(spec.embedded_parts, spec.sha256)
-        folder, sha = _embedded_folder(gguf)
-        source = {"source": f"embedded:{spec.embedded or ' + '.join(spec.embedded_parts)}", "sha256": sha}
-    else:
-        folder = spec.path or spec.hf
-        assert folder is not None  # ModelSpec requires exactly one source
-        if spec.path and not (Path(spec.path) / "config.json").is_file():
-            raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
-        source = {"source": folder, "sha256": _weights_sha256(Path(spec.path)) if spec.path else None}
+    folder, source = _source(spec)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
         hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
@@ -85,6 +72,49 @@ def _local(spec: ModelSpec):
         hf.to(spec.device)  # type: ignore[arg-type]  # transformers types its @wraps(Module.to) as unbound
     hf.eval()
     return hf, tokenizer, source
+
+
+def _source(spec: ModelSpec) -> tuple[str, dict[str, str | None]]:
+    """The folder the model's files load from (an embedded GGUF's converted copy) and where they came from."""
+    folder: str | None
+    source: dict[str, str | None]
+    if spec.embedded or spec.embedded_parts:
+        if spec.embedded:
+            gguf = locate_gguf(spec.embedded)
+        else:
+            assert spec.sha256 is not None  # ModelSpec requires the sha256 of embedded_parts
+            gguf = join_parts(spec.embedded_parts, spec.sha256)
+        folder, sha = _embedded_folder(gguf)
+        source = {"source": f"embedded:{spec.embedded or ' + '.join(spec.embedded_parts)}", "sha256": sha}
+    else:
+        folder = spec.path or spec.hf
+        assert folder is not None  # ModelSpec requires exactly one source
+        if spec.path and not (Path(spec.path) / "config.json").is_file():
+            raise ConfigError(f"model path '{spec.path}' is not a folder with config.json and weights")
+        source = {"source": folder, "sha256": _weights_sha256(Path(spec.path)) if spec.path else None}
+    return folder, source
+
+
+def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
+    """The model behind `spec.endpoint`, with the tokenizer and chat template of the params' source (no weights
+    load: an embedded GGUF is converted once, as locally, for its tokenizer)."""
+    from transformers import AutoTokenizer
+
+    from llmaudit.models.endpoint.client import Endpoint
+    from llmaudit.models.endpoint.model import EndpointModel
+
+    folder, source = _source(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise _unreachable(folder, err, "the endpoint's model needs its tokenizer: give model.hf or model.path") \
+            from None
+    endpoint = Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
+                        timeout=spec.timeout, retries=spec.retries)
+    return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs,
+                         provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
+                         system_prompt=spec.system_prompt, chat_template=spec.chat_template,
+                         template_options=spec.template_options)
 
 
 def _weights_sha256(folder: Path) -> str:

@@ -21,7 +21,8 @@ class ModelSpec(Section):
     `chat_template: false` and read prompts as plain text; `template_options` go to the chat template as its keyword
     arguments (Qwen3: `enable_thinking: false`, so that the answer follows the assistant tag). `device_map` spreads a
     model too large for one GPU over the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF
-    through nnsight, on the server at `host` (NDIF's public service when unset)."""
+    through nnsight, on the server at `host` (NDIF's public service when unset). With `endpoint` the model is queried
+    over an OpenAI-compatible API (`models.endpoint`) and the source gives only its tokenizer and chat template."""
 
     embedded: str | None = None
     embedded_parts: list[str] = []
@@ -37,6 +38,12 @@ class ModelSpec(Section):
     host: str | None = None  # the NDIF server's address for remote: true (default: NDIF's public service)
     trust_remote_code: bool = False
     system_prompt: str | None = None
+    endpoint: str | None = None  # an OpenAI-compatible server's URL, where the model is queried
+    served: str | None = None  # the model's name on that server (default: the hf id)
+    api_key_env: str | None = None  # the environment variable holding the endpoint's API key (None: no key)
+    logprobs: int = 20  # the log-probabilities per token asked of the endpoint (its window; 20: hosted APIs' limit)
+    timeout: float = 60.0  # seconds one request to the endpoint may take
+    retries: int = 5  # retries of a request the endpoint failed (429, 5xx, timeouts), with backoff
 
     @field_validator("embedded")
     @classmethod
@@ -63,6 +70,13 @@ class ModelSpec(Section):
             raise ValueError("remote: true needs an hf id (NDIF serves hub models)")
         if self.host is not None and not (self.remote and self.host.startswith(("http://", "https://"))):
             raise ValueError("host is the NDIF server's http:// or https:// address, for remote: true only")
+        if self.endpoint is not None and (self.remote or self.device_map
+                                          or not self.endpoint.startswith(("http://", "https://"))):
+            raise ValueError("endpoint is an http:// or https:// server address, without remote or device_map")
+        if self.endpoint is None and (self.served or self.api_key_env):
+            raise ValueError("served and api_key_env go with endpoint")
+        if not (1 <= self.logprobs <= 100_000 and self.timeout > 0 and 0 <= self.retries <= 100):
+            raise ValueError("logprobs is in [1, 100000], timeout positive, retries in [0, 100]")
         if self.device_map and (self.embedded or self.embedded_parts or self.remote):
             raise ValueError("device_map places hub or local transformers weights: not embedded or remote models")
         return self

@@ -1,0 +1,102 @@
+"""One exchange with an endpoint's `/v1/completions`, through the maintained `openai` client: its retries (bounded,
+exponential backoff on 408, 409, 429 and 5xx and on timeouts, honouring `Retry-After`) and its timeout; a request that
+still fails, or a reply that is not the JSON of a completion, ends in one AuditError line naming the endpoint. The API
+key comes only from the environment variable the params name and is never part of what an exchange returns."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from llmaudit.errors import AuditError, ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoint:
+    """Where the model is served: the server's base URL (up to, not including, `/v1`), the model's name there, the
+    environment variable holding the API key (None: no key), the seconds one attempt may take and the retries after
+    the first attempt."""
+
+    url: str
+    model: str
+    api_key_env: str | None = None
+    timeout: float = 60.0
+    retries: int = 5
+
+    @property
+    def base(self) -> str:
+        """The OpenAI base URL, `<url>/v1`."""
+        url = self.url.rstrip("/")
+        return url if url.endswith("/v1") else f"{url}/v1"
+
+
+def key_of(endpoint: Endpoint) -> str:
+    """The API key from the environment variable `endpoint.api_key_env` ('' where none is named); a named variable
+    that is unset or empty is a one-line ConfigError."""
+    if endpoint.api_key_env is None:
+        return ""
+    key = os.environ.get(endpoint.api_key_env, "")
+    if not key:
+        raise ConfigError(f"the API key's environment variable {endpoint.api_key_env} is unset or empty: export it, or "
+                          "name another with --api-key-env")
+    return key
+
+
+class Client:
+    """POSTs completions to one endpoint and returns each exchange as a record for the request ledger."""
+
+    def __init__(self, endpoint: Endpoint):
+        import openai
+
+        self.endpoint = endpoint
+        # the client wants some key: a keyless local server is sent a placeholder, never written anywhere
+        self._openai = openai.OpenAI(base_url=endpoint.base, api_key=key_of(endpoint) or "no-key",
+                                     timeout=endpoint.timeout, max_retries=endpoint.retries)
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` (the completion's parameters, `model` included) and return the exchange: the body sent, the
+        reply's JSON, its HTTP status, latency in seconds, retries taken, `system_fingerprint`, the server's version
+        headers and the UTC date."""
+        import openai
+
+        extra = {name: body[name] for name in body if name not in _OPENAI_FIELDS}
+        known = {name: value for name, value in body.items() if name in _OPENAI_FIELDS}
+        started, date = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            raw = self._openai.completions.with_raw_response.create(**known, extra_body=extra or None)
+        except openai.APIStatusError as err:
+            raise self._failed(f"HTTP {err.status_code} after {self.endpoint.retries} retries "
+                               f"({_first_line(err.message)})") from None
+        except openai.APITimeoutError:
+            raise self._failed(f"no reply within {self.endpoint.timeout:g} s, {self.endpoint.retries} retries") \
+                from None
+        except openai.APIConnectionError as err:
+            raise self._failed(f"cannot connect ({_first_line(str(err.__cause__ or err))})") from None
+        latency = time.perf_counter() - started
+        try:
+            reply = raw.http_response.json()
+            reply["choices"][0]["text"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise self._failed(f"the reply is not a completion's JSON (HTTP {raw.status_code}, "
+                               f"{_first_line(raw.http_response.text)[:80]!r})") from None
+        headers = {name: value for name, value in raw.headers.items() if "version" in name or name == "server"}
+        return {"body": body, "response": reply, "status": raw.status_code, "latency": round(latency, 4),
+                "retries": raw.retries_taken, "system_fingerprint": reply.get("system_fingerprint"),
+                "headers": headers, "date": date}
+
+    def _failed(self, why: str) -> AuditError:
+        """The one line a failed request ends in."""
+        return AuditError(f"endpoint {self.endpoint.base}, model {self.endpoint.model}: {why}: check the server "
+                          "(finished requests are kept in the request ledger; rerun to go on)")
+
+
+_OPENAI_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "logprobs", "n", "stop"}
+
+
+def _first_line(text: str) -> str:
+    """The first line of a message, for the one-line error."""
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else "no message"

@@ -1,0 +1,78 @@
+"""Real servers the endpoint tests start and stop on a free local port: `transformers serve` over a model folder,
+llama-cpp-python's OpenAI-compatible server over a GGUF."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+STARTUP = 90  # seconds a server may take to answer /health before its tests are skipped
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def transformers_serve(folder: Path, log: Path) -> Iterator[str]:
+    """`transformers serve` preloading the model in `folder`; yields its base URL; skips the test where it cannot
+    start (the serving extra missing, or no answer within STARTUP seconds)."""
+    command = Path(sys.executable).parent / "transformers"
+    if not command.exists():
+        pytest.skip("transformers serve is not installed (pip install 'transformers[serving]')")
+    with _served([str(command), "serve", str(folder), "--device", "cpu", "--host", "127.0.0.1", "--port"], log,
+                 "/health") as url:
+        yield url
+
+
+@contextmanager
+def llama_cpp_server(gguf: Path, log: Path) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server over `gguf`; yields its base URL; skips the test where it is not
+    installed (make test-endpoints builds it) or does not start."""
+    try:
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        pytest.skip("llama-cpp-python's server is not installed: pip install 'llama-cpp-python[server]'")
+    with _served([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+                  "--logits_all", "true", "--n_ctx", "2048", "--port"], log, "/v1/models") as url:
+        yield url
+
+
+@contextmanager
+def _served(command: list[str], log: Path, health: str) -> Iterator[str]:
+    """A server started by `command` followed by a free port; yields its base URL once GET `health` answers."""
+    port = free_port()
+    with log.open("w") as out:
+        server = subprocess.Popen([*command, str(port)], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not _healthy(url + health, server):
+            pytest.skip(f"{command[0]} did not start within {STARTUP} s: {log.read_text()[-300:]}")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _healthy(url: str, server: subprocess.Popen) -> bool:
+    """Whether the server answers GET `url` before it exits or STARTUP seconds pass."""
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False

@@ -1,0 +1,43 @@
+"""The default model's black-box decision rows through llama-cpp-python's OpenAI-compatible server (started here over
+the packaged GGUF) against the local engine: the same prompts, the answer words read from the server's top-k
+log-probabilities. llama.cpp computes on the quantized weights, the local engine on their float32 de-quantization,
+so the rows agree within a tolerance, TOLERANCE, measured (make test-endpoints; deselected by default)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks.evaluate import TaskRunner
+from llmaudit.models import load_model
+from llmaudit.models.endpoint.modes import Mode
+from llmaudit.models.loading.embedded import locate_gguf
+from llmaudit.models.loading.spec import ModelSpec
+from llmaudit.models.loading.standin import DEFAULT_GGUF
+from servers import llama_cpp_server
+
+pytestmark = pytest.mark.llama_server
+TOLERANCE = 0.1  # of a case's metric, a probability: measured largest 0.076 (judicial_conviction, 4 cases, 2026-11-27)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    with llama_cpp_server(locate_gguf(DEFAULT_GGUF), tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url
+
+
+@pytest.mark.parametrize("task", ["credit", "admissions_gender", "judicial_conviction"])
+def test_black_box_rows_agree_with_the_local_engine(served, mirror, task, tmp_path):
+    local = load_model("smollm2", ModelSpec(embedded=DEFAULT_GGUF))
+    remote = load_model("smollm2", ModelSpec(embedded=DEFAULT_GGUF, endpoint=served, served="smollm2"))
+    remote.requests.path = tmp_path / "requests" / "decision_tasks.jsonl"
+    assert not remote.engine.steers
+    rows = {name: TaskRunner(model, 0, mirror).black_box(TASKS[task], "explicit", 4)
+            for name, model in (("local", local), ("endpoint", remote))}
+    assert list(rows["local"]["prompt"]) == list(rows["endpoint"]["prompt"])
+    difference = (rows["local"]["metric"] - rows["endpoint"]["metric"]).abs().max()
+    mass = (rows["local"]["mass"] - rows["endpoint"]["mass"]).abs().max()
+    print(f"{task}: mode {remote.engine.mode}, largest metric difference {difference:.4f}, mass {mass:.4f} over "
+          f"{len(rows['local'])} prompts")
+    assert remote.engine.mode == Mode.EXACT  # every answer word in the server's window of 20
+    assert difference < TOLERANCE
