@@ -249,15 +249,9 @@ class TaskRunner:
     @staticmethod
     def _scored(items: Sequence[TaskItem], texts: Sequence[str], probs: torch.Tensor) -> pd.DataFrame:
         """Per item: case, group, metric, answer mass and prompt text, from its answers' probabilities."""
-        return pd.DataFrame(
-            {
-                "case": [item.case for item in items],
-                "group": [item.group for item in items],
-                "metric": metric(probs, [item.target for item in items]).numpy(),
-                "mass": probs.sum(-1).numpy(),
-                "prompt": list(texts),
-            }
-        )
+        return pd.DataFrame({"case": [item.case for item in items], "group": [item.group for item in items],
+                             "metric": metric(probs, [item.target for item in items]).numpy(),
+                             "mass": probs.sum(-1).numpy(), "prompt": list(texts)})
 
     def white_box(
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,
