@@ -37,7 +37,7 @@ table.answer td.test p { margin: 0 0 .3rem; }
 table.answer .small { display: block; color: var(--muted); font-variant-numeric: tabular-nums; }
 #answer p.bottom-line { font-size: 1.05rem; margin: 0 0 .5rem; max-width: 60rem; }
 ul.tests { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: .25rem .75rem; }
-ul.tests li { white-space: nowrap; font-size: .8rem; }
+ul.tests li { font-size: .8rem; }  /* a long label wraps within its fixed-width column */
 ul.tests a { color: inherit; text-decoration: none; }
 #answer div.limits { max-width: 60rem; font-size: .9rem; }
 #answer div.limits h3 { font-size: 1rem; margin: .5rem 0 .25rem; }
