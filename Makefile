@@ -54,7 +54,8 @@ lint: install
 test: install lint
 	$(PY) -m pytest $(NBVAL) tests
 
-# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~16 min.
+# The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~30 min at
+# one thread.
 # -s: the runner's per-chapter lines and each chapter's progress bars (at most one line a minute) show where a run is.
 scale-test: install
 	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m scale tests/scale

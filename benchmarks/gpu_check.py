@@ -185,7 +185,7 @@ def workloads(model: AuditModel, n: int
                                                                      edit=Edit(vector=vector, lambdas=()),
                                                                      targets=[0] * len(cases))),
         "sample": first_batch(framing, sizes.max_new_tokens),
-        "sample@markedness": first_batch(marked, run.max_new_tokens, run.temperature),
+        "sample@markedness": first_batch(marked, run.max_new_tokens, run.decoding.temperature),
     }, sentences, framing
 
 

@@ -17,7 +17,10 @@ def test_readme_is_short_and_opens_on_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert len(text.encode("utf-8")) <= 6 * 1024
     assert "make audit   # installs into .venv" in text and "make test    # installs into .venv" in text
-    assert "make test" in (REPO / ".ci" / "run").read_text(encoding="utf-8")  # what CI runs is what it says
+    assert "make check" in (REPO / ".ci" / "run").read_text(encoding="utf-8")  # what CI runs is what it says
+    assert "`make check`" in text  # and the README says CI runs it
+    check = (REPO / "Makefile").read_text(encoding="utf-8").split("\ncheck:")[1].split("\n\n")[0]
+    assert "scale-test" in check and " test;" in check  # which runs the tests and the scale test
 
 
 def test_readme_links_resolve() -> None:

@@ -6,9 +6,9 @@ their presence.
 
 Random weights read concepts weakly: as for a small model, the vectors use normalised scores and quantile splits
 (`config.standin_params`). The similarity chapter runs a stratified share of BBQ and StereoSet, and markedness each
-group's name alone (SIMILARITY and the markedness override below say why); every other size is the profile's. About 16
-minutes on two quiet CPU cores (markedness about 7 of them); `make scale-test` runs it (CI runs it after `make test`:
-about 27 minutes in all from a fresh clone, install included)."""
+group's name alone (SIMILARITY and the markedness override below say why); every other size is the profile's. About 30
+minutes at one thread (decision tasks about 12 of them, markedness 6 to 9); `make scale-test` runs it, and CI's `make
+check` runs it beside `make test`, one thread each: 33 minutes in all from a fresh clone, install included."""
 
 from __future__ import annotations
 

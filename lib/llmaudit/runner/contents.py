@@ -1,7 +1,7 @@
 """The book's table of contents, built from the registered chapters: the introduction, each chapter as the default
 model's executed notebook (numbered 1, 2, ..., so figures and equations read 2.1), the audited-models index the
-chapters lead up to, then the reference pages (running, verdicts, guarantees, engines, extending) and the glossary
-the chapters' terms link to. `python -m llmaudit.runner.contents [FILE]` writes it (default _toc.yml),
+chapters lead up to, then the reference pages (running, verdicts, guarantees, engines, endpoints, extending) and the
+glossary the chapters' terms link to. `python -m llmaudit.runner.contents [FILE]` writes it (default _toc.yml),
 as `make book` does before each build, and stops with one line when the audit has not written the pages yet;
 with `--toc-only` it writes the file whatever pages exist (after registering a chapter, with no audit at hand)."""
 
@@ -19,7 +19,8 @@ DEFAULT_MODEL = "smollm2-135m-instruct"  # the model whose executed chapters the
 INDEX = "reports/index"  # the audited-models page every audit rewrites (llmaudit.report.index.build_index)
 GLOSSARY = "book/glossary"  # the {glossary} page every chapter's {term} roles resolve to
 REFERENCE = "book/reference/index"  # the tool's reference: what moved out of the README
-REFERENCE_PAGES = ("running", "verdicts", "guarantees", "engines", "extending")  # its sections, in reading order
+# the Reference part's sections, in reading order
+REFERENCE_PAGES = ("running", "verdicts", "guarantees", "engines", "endpoints", "extending")
 
 
 def chapter_pages(model: str = DEFAULT_MODEL) -> list[str]:
