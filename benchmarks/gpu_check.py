@@ -42,6 +42,7 @@ from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.loading import architectures
 from llmaudit.models.loading.standin import SHAPES, tokenizer_folder
 from llmaudit.models.memory import AUTO, batch_budget
@@ -51,7 +52,6 @@ from llmaudit.models.request import Edit, Request, Runtime, SampleCall, SampleRe
 from llmaudit.models.sampling.batched import sample_calls
 from llmaudit.models.sampling.plain_sampling import generated
 from llmaudit.models.sampling.sample_batches import call_batches
-from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 PROFILE = "llama-3.1-8b-instruct"
@@ -179,11 +179,11 @@ def workloads(model: AuditModel, n: int
     return {
         "prefix": lambda budget: [forward_shared_prefix(model.handle, t, answer_ids(model.tokenizer, LABELS),
                                                         batch_tokens=budget) for t in (sentences, templated, cases)],
-        "sweep": lambda budget: run_pass(bound(budget), Request(texts=cases, labels=labels,
-                                                                edit=Edit(vector=vector, lambdas=LAMBDAS))),
-        "derivative": lambda budget: run_pass(bound(budget), Request(texts=cases, labels=labels,
-                                                                     edit=Edit(vector=vector, lambdas=()),
-                                                                     targets=[0] * len(cases))),
+        "sweep": lambda budget: ask(bound(budget), Request(texts=cases, labels=labels,
+                                                           edit=Edit(vector=vector, lambdas=LAMBDAS))),
+        "derivative": lambda budget: ask(bound(budget), Request(texts=cases, labels=labels,
+                                                                edit=Edit(vector=vector, lambdas=()),
+                                                                targets=[0] * len(cases))),
         "sample": first_batch(framing, sizes.max_new_tokens),
         "sample@markedness": first_batch(marked, run.max_new_tokens, run.decoding.temperature),
     }, sentences, framing

@@ -16,9 +16,9 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import REPO, load_params
 from llmaudit.ledger import Ledger
 from llmaudit.models import load_model
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.layers import hidden, with_hidden
 from llmaudit.models.request import Edit, Request, Runtime
-from llmaudit.models.steer import run_pass
 
 LAMBDAS = [round(-1 + 0.2 * i, 1) for i in range(11)]
 
@@ -92,7 +92,7 @@ def main(n: int = 64) -> None:
         model.ledger = Ledger(model.n_layers)
         start = time.perf_counter()
         model.runtime = Runtime(batch_tokens=4096, lambda_batch=lambda_batch)
-        engine = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS))).probs
+        engine = ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS))).probs
         timings[lambda_batch] = time.perf_counter() - start
         ledgers[lambda_batch] = model.ledger
         gap = (engine - reference).abs().max().item()

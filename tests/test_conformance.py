@@ -14,6 +14,7 @@ import torch
 from conftest import build_tokenizer
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.loading import architectures
 from llmaudit.models.passes import attention
 from llmaudit.models.passes.layers import hidden, with_hidden
@@ -22,7 +23,6 @@ from llmaudit.models.passes.prefix import forward_shared_prefix
 from llmaudit.models.passes.sweep import split_sweep
 from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
 from llmaudit.models.sampling.plain_sampling import plain_samples
-from llmaudit.models.steer import run_pass
 from test_sampling import generate
 
 WINDOW = 4  # shorter than every prompt: a family's sliding-window blocks see less than the whole prompt
@@ -254,20 +254,20 @@ def test_a_sweep_from_kept_lower_states_equals_the_plain_engine(bind, models, mo
     model, texts, labels, vector = models(model_type)
     targets = [0] * len(texts)
     plain = hooked_sweep(model.handle, texts, labels, vector, LAMBDAS, targets, batch_tokens=60)
-    run_pass(bind(model, cache=tmp_path, batch_tokens=60), Request(texts=texts, labels=labels, keep=Keep(blocks=(0,))))
-    started = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
-                                      targets=targets))
+    ask(bind(model, cache=tmp_path, batch_tokens=60), Request(texts=texts, labels=labels, keep=Keep(blocks=(0,))))
+    started = ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
+                                 targets=targets))
     torch.testing.assert_close(started.probs, plain.probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(started.derivative, plain.derivative, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("model_type", sorted(set(FAMILIES) - set(FAST)))
 def test_a_family_outside_the_fast_table_runs_every_pass_plain(models, model_type) -> None:
-    """`run_pass` and the unsteered forward take the plain engine, and the ledger labels say so."""
+    """`ask` and the unsteered forward take the plain engine, and the ledger labels say so."""
     model, texts, labels, vector = models(model_type)
     assert model.engine.name == "plain" and f"'{model_type}'" in model.engine.reason
-    out = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
-                                  targets=[0] * len(texts), layers=[LAYER], desc="sweep"))
+    out = ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=LAMBDAS),
+                             targets=[0] * len(texts), layers=[LAYER], desc="sweep"))
     assert out.probs.shape == (len(LAMBDAS), len(texts), len(labels)) and out.derivative is not None
     assert model.forward(texts, labels, desc="scores").probs.shape == (len(texts), len(labels))
     assert {"plain: sweep", "plain: scores"} <= set(model.ledger.calls)

@@ -16,11 +16,11 @@ import pytest
 
 from conftest import build_tokenizer
 from llmaudit.errors import AuditError
+from llmaudit.models.ask import ask
 from llmaudit.models.endpoint.client import Client, Endpoint
 from llmaudit.models.endpoint.model import EndpointModel
 from llmaudit.models.endpoint.modes import Mode
 from llmaudit.models.request import Request
-from llmaudit.models.steer import run_pass
 
 
 def _completion(text: str = "yes", top: dict[str, float] | None = None) -> dict:
@@ -76,7 +76,7 @@ def _model(url: str, retries: int = 3, timeout: float = 5.0) -> EndpointModel:
 
 def _score(model: EndpointModel) -> list[list[float]]:
     ids = model.tokenizer.convert_tokens_to_ids(["yes", "no"])
-    return run_pass(model, Request(texts=["<|user|> yes or no <eos> <|assistant|> "], labels=ids)).probs[0].tolist()
+    return ask(model, Request(texts=["<|user|> yes or no <eos> <|assistant|> "], labels=ids)).probs[0].tolist()
 
 
 def test_429_storm_retried_after_retry_after():

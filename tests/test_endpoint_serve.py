@@ -9,12 +9,11 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.models import load_model
+from llmaudit.models.ask import ask
 from llmaudit.models.endpoint.ledger import FOLDER
 from llmaudit.models.endpoint.modes import Mode
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.request import Request, SampleCall, SampleRequest
-from llmaudit.models.sampled import run_sampling
-from llmaudit.models.steer import run_pass
 from servers import transformers_serve
 
 KEY = "sk-test-6f1d0c2e9b7a4d3c"  # what a real key looks like; the test scans every written file for it
@@ -43,12 +42,12 @@ REQUEST = SampleRequest(calls=[SampleCall(texts=["<|user|> who is the doctor <eo
 def test_sampled_mode_resumes_without_asking_twice(server, tiny_model_dir, tmp_path, monkeypatch):
     first = _model(server, tmp_path, tiny_model_dir, monkeypatch)
     assert first.engine.mode == Mode.SAMPLED  # transformers serve returns no log-probabilities
-    drawn = run_sampling(first, REQUEST)
+    drawn = ask(first, REQUEST)
     assert drawn.tokens[0].shape == (3, 4)
     assert (drawn.tokens[0] >= 0).sum() > 0  # answers came back as the tiny tokenizer's ids
     assert first.requests.asked == 3
     again = _model(server, tmp_path, tiny_model_dir, monkeypatch)  # a killed audit restarted on the same folder
-    resumed = run_sampling(again, REQUEST)
+    resumed = ask(again, REQUEST)
     assert again.requests.asked == 0 and again.requests.reused == 3
     assert torch.equal(resumed.tokens[0], drawn.tokens[0])
     for path in tmp_path.rglob("*"):
@@ -58,4 +57,4 @@ def test_sampled_mode_resumes_without_asking_twice(server, tiny_model_dir, tmp_p
 def test_scored_pass_refused_in_sampled_mode(server, tiny_model_dir, tmp_path, monkeypatch):
     model = _model(server, tmp_path, tiny_model_dir, monkeypatch)
     with pytest.raises(AuditError, match="endpoint engine cannot give"):
-        run_pass(model, Request(texts=["<|user|> yes or no <eos> <|assistant|> "], labels=[0, 1], desc="probe"))
+        ask(model, Request(texts=["<|user|> yes or no <eos> <|assistant|> "], labels=[0, 1], desc="probe"))

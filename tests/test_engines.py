@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from llmaudit.models.ask import ask
 from llmaudit.models.engines import Capability, NotAnswerable
 from llmaudit.models.engines.traced import TracedEngine
 from llmaudit.models.request import Edit, Request, SampleCall, SampleRequest
-from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "llmaudit"
@@ -56,9 +56,9 @@ def _request(model, **fields) -> Request:
 def test_the_traced_engine_sweeps_what_the_fast_engine_sweeps(tiny_model, bind, monkeypatch) -> None:
     """Probabilities and block outputs per lambda, by nnsight's trace one lambda at a time."""
     request = _request(tiny_model, layers=[0, 2], edit=Edit(vector=_vector(tiny_model), lambdas=[None, -1.0, 0.5]))
-    fast = run_pass(bind(tiny_model, batch_tokens=60), request)
+    fast = ask(bind(tiny_model, batch_tokens=60), request)
     monkeypatch.setattr(tiny_model, "engine", TracedEngine(tiny_model))
-    traced = run_pass(tiny_model, request)
+    traced = ask(tiny_model, request)
     torch.testing.assert_close(traced.probs, fast.probs, atol=1e-5, rtol=0)
     torch.testing.assert_close(traced.acts, fast.acts, atol=1e-5, rtol=1e-5)
 
@@ -67,7 +67,7 @@ def test_an_engine_refuses_what_it_cannot_answer_in_one_line(traced) -> None:
     """The exact derivative and sampling, asked of the traced engine: one line naming the engine and the lack."""
     request = _request(traced, edit=Edit(vector=_vector(traced), lambdas=[0.0]), targets=[0, 1, 0], desc="sweep")
     with pytest.raises(NotAnswerable) as derivative:
-        run_pass(traced, request)
+        ask(traced, request)
     with pytest.raises(NotAnswerable) as sampling:
         traced.sample(SampleRequest(calls=[SampleCall(texts=(traced.chat("she"),), per_text=2, seed=1)],
                                     max_new_tokens=3))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from llmaudit.ledger import Ledger
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.packing import PackedBatch, Row, pack
 from llmaudit.models.request import Edit, Request
-from llmaudit.models.steer import run_pass
 from test_sweep_architectures import labels_of, random_vector
 
 # Two levels of sharing, as in BBQ: a context shared by four prompts, a further sentence by two of them.
@@ -76,8 +76,8 @@ def test_a_sweep_of_nested_variants_runs_each_distinct_token_once_per_block_and_
     )]
     labels, vector, lambdas = labels_of(tiny_model), random_vector(tiny_model, 1), [-1.0, 1.0]
     tiny_model.ledger = Ledger(tiny_model.n_layers)
-    swept = run_pass(bind(tiny_model, batch_tokens=4096, lambda_batch=2),
-                     Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
+    swept = ask(bind(tiny_model, batch_tokens=4096, lambda_batch=2),
+                Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
     assert tiny_model.ledger.actual == tiny_model.ledger.minimum
     for lam, probs in zip(lambdas, swept):
         alone = torch.cat([tiny_model.forward([text], labels, intervention=vector.intervention(lam)).probs

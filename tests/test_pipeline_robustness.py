@@ -40,11 +40,11 @@ def test_cpu_allocation_failure_is_the_same_error(bind, tiny_model, monkeypatch)
 
 
 def toy_vector_sweep(model) -> None:
+    from llmaudit.models.ask import ask
     from llmaudit.models.request import Edit, Request
-    from llmaudit.models.steer import run_pass
 
-    run_pass(model, Request(texts=[model.chat("the nurse")], labels=[1],
-                            edit=Edit(vector=toy_vector(model), lambdas=[0.0, 1.0])))
+    ask(model, Request(texts=[model.chat("the nurse")], labels=[1],
+                       edit=Edit(vector=toy_vector(model), lambdas=[0.0, 1.0])))
 
 
 def test_other_runtime_errors_pass_through(tiny_model, monkeypatch) -> None:

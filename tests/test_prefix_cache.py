@@ -15,11 +15,11 @@ from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import classification_prompt, label_word
 from llmaudit.ledger import Ledger
 from llmaudit.models import load_model
+from llmaudit.models.ask import ask
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.loading.standin import build
 from llmaudit.models.passes.prefix import Past, common_prefix
 from llmaudit.models.request import Runtime, SampleCall, SampleRequest
-from llmaudit.models.sampled import run_sampling
 from llmaudit.models.sampling.batched import sample_calls
 from llmaudit.models.sampling.prefix_cache import PrefixCache
 from llmaudit.models.sampling.sample_batches import call_batches
@@ -63,13 +63,13 @@ def test_demonstrations_run_once_across_batches_drawing_the_same_tokens(standin)
                                   batch_tokens=BATCH))
     before = standin.ledger.totals()
     standin.ledger = Ledger(standin.n_layers)
-    shared = run_sampling(standin, request)
+    shared = ask(standin, request)
     after = standin.ledger.totals()
     order = [i for batch in batches for i in batch]
     for k, i in enumerate(order):
         assert torch.equal(shared.tokens[i], [t for part in alone for t in part.tokens][k])
     probs = torch.cat([part.probs for part in alone])
-    assert torch.allclose(shared.probs[order], probs, atol=1e-5, rtol=0)
+    assert torch.allclose(shared.probs[0, order], probs, atol=1e-5, rtol=0)
     demonstrations = common_prefix(handle.encode(request.texts))
     assert demonstrations > 200  # the template, instruction and nine demonstrations
     assert after["minimum"] == before["minimum"]

@@ -11,8 +11,8 @@ from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.config import load_params
 from llmaudit.data import data_dir
 from llmaudit.models import load_model
+from llmaudit.models.ask import ask
 from llmaudit.models.request import Edit, Request
-from llmaudit.models.steer import run_pass
 
 pytestmark = pytest.mark.skipif(data_dir() is None, reason="needs the data mirror (LLMAUDIT_DATA)")
 
@@ -35,8 +35,8 @@ def setting():
 def test_engine_equals_traced_reference(bind, setting) -> None:
     model, texts, labels, _, vector = setting
     lambdas = [-1.0, 0.0, 0.6]
-    engine = run_pass(bind(model, lambda_batch=2),
-                      Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
+    engine = ask(bind(model, lambda_batch=2),
+                 Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas))).probs
     reference = torch.stack([model.forward(texts, labels, intervention=vector.intervention(lam)).probs
                              for lam in lambdas])
     torch.testing.assert_close(engine, reference, atol=1e-4, rtol=0)
@@ -44,10 +44,10 @@ def test_engine_equals_traced_reference(bind, setting) -> None:
 
 def test_exact_derivative_matches_finite_difference(setting) -> None:
     model, texts, labels, targets, vector = setting
-    exact = run_pass(model, Request(texts=texts, labels=labels, targets=targets,
-                                    edit=Edit(vector=vector, lambdas=()))).derivative
+    exact = ask(model, Request(texts=texts, labels=labels, targets=targets,
+                               edit=Edit(vector=vector, lambdas=()))).derivative
     eps = 1e-3
-    probs = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=[-eps, eps]))).probs
+    probs = ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=[-eps, eps]))).probs
     chosen = torch.tensor(targets)
     metric = probs.gather(-1, chosen.expand(2, -1).unsqueeze(-1)).squeeze(-1) / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)

@@ -13,8 +13,8 @@ import torch
 from conftest import lower_positions
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
+from llmaudit.models.ask import ask
 from llmaudit.models.request import Edit, Keep, Request, Runtime
-from llmaudit.models.steer import run_pass
 from llmaudit.runner.chapter import open_chapter
 
 PROMPTS = ["the nurse started a new job and she said", "the doctor started a new job and he said",
@@ -63,12 +63,12 @@ def test_a_sweep_starts_from_the_highest_stored_block_at_or_below_its_edit(bind,
     labels = tiny_model.single_token_ids(["she", "he", "good"])
     request = Request(texts=texts, labels=labels, layers=read, edit=Edit(vector=vector_at(tiny_model, 2),
                                                                           lambdas=[-1.0, 1.0]))
-    run_pass(bind(tiny_model, batch_tokens=64, cache=tmp_path),
-             Request(texts=texts, labels=labels, keep=Keep(blocks=(0, 1, 3))))
+    ask(bind(tiny_model, batch_tokens=64, cache=tmp_path),
+        Request(texts=texts, labels=labels, keep=Keep(blocks=(0, 1, 3))))
     monkeypatch.setattr(tiny_model, "ledger", Ledger(tiny_model.n_layers))
-    started = run_pass(tiny_model, request)
+    started = ask(tiny_model, request)
     ran = tiny_model.ledger.actual
-    from_tokens = run_pass(bind(tiny_model, batch_tokens=64), request)  # no cache: nothing stored to start from
+    from_tokens = ask(bind(tiny_model, batch_tokens=64), request)  # no cache: nothing stored to start from
     assert tiny_model.ledger.actual - 2 * ran == lower_positions(tiny_model, texts, 64) * (start + 1)
     torch.testing.assert_close(started.probs, from_tokens.probs, atol=1e-6, rtol=0)
     if read:

@@ -264,8 +264,8 @@ def test_hidden_and_with_hidden() -> None:
 @pytest.mark.parametrize("lambda_batch", [1, 3])
 def test_sweep_engine_equals_traced_interventions(bind, tiny_model, projection, lambda_batch) -> None:
     """The split forward (lower blocks once, upper blocks per lambda) reproduces the traced forward with the edit."""
+    from llmaudit.models.ask import ask
     from llmaudit.models.request import Edit, Request
-    from llmaudit.models.steer import run_pass
 
     model = tiny_model
     texts = [model.chat(p, "answer :") for p in PROMPTS]
@@ -276,8 +276,8 @@ def test_sweep_engine_equals_traced_interventions(bind, tiny_model, projection, 
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=2.5)
     lambdas = [-1.0, -0.2, 0.0, 0.6, 1.0]
     edit = Edit(vector=vector, lambdas=lambdas, projection=projection)
-    engine = run_pass(bind(model, batch_tokens=40, lambda_batch=lambda_batch),
-                      Request(texts=texts, labels=labels, edit=edit)).probs
+    engine = ask(bind(model, batch_tokens=40, lambda_batch=lambda_batch),
+                 Request(texts=texts, labels=labels, edit=edit)).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in lambdas]
     )
@@ -288,8 +288,8 @@ def test_sweep_engine_equals_traced_interventions(bind, tiny_model, projection, 
 
 def test_exact_sensitivity_matches_finite_difference(bind, tiny_model) -> None:
     """The forward-mode derivative at lambda = 0 equals a central finite difference of the steered metric."""
+    from llmaudit.models.ask import ask
     from llmaudit.models.request import Edit, Request
-    from llmaudit.models.steer import run_pass
 
     model = tiny_model
     texts = [model.chat(p, "answer :") for p in PROMPTS[:5]]
@@ -299,11 +299,11 @@ def test_exact_sensitivity_matches_finite_difference(bind, tiny_model) -> None:
     generator = torch.Generator().manual_seed(5)
     direction = torch.nn.functional.normalize(torch.randn(model.width, generator=generator), dim=0)
     vector = SteeringVector("v", "gender", 1, direction, plain.acts[:, 0].mean(0), k=1.5)
-    exact = run_pass(bind(model, batch_tokens=40), Request(texts=texts, labels=labels, targets=targets,
-                                                           edit=Edit(vector=vector, lambdas=()))).derivative
+    exact = ask(bind(model, batch_tokens=40), Request(texts=texts, labels=labels, targets=targets,
+                                                      edit=Edit(vector=vector, lambdas=()))).derivative
     eps = 1e-3
-    probs = run_pass(bind(model), Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=[-eps, eps]))
-                     ).probs
+    probs = ask(bind(model), Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=[-eps, eps]))
+                ).probs
     metric = probs[..., 1] / probs.sum(-1)
     finite = (metric[1] - metric[0]) / (2 * eps)
     torch.testing.assert_close(exact, finite, atol=2e-4, rtol=2e-2)

@@ -321,13 +321,13 @@ def test_joined_layers_hold_each_layers_rows_ending_together_after_zeros() -> No
 
 def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_holds_it(tiny_model, bind, monkeypatch,
                                                                                       tmp_path) -> None:
-    """`run_sampling` over several batches gives the rows one batch gives, stores the kept states for a sweep; the
+    """`ask` over several batches gives the rows one batch gives, stores the kept states for a sweep; the
     same request again runs no forward pass (the ledger counts nothing), one that differs only in its temperature,
     top-k, top-p or a call's seed samples again."""
     from dataclasses import replace
 
+    from llmaudit.models.ask import ask
     from llmaudit.models.passes.states import stored_states
-    from llmaudit.models.sampled import run_sampling
 
     model = bind(tiny_model, cache=tmp_path, batch_tokens=4)  # a call's rows a batch: several batches
     calls = calls_of(model)[1:]
@@ -336,31 +336,31 @@ def test_a_sampling_request_is_answered_in_its_order_from_the_cache_where_it_hol
     request = SampleRequest(calls=calls, max_new_tokens=3, labels=[5, 6], layers=[1], keep=Keep(blocks=[1], texts=kept))
     whole = model.sample(request)  # one batch
     monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
-    first = run_sampling(model, request)
+    first = ask(model, request)
     assert model.ledger.actual > 0
     assert all(torch.equal(a, b) for a, b in zip(first.tokens, whole.tokens, strict=True))
-    torch.testing.assert_close(first.probs, whole.probs, atol=1e-6, rtol=0)
-    torch.testing.assert_close(first.acts, whole.acts, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(first.probs[0], whole.probs, atol=1e-6, rtol=0)
+    torch.testing.assert_close(first.acts[0], whole.acts, atol=1e-5, rtol=1e-5)
     states = stored_states(tmp_path, model.identity, kept, [1])
     assert states is not None and states.block == 1
     for got, text in zip(states.states, kept, strict=True):
         torch.testing.assert_close(got, whole.states[1][request.texts.index(text)], atol=1e-5, rtol=1e-5)
     monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
-    again = run_sampling(model, request)
+    again = ask(model, request)
     assert model.ledger.actual == 0 and all(torch.equal(a, b) for a, b in zip(again.tokens, first.tokens))
     assert torch.equal(again.probs, first.probs) and torch.equal(again.acts, first.acts)
     for changed in (replace(request, temperature=0.5), replace(request, top_k=5), replace(request, top_p=0.9),
                     replace(request, calls=[calls[0], replace(calls[1], seed=80)])):
         monkeypatch.setattr(model, "ledger", Ledger(model.n_layers))
-        run_sampling(model, changed)
+        ask(model, changed)
         assert model.ledger.actual > 0, changed
 
 
 def test_a_remote_model_is_refused_sampling_in_one_line(tiny_model, monkeypatch) -> None:
+    from llmaudit.models.ask import ask
     from llmaudit.models.engines import NotAnswerable
     from llmaudit.models.engines.traced import TracedEngine
-    from llmaudit.models.sampled import run_sampling
 
     monkeypatch.setattr(tiny_model, "engine", TracedEngine(tiny_model))
     with pytest.raises(NotAnswerable, match="^sampling answers needs sampled answers, which the traced engine cannot"):
-        run_sampling(tiny_model, asked(calls_of(tiny_model)))
+        ask(tiny_model, asked(calls_of(tiny_model)))

@@ -12,13 +12,13 @@ from conftest import build_tokenizer, lower_positions
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.ledger import Ledger
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.loading import architectures
 from llmaudit.models.passes.blocks import running
 from llmaudit.models.passes.layers import hidden, with_hidden
 from llmaudit.models.passes.prefix import shareable
 from llmaudit.models.passes.sweep import split_sweep
 from llmaudit.models.request import Edit, Request
-from llmaudit.models.steer import run_pass
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Not periodic, so that running the upper blocks with the loop position in place of the block index gives
@@ -147,8 +147,8 @@ def test_sweep_equals_plain_steered_forward(bind, models, arch, which, projectio
     assert (shared > 0) == (window is not None or arch == "llama")  # the shared-beginning path, where it applies
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     edit = Edit(vector=vector, lambdas=LAMBDAS, projection=projection)
-    engine = run_pass(bind(model, batch_tokens=60, lambda_batch=2),
-                      Request(texts=texts, labels=labels, edit=edit)).probs
+    engine = ask(bind(model, batch_tokens=60, lambda_batch=2),
+                 Request(texts=texts, labels=labels, edit=edit)).probs
     reference = torch.stack(
         [model.forward(texts, labels, intervention=vector.intervention(lam, projection)).probs for lam in LAMBDAS]
     )
@@ -216,7 +216,7 @@ def test_derivative_equals_autograd_of_plain_forward(bind, models, arch, which, 
     vector = random_vector(model, STEERING_LAYERS[arch][which])
     swept = split_sweep(model.handle, texts, labels, vector, [0.5], targets, projection, batch_tokens=60)
     probs, exact = swept.probs, swept.derivative
-    alone = run_pass(bind(model, batch_tokens=4096), Request(
+    alone = ask(bind(model, batch_tokens=4096), Request(
         texts=texts, labels=labels, targets=targets, edit=Edit(vector=vector, lambdas=(), projection=projection))
     ).derivative
     reference = []

@@ -25,8 +25,8 @@ class AuditModel:
 
     `lm` is the nnsight wrapper, `hf` the transformers module itself (None for a remote model). The engine that
     answers the model layer's requests (`engine`: fast, plain or traced, `models.engines.choose`) is chosen here,
-    once; chapters reach it through `models.steer.run_pass`, one request per pass, under the `runtime` an audit binds
-    once (`runner.chapter`). Inputs go to `device`, where the embedding computes (with `device_map`, accelerate
+    once; chapters reach it through `models.ask.ask`, one request per pass or sampling, under the `runtime` an audit
+    binds once (`runner.chapter`). Inputs go to `device`, where the embedding computes (with `device_map`, accelerate
     moves them on from block to block)."""
 
     def __init__(
@@ -135,7 +135,7 @@ class AuditModel:
         return self.tracer.forward(texts, labels, layers, intervention, batch_tokens, desc)
 
     def sample(self, request: SampleRequest) -> Samples:
-        """One batch of a sampling request, uncached (`models.sampled.run_sampling` plans the batches and caches
+        """One batch of a sampling request, uncached (`models.sampled.cached_samples` plans the batches and caches
         them), by the model's engine: seeded answers of each call's chat-formatted texts, drawn as `generate` draws
         them with the request's temperature, top-k and top-p (the same tokens as one `generate` call per prompt): per
         call, (rows, max_new_tokens) token ids with -1 from the end-of-sequence token on; given labels or layers,

@@ -1,8 +1,8 @@
-"""The one entry point of sampling, as `models.steer.run_pass` is of a scored pass: `run_sampling` takes a
-`models.request.SampleRequest`, plans its calls' batches (`sample_batches.call_batches`: texts alike in length,
-within the memory the token budget plans for), answers each batch from the model's tensor cache or samples it
-(`AuditModel.sample`) and stores it, so that an interrupted run keeps the batches done; it stores the lower states
-the request keeps for later sweeps (`models.passes.states`) and returns every result in the request's order."""
+"""A sampling's batches, for the entry point `models.ask.ask`: `cached_samples` plans the calls of a
+`models.request.SampleRequest` in batches (`sample_batches.call_batches`: texts alike in length, within the memory the
+token budget plans for), answers each batch from the model's tensor cache or samples it (`AuditModel.sample`) and
+stores it, so that an interrupted run keeps the batches done; it stores the lower states the request keeps for later
+sweeps (`models.passes.states`) and returns every result in the request's order."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from llmaudit.models.sampling.batched import Samples
 from llmaudit.models.sampling.sample_batches import call_batches
 
 
-def run_sampling(model: AuditModel, request: SampleRequest) -> Samples:
+def cached_samples(model: AuditModel, request: SampleRequest) -> Samples:
     """The request's answers per call, the label probabilities of its texts (given labels) and their last token's
     outputs of its layers (given layers), rows in the request's order; each batch from the tensor cache where it holds
     it. The kept states (`Keep.blocks` of `Keep.texts`) go to the tensor cache, not into the result."""

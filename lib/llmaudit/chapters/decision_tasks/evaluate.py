@@ -17,10 +17,10 @@ from llmaudit.chapters.decision_tasks.dependence import Dependence, measure, mea
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.engines import Capability
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request
-from llmaudit.models.steer import run_pass
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
 
@@ -229,7 +229,7 @@ class TaskRunner:
                      layer: int) -> tuple[pd.DataFrame, torch.Tensor]:
         """Items scored like `score`, with their last token's output of block `layer` (items, width)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
-        out = run_pass(self.model, Request(texts=texts, labels=labels, layers=(layer,), desc=desc))
+        out = ask(self.model, Request(texts=texts, labels=labels, layers=(layer,), desc=desc))
         return self._scored(items, texts, out.probs[0]), required(out.acts, "block outputs")[0, :, 0]
 
     def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str,
@@ -237,7 +237,7 @@ class TaskRunner:
         """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; `keep`: the lower
         states to store for the sweeps that steer some of the prompts (`models.request.Keep`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
-        probs = run_pass(self.model, Request(texts=texts, labels=labels, keep=keep, desc=desc)).probs[0]
+        probs = ask(self.model, Request(texts=texts, labels=labels, keep=keep, desc=desc)).probs[0]
         return self._scored(items, texts, probs)
 
     def _keep(self, concept: str, swept: Sequence[str] | None = None) -> Keep | None:
@@ -273,9 +273,9 @@ class TaskRunner:
         # prompts: admissions) and keeps them at the lowest block the concept's vectors steer, where its other
         # vector's sweeps start
         keep = self._keep(vector.concept)
-        swept = run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas,
-                                                                               projection=projection),
-                                        targets=targets if exact else None, keep=keep, desc=f"{task.name} sweep"))
+        swept = ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas,
+                                                                          projection=projection),
+                                   targets=targets if exact else None, keep=keep, desc=f"{task.name} sweep"))
         cases, groups = [item.case for item in items], [item.group for item in items]
         frame = pd.concat(
             [
@@ -287,9 +287,9 @@ class TaskRunner:
         )
         if swept.derivative is None:
             return frame
-        unedited = run_pass(model, Request(texts=texts, labels=labels,
-                                           edit=Edit(vector=vector, lambdas=(0.0,), projection=False),
-                                           targets=targets, keep=keep, desc=f"{task.name} Eq. 2"))
+        unedited = ask(model, Request(texts=texts, labels=labels,
+                                      edit=Edit(vector=vector, lambdas=(0.0,), projection=False),
+                                      targets=targets, keep=keep, desc=f"{task.name} Eq. 2"))
         derivatives = {"slope0": swept.derivative.numpy(), "eq2": required(unedited.derivative, "Eq. 2").numpy()
                        / vector.k}
         return frame.merge(pd.DataFrame({"item": range(len(items)), **derivatives}))

@@ -14,11 +14,10 @@ from llmaudit.chapters.framing.pronouns import FAMILIES, detect_pronoun, family_
 from llmaudit.chapters.framing.stimuli import FramingPrompt, shuffle_options
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request, SampleCall, SampleRequest
-from llmaudit.models.sampled import run_sampling
 from llmaudit.models.sampling.release import Decoding, release_decoding
-from llmaudit.models.steer import run_pass
 
 
 def versions(prompts: Sequence[FramingPrompt], seeds: Sequence[int]) -> list[FramingPrompt]:
@@ -66,7 +65,7 @@ def token_probabilities(
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
     layers = [vector.layer] if vector is not None else []
 
-    out = run_pass(model, Request(texts=inputs, labels=space, layers=layers, desc=f"framing {form}"))
+    out = ask(model, Request(texts=inputs, labels=space, layers=layers, desc=f"framing {form}"))
     acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
     return _scored(prompts, positions, out.probs[0], acts, vector)
 
@@ -88,8 +87,8 @@ def steered_probabilities(
     """token_probabilities of the prompts in `form` with the gender vector's edit at each lambda (column lam), from
     the prompts' states below the edit that `sampled_pass` keeps when they are in the tensor cache."""
     inputs, (space, positions) = texts(model, prompts, form), _label_space(model, prompts)
-    probs = run_pass(model, Request(texts=inputs, labels=space, edit=Edit(vector=vector, lambdas=lambdas), keep=Keep(),
-                                    desc="framing steered")).probs
+    probs = ask(model, Request(texts=inputs, labels=space, edit=Edit(vector=vector, lambdas=lambdas), keep=Keep(),
+                               desc="framing steered")).probs
     return pd.concat([_tidy(prompts, _families(p, positions)).assign(lam=lam)
                       for lam, p in zip(lambdas, probs)], ignore_index=True)
 
@@ -113,12 +112,11 @@ def sampled_pass(
                         seed=seed + i) for i, (p, versions_) in enumerate(zip(prompts, shown))]
     # a completion prompt is one text, its own only version: its states at the vector's block are kept
     free = [call.texts[0] for p, call in zip(prompts, calls) if p.kind == "completion"]
-    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens,
-                                            temperature=decoding.temperature, top_k=decoding.top_k,
-                                            top_p=decoding.top_p, labels=space, layers=layers,
-                                            keep=Keep(blocks=layers, texts=free), desc=f"framing {form} sampled"))
-    scored = _scored([v for versions_ in shown for v in versions_], positions, required(out.probs, "probabilities"),
-                     required(out.acts, "block outputs")[:, 0] if layers else None, vector)
+    out = ask(model, SampleRequest(calls=calls, max_new_tokens=max_new_tokens, temperature=decoding.temperature,
+                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=space, layers=layers,
+                                   keep=Keep(blocks=layers, texts=free), desc=f"framing {form} sampled"))
+    scored = _scored([v for versions_ in shown for v in versions_], positions, out.probs[0],
+                     required(out.acts, "block outputs")[0, :, 0] if layers else None, vector)
     rows = []
     for prompt, versions_, call, tokens in zip(prompts, shown, calls, out.tokens):
         repeat = len(tokens) // len(versions_)

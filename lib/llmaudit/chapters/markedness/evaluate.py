@@ -14,9 +14,9 @@ from llmaudit.chapters.markedness.metrics import LABELS
 from llmaudit.chapters.markedness.prompts import Example, FewShot, classification_prompt, label_word
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.steer import run_pass
 
 
 def prompt_text(model: AuditModel, question: tuple[str, str], form: str) -> str:
@@ -44,7 +44,7 @@ def classify(
     labels = answer_ids(model.tokenizer, [label_word(label, bool(demos), template) for label in LABELS])
     layers = [vector.layer] if vector is not None else []
 
-    out = run_pass(model, Request(texts=texts, labels=labels, layers=layers, desc=f"sentiment {len(demos)}-shot"))
+    out = ask(model, Request(texts=texts, labels=labels, layers=layers, desc=f"sentiment {len(demos)}-shot"))
     acts = required(out.acts, "block outputs")[0, :, 0] if layers else None
     return predictions(examples, texts, out.probs[0], acts, vector)
 

@@ -25,9 +25,9 @@ from llmaudit.chapters.markedness.prompts import (
 )
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleCall, SampleRequest
-from llmaudit.models.sampled import run_sampling
 from llmaudit.models.sampling.release import Decoding
 
 _STREAMS = 1_000_003  # a run's seed times this, plus the prompt's index, seeds the prompt's random stream
@@ -47,18 +47,17 @@ class Sampling:
 def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
                  layers: list[int], desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
     """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
-    probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.sampled`: batches
+    probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.ask`: batches
     cached on their own under the model's runtime, its token budget and cache)."""
     calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i) for i, text in enumerate(texts)]
     decoding = run.decoding
-    out = run_sampling(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=decoding.temperature,
-                                            top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers,
-                                            desc=desc))
-    read = {"tokens": torch.cat(out.tokens)}
+    out = ask(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=decoding.temperature,
+                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers, desc=desc))
+    read = {"tokens": torch.cat(list(out.tokens))}
     if labels is not None:
-        read["probs"] = required(out.probs, "label probabilities")
+        read["probs"] = out.probs[0]
     if layers:
-        read["acts"] = required(out.acts, "block outputs")[:, 0]
+        read["acts"] = required(out.acts, "block outputs")[0, :, 0]
     answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
                for row in read["tokens"]]
     return answers, read

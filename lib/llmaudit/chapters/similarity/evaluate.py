@@ -15,9 +15,9 @@ from llmaudit.chapters.similarity.saved import QUESTION
 from llmaudit.chapters.similarity.unqover_bias import scored
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Request
-from llmaudit.models.steer import run_pass
 
 
 def system_name(model: str, vector: SteeringVector | None, lam: float) -> str:
@@ -50,8 +50,8 @@ def _systems(
     labels = answer_ids(model.tokenizer, letters)
     swept = [None, *lambdas] if vector is not None else [None]
     edit = None if vector is None else Edit(vector=vector, lambdas=swept)
-    out = run_pass(model, Request(texts=texts, labels=labels, layers=layers, edit=edit,
-                                  desc=desc if vector is None else f"{desc} systems"))
+    out = ask(model, Request(texts=texts, labels=labels, layers=layers, edit=edit,
+                             desc=desc if vector is None else f"{desc} systems"))
     acts = required(out.acts, "representations") if layers else [None] * len(swept)
     return [(system_name(model.name, None if lam is None else vector, lam or 0.0), probs, reps)
             for lam, probs, reps in zip(swept, out.probs, acts)]

@@ -15,8 +15,8 @@ import pandas as pd
 
 from llmaudit.chapters.steering_vectors.concept import ConceptTokens
 from llmaudit.errors import AuditError
+from llmaudit.models.ask import ask
 from llmaudit.models.request import Edit, Keep, Request
-from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def steered_scores(
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     desc = f"causal check {vector.name}{'' if projection else ' (additive)'}"
     edit = Edit(vector=vector, lambdas=[None, *lambdas], projection=projection)
-    probs = run_pass(model, Request(texts=prompts, labels=tokens.ids, edit=edit, keep=Keep(), desc=desc)).probs
+    probs = ask(model, Request(texts=prompts, labels=tokens.ids, edit=edit, keep=Keep(), desc=desc)).probs
     parts = [
         pd.DataFrame({"lam": lam, "row": range(len(prompts)), "raw": tokens.score(p).numpy(),
                       "normalised": tokens.score(p, normalised=True).numpy(), "mass": p.sum(-1).numpy()})

@@ -22,9 +22,9 @@ from llmaudit.chapters.steering_vectors.selection import (
 from llmaudit.chapters.steering_vectors.spec import SteeringParams
 from llmaudit.chapters.steering_vectors.wmd import wmd
 from llmaudit.data import read_json
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.steer import run_pass
 from llmaudit.models.vector import SteeringVector
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def forward_concept(
     `frame`'s prompts, from one forward pass per batch; cached by prompt text and model."""
     prompts = [model.chat(inst, prefix) for inst, prefix in zip(frame["instruction"], frame["prefix"])]
     layers = list(range(model.n_layers))
-    out = run_pass(model, Request(texts=prompts, labels=tokens.ids, layers=layers, desc=desc))
+    out = ask(model, Request(texts=prompts, labels=tokens.ids, layers=layers, desc=desc))
     return out.probs[0], required(out.acts, "block outputs")[0]
 
 

@@ -13,9 +13,9 @@ import pandas as pd
 
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.models import AuditModel
+from llmaudit.models.ask import ask
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import Request
-from llmaudit.models.steer import run_pass
 from llmaudit.stats import Estimate, pearson
 
 SENTENCE = "The gender of {name} is"
@@ -35,7 +35,7 @@ def name_projections(
     """(h - mu0) . v at the last token of each name's sentence."""
     texts = [name_prompt(model, name) for name in names]
 
-    out = run_pass(model, Request(texts=texts, labels=(), layers=[vector.layer], desc="name projections"))
+    out = ask(model, Request(texts=texts, labels=(), layers=[vector.layer], desc="name projections"))
     acts = required(out.acts, "block outputs")[0, :, 0]
     return vector.project(acts.float()).numpy()
 

@@ -97,7 +97,7 @@ def split_sweep(
     (`models.passes.derivative`). The blocks below the steering layer run once per batch for all, the prompts' shared
     beginning once per call (the derivative runs whole prompts above the steering layer); from block `start.block` up
     only, given the texts' lower states there (`models.passes.states`). `keep`: a block at or below the steering block
-    whose states to return, for later sweeps of the same texts. Callers go through `models.steer.run_pass`."""
+    whose states to return, for later sweeps of the same texts. Callers go through `models.ask.ask`."""
     hf = model.hf
     probs = torch.empty(len(lambdas), len(texts), len(labels))
     acts = torch.empty(len(lambdas), len(texts), len(layers), model.width) if layers else None

@@ -1,11 +1,13 @@
-"""The one entry point of every scored forward pass, steered or not: `run_pass` takes a `models.request.Request`,
-builds its tensor-cache key, returns the cached result or asks the model's engine (`models.engines`, chosen once as
-the model loaded; a request it cannot answer is refused with one line), stores what it computed, and the engines
-record their passes in the model's ledger. The cache, token budget and lambdas per upper pass come from the
-`models.request.Runtime` the audit bound to the model (`AuditModel.runtime`)."""
+"""The one entry point of the model layer: `ask` takes any request (`models.request`: a scored pass, `Request`, steered
+or not; or a sampling, `SampleRequest`), answers it from the model's tensor cache, keyed by the request's own fields,
+or asks the model's engine (`models.engines`, chosen once as the model loaded; a request it cannot answer is refused
+with one line), stores what it computed, and gives one `Outputs`. The engines record their passes in the model's
+ledger; the cache, token budget and lambdas per upper pass come from the `models.request.Runtime` the audit bound to
+the model (`AuditModel.runtime`). Sampling's batches are planned and cached by `models.sampled`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -15,25 +17,42 @@ from llmaudit.models.engines import Capability
 from llmaudit.models.passes.required import required
 from llmaudit.models.passes.states import store_kept
 from llmaudit.models.passes.sweep import SweepOutput
-from llmaudit.models.request import Request
+from llmaudit.models.request import Request, SampleRequest
 from llmaudit.models.runtime import AuditModel
+from llmaudit.models.sampled import cached_samples
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Outputs:
-    """A pass's results, lambdas in the order asked (one row, None, for an unsteered pass): answer probabilities
-    (lambdas, texts, labels), the last token's outputs of the blocks read (lambdas, texts, layers, width) or None,
-    the steering block's after its edit, and the exact d metric / d lambda at lambda = 0 per text or None."""
+    """What a request gives, lambdas in the order asked (one row, None, for an unsteered pass or a sampling): the
+    next-token probabilities of its labels (lambdas, texts, labels; a sampling's from its prefill, (1, texts, 0)
+    where it asks for none), the last token's outputs of the blocks read (lambdas, texts, layers, width) or None,
+    the exact d metric / d lambda at lambda = 0 per text or None, and a sampling's answers: per call, its (rows,
+    max_new_tokens) token ids, text-major, -1 from the end-of-sequence token on (none for a scored pass)."""
 
     probs: torch.Tensor
     acts: torch.Tensor | None = None
     derivative: torch.Tensor | None = None
+    tokens: Sequence[torch.Tensor] = ()
 
 
-def run_pass(model: AuditModel, request: Request) -> Outputs:
-    """The outputs `request` asks for (`models.request.Request`), from the model's tensor cache where it holds them.
-    The probabilities and the derivative are cached apart: a missing one is computed alone, both in one pass when
-    both are missing."""
+def ask(model: AuditModel, request: Request | SampleRequest) -> Outputs:
+    """The outputs `request` asks for, from the model's tensor cache where it holds them."""
+    if isinstance(request, SampleRequest):
+        return _sampled(model, request)
+    return _scored(model, request)
+
+
+def _sampled(model: AuditModel, request: SampleRequest) -> Outputs:
+    """A sampling's answers, and its prefill's label probabilities and block outputs, with a lambda axis of one."""
+    out = cached_samples(model, request)
+    probs = torch.empty(len(request.texts), 0) if out.probs is None else out.probs
+    return Outputs(probs=probs[None], acts=None if out.acts is None else out.acts[None], tokens=out.tokens)
+
+
+def _scored(model: AuditModel, request: Request) -> Outputs:
+    """A scored pass's outputs. The probabilities and the derivative are cached apart: a missing one is computed
+    alone, both in one pass when both are missing."""
     edit, cache = request.edit, model.runtime.cache
     model.engine.require(_needs(request), f"the pass {request.desc!r}" if request.desc else "a scored pass")
     key = {"model": model.identity, "prompts": list(request.texts), "labels": list(request.labels),
@@ -51,7 +70,7 @@ def run_pass(model: AuditModel, request: Request) -> Outputs:
         if request.targets is not None and slope is None:
             slope = {"slope0": required(out.derivative, "the derivative")}
             store_tensors(cache, derivative_key, slope)
-    return Outputs(found["probs"], found.get("acts"), None if slope is None else slope["slope0"])
+    return Outputs(probs=found["probs"], acts=found.get("acts"), derivative=None if slope is None else slope["slope0"])
 
 
 def _computed(model: AuditModel, request: Request, *, outputs: bool, derivative: bool) -> SweepOutput:
