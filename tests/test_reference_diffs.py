@@ -61,3 +61,15 @@ def test_every_hunk_applies_and_is_not_applied_yet(hunk: Hunk) -> None:
     assert hunk.before != hunk.after
     assert contains(lines, hunk.before), f"{hunk.file}: the diff's context is not in the file as it stands"
     assert not contains(lines, hunk.after), f"{hunk.file}: the diff is applied already"
+
+
+def test_the_pages_python_runs_on_a_model(tiny_model) -> None:
+    """The page's code blocks (how a chapter asks the model) run as written: a scored pass and a sampling through the
+    one entry point, the answers decoded one per text."""
+    texts = [tiny_model.chat("who is the doctor"), tiny_model.chat("write one sentence about a nurse")]
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+    assert blocks
+    for block in blocks:
+        names = {"model": tiny_model, "texts": texts, "ids": [5, 6]}
+        exec(block, names)  # the page's own example, run as a reader would
+        assert names["probs"].shape == (2, 2) and len(names["answers"]) == 2
