@@ -14,6 +14,13 @@ from llmaudit.runner.audit import chapter_source
 REFERENCES = REPO / "tests" / "notebooks"
 
 
+def reference_of(chapter: str) -> nbformat.NotebookNode:
+    """The chapter's reference notebook; a chapter without one (new, say) fails saying how to make it."""
+    reference = REFERENCES / f"{notebook(chapter)}.ipynb"
+    assert reference.exists(), f"{reference} missing: run `make nbval-reference`"
+    return nbformat.read(reference, as_version=4)
+
+
 def code_cells(nb) -> list[str]:
     """Sources of the code cells, without the cell papermill injects."""
     return [c.source for c in nb.cells
@@ -22,17 +29,15 @@ def code_cells(nb) -> list[str]:
 
 @pytest.mark.parametrize("chapter", KEYS)
 def test_reference_matches_source(chapter: str) -> None:
-    reference = REFERENCES / f"{notebook(chapter)}.ipynb"
-    assert reference.exists(), f"{reference} missing: run `make nbval-reference`"
     current = code_cells(jupytext.read(chapter_source(chapter)))
-    assert code_cells(nbformat.read(reference, as_version=4)) == current, (
-        f"{reference.name} is stale: run `make nbval-reference` and commit it"
+    assert code_cells(reference_of(chapter)) == current, (
+        f"{notebook(chapter)}.ipynb is stale: run `make nbval-reference` and commit it"
     )
 
 
 @pytest.mark.parametrize("chapter", KEYS)
 def test_reference_runs_ci_params(chapter: str) -> None:
-    nb = nbformat.read(REFERENCES / f"{notebook(chapter)}.ipynb", as_version=4)
+    nb = reference_of(chapter)
     injected = [c.source for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and 'params_file = "ci"' in injected[0] and "use_cache = False" in injected[0]
 
@@ -41,7 +46,7 @@ def test_reference_runs_ci_params(chapter: str) -> None:
 def test_reader_sees_the_setup_code_and_the_settings_once(chapter: str) -> None:
     """Both parameters cells (the chapter's defaults and papermill's values) are hidden; the setup cell, whose
     code is shown folded, prints the params the chapter ran with."""
-    nb = nbformat.read(REFERENCES / f"{notebook(chapter)}.ipynb", as_version=4)
+    nb = reference_of(chapter)
     tags = [set(c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
     assert all("remove-cell" in t for t in tags if t & {"parameters", "injected-parameters"})
     setup = next(c for c in nb.cells if c.cell_type == "code" and "open_chapter(" in c.source)
