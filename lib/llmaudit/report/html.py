@@ -22,6 +22,7 @@ from llmaudit.report.anchors import slug, unique
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.audited import Audited
+from llmaudit.report.case_pages import write_case_pages
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import NO_DATA, spec_to_svg
@@ -203,11 +204,13 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if folded else body
 
 
-def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str]) -> list[tuple[str, str, str]]:
+def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str], pages: dict[str, str]
+           ) -> list[tuple[str, str, str]]:
     """The sections before the chapters, in page order, as (id, title, HTML; '' where the section is empty): the
-    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases, the glossary."""
+    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases (linking the
+    `pages` of every case), the glossary."""
     table, card, decided = audited.rows, audited.card, audited.verdicts
-    cases = cases_section(audited)
+    cases = cases_section(audited, pages)
     links = evidence_links(table, decided, numbered, anchors, cases) if table is not None and not decided.empty else {}
     return [("verdicts", "Verdicts", verdict_section(decided, links) if not decided.empty else ""),
             ("model-card", "Model card", card_section(card)),
@@ -253,7 +256,8 @@ def build_report(
         chapters.append(f'<section class="chapter" id="{anchor}">\n{body}\n</section>')
     card, table = audited.card, audited.rows
     front = []
-    for anchor, name, section in _front(audited, numbered, anchors):
+    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if out.parent == report_dir else {}
+    for anchor, name, section in _front(audited, numbered, anchors, pages):
         if section:
             html, headings = with_ids(section, anchor, taken)
             front.append((Entry(anchor, name), headings, html))
