@@ -40,6 +40,8 @@ from llmaudit.report.outline import Entry, contents, with_ids
 from llmaudit.report.printed import printed_nans
 from llmaudit.report.results_json import results_document
 from llmaudit.report.sanitiser import sanitise
+from llmaudit.report.summary_page import NAME as SUMMARY
+from llmaudit.report.summary_page import summary_page
 from llmaudit.report.tables import tidy
 from llmaudit.report.verdict_page import CSS as VERDICT_CSS
 from llmaudit.report.verdict_page import verdict_section
@@ -256,14 +258,18 @@ def build_report(
         chapters.append(f'<section class="chapter" id="{anchor}">\n{body}\n</section>')
     card, table = audited.card, audited.rows
     front = []
-    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if out.parent == report_dir else {}
+    in_folder = out.parent == report_dir  # the pages beside the report, which links them by relative paths
+    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if in_folder else {}
     for anchor, name, section in _front(audited, numbered, anchors, pages):
         if section:
             html, headings = with_ids(section, anchor, taken)
             front.append((Entry(anchor, name), headings, html))
     toc = [(entry, headings) for entry, headings, _ in front] + toc
-    answer, _ = with_ids(answer_section(results_document(audited)) if card and table is not None else "", "answer",
-                         taken)
+    document = results_document(audited) if card and table is not None else {}
+    summary = summary_page(document, title) if document and in_folder else ""
+    if summary:
+        write_atomic(report_dir / SUMMARY, summary)
+    answer, _ = with_ids(answer_section(document, SUMMARY if summary else None) if document else "", "answer", taken)
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"
