@@ -17,13 +17,13 @@ def _sizes() -> dict[str, object]:
 
 def html(frame: pd.DataFrame) -> str:
     """The table as the notebook shows it, a missing number as an em dash."""
-    return frame.to_html(na_rep=MISSING, notebook=True, **_sizes())  # type: ignore[arg-type]
+    return frame.to_html(na_rep=MISSING, notebook=True, **_sizes())
 
 
 def text(frame: pd.DataFrame, printer: object = None, cycle: bool = False) -> str:
     """The table as plain text (what a text-only reader and the regression references see), missing as an em dash."""
     shown = frame.to_string(na_rep=MISSING, line_width=pd.get_option("display.width"),
-                            min_rows=pd.get_option("display.min_rows"), **_sizes())  # type: ignore[arg-type]
+                            min_rows=pd.get_option("display.min_rows"), **_sizes())
     if printer is not None:
         printer.text(shown)  # type: ignore[attr-defined]
     return shown

@@ -83,11 +83,11 @@ def _kind_layer(data: pd.DataFrame, kind: str, names: list[str], first: int, leg
     colour = alt.Color("curve:N", title=kind, scale=scale, legend=shown)
     rows = alt.Chart(data[data["kind"] == kind]).encode(color=colour)
     line = rows.transform_filter("isValid(datum.lo)").encode(x=alt.X("lam:Q", title=LAMBDA))
-    return alt.layer(
+    return alt.LayerChart(layer=[
         line.mark_line(point=True).encode(y=alt.Y("mean:Q", title="task metric (mean over cases)")),
         line.mark_area(opacity=0.2).encode(y="lo:Q", y2="hi:Q"),
         rows.transform_filter("isValid(datum.level)").mark_rule(strokeDash=[2, 3]).encode(y="level:Q"),
-    )
+    ])
 
 
 def sweep_curves(curves: pd.DataFrame, levels: pd.DataFrame | None = None) -> alt.ConcatChart:
