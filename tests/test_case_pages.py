@@ -37,6 +37,7 @@ def test_every_record_of_every_test_has_a_page_linked_from_the_report(tmp_path: 
     write_card(folder, read_params_file("ci"), {})
     report = build_report(read_audited(folder), "Audit", []).read_text()
     assert f'href="{page_path("decision_tasks")}"' in report  # the report links the chapter's page
+    assert f'href="{case_page("decision_tasks", "credit.blackbox_explicit")}"' in report  # and the verdict page's row
     chapter = (folder / page_path("decision_tasks")).read_text()
     for test in ("credit.blackbox_explicit", "credit.whitebox_slope"):
         assert f'href="decision_tasks/{Path(case_page("decision_tasks", test)).name}"' in chapter

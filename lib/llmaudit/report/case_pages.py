@@ -8,6 +8,7 @@ instance browser does."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -110,20 +111,30 @@ LEGEND = ("A record gives the case, its side (the group whose prompt it is, or t
           "answer words at all) and the prompt the model read.")
 
 
-def write_case_pages(audited: Audited, style: str, title: str) -> dict[str, str]:
-    """Write cases/<chapter>.html for each readable case file (`style`: the report's CSS); per chapter, the page's
-    path relative to the report, or why it could not be written (a damaged case file)."""
+@dataclass(frozen=True)
+class CasePages:
+    """The pages written, relative to the report: per chapter its page or why none was written (a damaged case
+    file), per test its page."""
+
+    chapters: dict[str, str] = field(default_factory=dict)
+    tests: dict[str, str] = field(default_factory=dict)
+
+
+def write_case_pages(audited: Audited, style: str, title: str) -> CasePages:
+    """Write cases/<chapter>.html and cases/<chapter>/<test>.html for each readable case file (`style`: the
+    report's CSS)."""
     verdicts = dict(zip(audited.verdicts.get("name", []), audited.verdicts.get("verdict", []), strict=True))
-    written: dict[str, str] = {}
+    written = CasePages()
     for name, records in audited.cases.items():
         chapter = Path(name).stem
         if isinstance(records, AuditError):
-            written[chapter] = f"not written: {records}"
+            written.chapters[chapter] = f"not written: {records}"
             continue
         tests = {str(t): part for t, part in records.groupby("test", sort=False)}
         for test, part in tests.items():
             page = _test_page(chapter, test, part, verdicts.get(test), style, title)
-            write_atomic(audited.folder / case_page(chapter, test), page)
+            written.tests[test] = str(write_atomic(audited.folder / case_page(chapter, test), page)
+                                      .relative_to(audited.folder).as_posix())
         write_atomic(audited.folder / page_path(chapter), _chapter_page(chapter, tests, verdicts, style, title))
-        written[chapter] = page_path(chapter)
+        written.chapters[chapter] = page_path(chapter)
     return written

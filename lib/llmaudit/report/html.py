@@ -22,7 +22,7 @@ from llmaudit.report.anchors import slug, unique
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.audited import Audited
-from llmaudit.report.case_pages import write_case_pages
+from llmaudit.report.case_pages import CasePages, write_case_pages
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import NO_DATA, spec_to_svg
@@ -206,14 +206,15 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if folded else body
 
 
-def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str], pages: dict[str, str]
+def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str], pages: CasePages
            ) -> list[tuple[str, str, str]]:
     """The sections before the chapters, in page order, as (id, title, HTML; '' where the section is empty): the
     verdict page (each test linked to its evidence), the model card, the headline numbers, the cases (linking the
     `pages` of every case), the glossary."""
     table, card, decided = audited.rows, audited.card, audited.verdicts
-    cases = cases_section(audited, pages)
-    links = evidence_links(table, decided, numbered, anchors, cases) if table is not None and not decided.empty else {}
+    cases = cases_section(audited, pages.chapters)
+    links = (evidence_links(table, decided, numbered, anchors, cases, pages.tests)
+             if table is not None and not decided.empty else {})
     return [("verdicts", "Verdicts", verdict_section(decided, links) if not decided.empty else ""),
             ("model-card", "Model card", card_section(card)),
             ("summary", "Headline numbers", headline_section(table, card) if table is not None else ""),
@@ -259,7 +260,7 @@ def build_report(
     card, table = audited.card, audited.rows
     front = []
     in_folder = out.parent == report_dir  # the pages beside the report, which links them by relative paths
-    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if in_folder else {}
+    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if in_folder else CasePages()
     for anchor, name, section in _front(audited, numbered, anchors, pages):
         if section:
             html, headings = with_ids(section, anchor, taken)
