@@ -118,3 +118,16 @@ def test_first_screen_opens_with_the_sentence_and_every_test_as_a_linked_badge(t
                         ("judicial_penalty.2", "white-box race_id")):
         assert f'href="#v-{name.replace("_", "-").replace(".", "-")}"' in html and f"</span>{label}</a>" in html
     assert short_label(IMPLIED) == "implied" and short_label("9-shot negative FPR gap") == "9-shot negative FPR gap"
+
+
+def test_a_not_measurable_slope_names_no_conflict(tmp_path: Path) -> None:
+    """A slope whose gate failed measures nothing a verdict rests on: its interval, below 0 against the other vector's
+    above 0, names no conflict on the first screen (once, it did)."""
+    document = results_file(tmp_path, [(PENALTY, STATED, "pass"), (PENALTY, DIAL, "fail"),
+                                       (PENALTY, ID, "not measurable")])
+    document["verdicts"][2].update(score=-0.1, lo=-0.15, hi=-0.05)
+    line = bottom_line(document)
+    assert line is not None and "conflict" not in line.sentence
+    document["verdicts"][2]["verdict"] = "fail"
+    line = bottom_line(document)
+    assert line is not None and "the white-box slopes conflict on judicial_penalty" in line.sentence

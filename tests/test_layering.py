@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ
     ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities"),
-    ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed"),
+    ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed",
+     "chapters.display"),
     ("spec",),
     ("data",),
     ("models",),
@@ -36,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("runner.chapter", "runner.snapshot", "runner.owner"),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
-    ("runner.adhoc",),
+    ("runner.adhoc", "runner.bookreports"),
     ("cli",),
     ("__main__",),
 )

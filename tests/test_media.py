@@ -35,3 +35,12 @@ def test_printing_unfolds_every_fold_but_code_and_a_phone_stacks_the_first_scree
     assert "overflow: visible" in printed and "tr, pre" in printed  # no printed scroll bar; breaks between rows
     phone = _block(css, "(max-width: 640px)")
     assert "table.answer thead, table.verdicts thead { display: none; }" in phone
+
+
+def test_a_phone_shows_figures_at_their_drawn_size_scrolling_within_themselves(tmp_path: Path) -> None:
+    """Shrunk to 390 px, a two-panel figure's labels were about 5 px: too small to read."""
+    folder = audited(tmp_path)
+    write_card(folder, read_params_file("ci"), {})
+    css = re.search(r"<style>(.*)</style>", build_report(read_audited(folder), "Audit", []).read_text(), re.S).group(1)
+    phone = _block(css, "(max-width: 640px)")
+    assert "figure { overflow-x: auto; }" in phone and "figure svg { max-width: none; }" in phone

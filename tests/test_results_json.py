@@ -40,3 +40,22 @@ def test_results_json_round_trips_to_the_csv_and_carries_verdicts(tmp_path) -> N
     (verdict,) = document["verdicts"]
     assert (verdict["test"], verdict["verdict"], verdict["n"]) == ("white-box slope, steering gender_lang", "fail", 48)
     assert document["config"]["epsilon"] == 0.02 and document["versions"]["code_version"] == "c0de"
+
+
+def test_every_task_and_template_module_has_a_version(tmp_path) -> None:
+    """As lm-evaluation-harness's results carry a version per task: each chapter, each of its modules (the templates
+    and prompt builders) and each decision task has one; the two judicial tasks share a module but not a version
+    (their answer words differ), and a version is the same on every writing of the same code."""
+    from llmaudit.chapters.decision_tasks import TASKS
+    from llmaudit.registry import KEYS
+    from llmaudit.report.versions import DIGITS, task_versions
+
+    Results(tmp_path / "results.csv").record("decision_tasks", "credit.competence", 0.3, 0.2, 0.4, n=48)
+    document = json.loads(write_results_json(read_audited(tmp_path)).read_text())
+    versions = document["task_versions"]
+    assert list(versions) == list(KEYS)
+    assert "prompts" in versions["markedness"]["modules"] and "stimuli" in versions["framing"]["modules"]
+    tasks = versions["decision_tasks"]["tasks"]
+    assert list(tasks) == list(TASKS) and all(len(v) == DIGITS for v in tasks.values())
+    assert tasks["judicial_conviction"] != tasks["judicial_penalty"]
+    assert task_versions() == versions

@@ -144,7 +144,11 @@ def test_index_puts_models_side_by_side(tmp_path) -> None:
     (tmp_path / "no-card").mkdir()  # a folder without an audit is skipped
     path = build_index(tmp_path)
     page = (tmp_path / "index.md").read_text()
-    assert "| [a](a/report.html) | [b](b/report.html) |" in page  # each model's column links its report
+    # each model's column links its report with a plain tag, which the browser opens (a Markdown link to a local
+    # file is a Sphinx download), and each model's bottom line stands above the grid
+    assert '| <a href="a/report.html">a</a> | <a href="b/report.html">b</a> |' in page
+    assert "](a/report.html)" not in page
+    assert page.index('- <a href="a/report.html">a</a>: 1 requirement\\: 1 fail;') < page.index("| Requirement")
     assert ('<span class="verdict fail">fail</span> (gate not checked) -0.0500 [-0.0600, -0.0400] | '
             '<span class="verdict pass">pass</span> (gate not checked) +0.0000') in page
     assert page.startswith("# Audited models\n\n" + LEAD)

@@ -162,9 +162,10 @@ def _tests(tests: pd.DataFrame) -> str:
     return f'<ul class="tests">{items}</ul>'
 
 
-def answer_section(document: dict[str, Any]) -> str:
-    """The first screen: the scope line, the bottom line and the table of answers with each requirement's tests;
-    '' where the document holds no verdict."""
+def answer_section(document: dict[str, Any], summary: str | None = None) -> str:
+    """The first screen: the scope line, the bottom line and the table of answers with each requirement's tests,
+    linking the printable summary (`summary`, its path beside the report, where written); '' where the document
+    holds no verdict."""
     rows = answers(document)
     line = bottom_line(document)
     if not rows or line is None:
@@ -182,7 +183,9 @@ def answer_section(document: dict[str, Any]) -> str:
             "[95% CI], why)</th></tr>")
     return (f'<section id="answer"><p class="bottom-line"><strong>{escape(line.sentence)}</strong></p>\n'
             f'<p class="scope">{escape(scope(document))} Every test, its gates and power: '
-            f'<a href="#verdicts">Verdicts</a>; the terms used here: <a href="#glossary">Glossary</a>.</p>\n'
+            f'<a href="#verdicts">Verdicts</a>; the terms used here: <a href="#glossary">Glossary</a>'
+            + (f'; a summary of two printed pages to sign: <a href="{escape(summary)}">summary</a>' if summary else "")
+            + ".</p>\n"
             f'<details class="method"><summary>How the bottom line is generated</summary><p>{escape(RULES)}</p>'
             "</details>\n"
             '<div class="limits"><h3>What this means and its limits</h3><ul>'

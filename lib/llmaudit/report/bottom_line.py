@@ -13,7 +13,9 @@ document alone, by these rules (the report's first screen and the index state th
    concept's two vectors) conflict, both 95% intervals excluding 0 with opposite signs, is named with both tests.
    This is the robustness chapter's conflict (main paper §4.5; `stats.conflict`, the one definition), so the first
    screen and the chapter's tables give one answer for each task. Tests that merely differ in verdict (one inside
-   epsilon, one outside, same sign) do not conflict: more cases may reconcile them.
+   epsilon, one outside, same sign) do not conflict: more cases may reconcile them. Only measurable tests are read:
+   a slope whose gate failed (e.g. its task's dependence test) measures nothing the verdict may rest on, so its
+   interval names no conflict here, though the robustness chapter, which compares raw estimates, may flag one.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ OUTCOMES = ("fail", "inconclusive", "pass", NOT_MEASURABLE)
 KINDS = {"black-box": "black-box gaps", "white-box": "white-box slopes", "probe": "sentiment-probe gaps"}
 RULES = ("The bottom line is generated from the verdicts by fixed rules: the tally counts requirements per verdict; "
          "where a requirement fails it names the instruments its failing tests come from (\"only\" when one kind) and "
-         "what the other instruments say about the same requirements; it names any requirement on which two tests of "
-         "one kind of instrument (explicit and implicit gaps, or a concept's two vectors) conflict: both 95% "
+         "what the other instruments say about the same requirements; it names any requirement on which two measurable "
+         "tests of one kind of instrument (explicit and implicit gaps, or a concept's two vectors) conflict: both 95% "
          "intervals exclude 0, with opposite signs (the robustness chapter's definition).")
 
 
@@ -80,9 +82,11 @@ def _fails(table: pd.DataFrame, worst: pd.Series) -> list[str]:
 
 
 def _conflicts(table: pd.DataFrame) -> list[str]:
-    """Rule 6: per requirement and kind of instrument, the first two tests that conflict (`stats.conflict`)."""
+    """Rule 6: per requirement and kind of instrument, the first two measurable tests that conflict
+    (`stats.conflict`)."""
     found = []
-    for (requirement, kind), tests in table.groupby(["requirement", "kind_of"], sort=False):
+    measurable = table[table["verdict"] != NOT_MEASURABLE]
+    for (requirement, kind), tests in measurable.groupby(["requirement", "kind_of"], sort=False):
         rows = [(t.test, Estimate(float(t.score), float(t.lo), float(t.hi)))
                 for t in tests.dropna(subset=["score", "lo", "hi"]).itertuples(index=False)]
         clash = next(((a, b) for a, b in combinations(rows, 2) if conflict(a[1], b[1])), None)

@@ -85,14 +85,29 @@ def _table(cases: pd.DataFrame, test: Any, metric: str) -> str:
             "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
 
 
-def cases_section(audited: Audited) -> str:
+def _browse(pages: dict[str, str]) -> str:
+    """A paragraph linking each chapter's page of every case (`report.case_pages`); '' without any."""
+    links = [f'<a href="{escape(path)}">{escape(chapter)}</a>' if path.endswith(".html")
+             else f"{escape(chapter)} ({escape(path)})" for chapter, path in pages.items()]
+    return (f'<p class="browse">Every case of every test, passed and not measurable ones too, a page per test '
+            f"listed per chapter (no scripts, readable offline): {', '.join(links)}.</p>\n") if links else ""
+
+
+def _section(body: str) -> str:
+    """The section around its body; '' for an empty one."""
+    return f'<section id="cases"><h2>Cases behind the gaps</h2>\n{body}</section>' if body else ""
+
+
+def cases_section(audited: Audited, pages: dict[str, str] | None = None) -> str:
     """The section for the tests of the audit's verdicts that fail or are inconclusive and have case records in
-    reports/<model>/cases/*.jsonl; '' where none has. A damaged case file is named in the section instead of
-    stopping the report."""
+    reports/<model>/cases/*.jsonl, opening with links to the pages of every case (`pages`, chapter -> path or why
+    it is missing); '' where there is neither. A damaged case file is named in the section instead of stopping the
+    report."""
     verdicts = audited.verdicts
     decided = verdicts[verdicts["verdict"].isin(DECIDED)] if not verdicts.empty else verdicts
+    browse = _browse(pages or {})
     if decided.empty or not audited.cases:
-        return ""
+        return _section(browse)
     metrics = {t.name: t.metric for t in verdict_tests()}
     parts = []
     for name, cases in audited.cases.items():
@@ -107,7 +122,7 @@ def cases_section(audited: Audited) -> str:
                          f"{escape(str(err))}</p>")
     parts = [part for part in parts if part]
     if not parts:
-        return ""
+        return _section(browse)
     intro = (f"The tests the verdict page finds failed or inconclusive ({len(decided)} of {len(verdicts)}); passed "
              f"and not measurable tests are left out. Each test's score is the mean over cases of a per-case value: "
              f"the difference of the metric between the two groups' prompts (black-box) or the slope of the metric "
@@ -115,5 +130,4 @@ def cases_section(audited: Audited) -> str:
              f"metric at the largest minus the smallest lambda of the grid), the answer mass (the probability the "
              f"model put on the answer words at all) and the words in which the two prompts differ, marked in the "
              f"prompts the model read; every case is in <code>{escape(FOLDER)}/&lt;chapter&gt;.jsonl</code>.")
-    return ('<section id="cases"><h2>Cases behind the gaps</h2>\n' + f"<p>{intro}</p>\n" + "\n".join(parts)
-            + "\n</section>")
+    return _section(browse + f"<p>{intro}</p>\n" + "\n".join(parts) + "\n")

@@ -24,7 +24,8 @@ NOTHING = "Nothing to draw: every value this figure would plot is missing."  # a
 
 @alt.theme.register(THEME, enable=False)
 def _theme() -> alt.theme.ThemeConfig:
-    """The book's one chart style: readable font sizes, slanted category labels and a fixed ~560px plot width."""
+    """The book's one chart style: readable font sizes, slanted category labels, a fixed ~560px plot width and
+    legends below the plot."""
     return alt.theme.ThemeConfig(
         {
             "config": {
@@ -33,7 +34,10 @@ def _theme() -> alt.theme.ThemeConfig:
                 "title": {"fontSize": 17, "anchor": "start", "subtitleFontSize": 14, "offset": 10},
                 "axis": {"labelFontSize": 13, "titleFontSize": 14, "titlePadding": 8, "labelLimit": 240},
                 "axisXDiscrete": {"labelAngle": -45},
-                "legend": {"labelFontSize": 13, "titleFontSize": 14, "labelLimit": 240},
+                # below the plot, in two columns: on a phone, where a figure keeps its drawn size and scrolls
+                # sideways, a legend on the right was off screen while the plot was read
+                "legend": {"labelFontSize": 13, "titleFontSize": 14, "labelLimit": 240, "orient": "bottom",
+                           "direction": "vertical", "columns": 2},
                 "header": {"labelFontSize": 14, "titleFontSize": 14},
             }
         }

@@ -1,6 +1,6 @@
 """Where each verdict test's evidence sits in the report: the chapter table and figure that show its score (per
-chapter and kind of test, by the labels the book gives them), and its case group in "Cases behind the gaps"; a link
-is made only to a target the page holds."""
+chapter and kind of test, by the labels the book gives them), its case group in "Cases behind the gaps" and its page
+of every case; a link is made only to a target the report holds."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ SHOWN_IN = {
 
 
 def evidence_links(results: pd.DataFrame, verdicts: pd.DataFrame, numbers: Numbers, chapters: Mapping[str, str],
-                   cases_html: str) -> dict[str, list[tuple[str, str]]]:
+                   cases_html: str, case_pages: Mapping[str, str] | None = None) -> dict[str, list[tuple[str, str]]]:
     """Per verdict test name, its (text, href) links: 'Table 2.1', 'Figure 2.1', its chapter ('chapter') when neither
-    is in the page, and 'cases' where the cases section holds its group. `chapters`: chapter key -> section id."""
+    is in the page, 'cases' where the cases section holds its group and 'all cases' where `case_pages` (test name ->
+    page path) has its page of every case. `chapters`: chapter key -> section id."""
     chapter_of = dict(zip(results["name"], results["chapter"], strict=True))
     found: dict[str, list[tuple[str, str]]] = {}
     for t in verdicts.itertuples(index=False):
@@ -37,5 +38,7 @@ def evidence_links(results: pd.DataFrame, verdicts: pd.DataFrame, numbers: Numbe
             links.append(("chapter", f"#{chapters[chapter]}"))
         if f'id="{cases_id(t.name)}"' in cases_html:
             links.append(("cases", f"#{cases_id(t.name)}"))
+        if t.name in (case_pages or {}):
+            links.append(("all cases", (case_pages or {})[t.name]))
         found[t.name] = links
     return found

@@ -22,6 +22,7 @@ from llmaudit.report.anchors import slug, unique
 from llmaudit.report.answer import CSS as ANSWER_CSS
 from llmaudit.report.answer import answer_section
 from llmaudit.report.audited import Audited
+from llmaudit.report.case_pages import CasePages, write_case_pages
 from llmaudit.report.cases import CSS as CASES_CSS
 from llmaudit.report.cases import cases_section
 from llmaudit.report.charts import NO_DATA, spec_to_svg
@@ -39,6 +40,8 @@ from llmaudit.report.outline import Entry, contents, with_ids
 from llmaudit.report.printed import printed_nans
 from llmaudit.report.results_json import results_document
 from llmaudit.report.sanitiser import sanitise
+from llmaudit.report.summary_page import NAME as SUMMARY
+from llmaudit.report.summary_page import summary_page
 from llmaudit.report.tables import tidy
 from llmaudit.report.verdict_page import CSS as VERDICT_CSS
 from llmaudit.report.verdict_page import verdict_section
@@ -203,12 +206,15 @@ def _cell(cell: nbformat.NotebookNode, numbered: markdown.Numbers) -> str:
     return f'<details class="solution"><summary>solution</summary>{body}</details>' if folded else body
 
 
-def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str]) -> list[tuple[str, str, str]]:
+def _front(audited: Audited, numbered: markdown.Numbers, anchors: dict[str, str], pages: CasePages
+           ) -> list[tuple[str, str, str]]:
     """The sections before the chapters, in page order, as (id, title, HTML; '' where the section is empty): the
-    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases, the glossary."""
+    verdict page (each test linked to its evidence), the model card, the headline numbers, the cases (linking the
+    `pages` of every case), the glossary."""
     table, card, decided = audited.rows, audited.card, audited.verdicts
-    cases = cases_section(audited)
-    links = evidence_links(table, decided, numbered, anchors, cases) if table is not None and not decided.empty else {}
+    cases = cases_section(audited, pages.chapters)
+    links = (evidence_links(table, decided, numbered, anchors, cases, pages.tests)
+             if table is not None and not decided.empty else {})
     return [("verdicts", "Verdicts", verdict_section(decided, links) if not decided.empty else ""),
             ("model-card", "Model card", card_section(card)),
             ("summary", "Headline numbers", headline_section(table, card) if table is not None else ""),
@@ -253,13 +259,18 @@ def build_report(
         chapters.append(f'<section class="chapter" id="{anchor}">\n{body}\n</section>')
     card, table = audited.card, audited.rows
     front = []
-    for anchor, name, section in _front(audited, numbered, anchors):
+    in_folder = out.parent == report_dir  # the pages beside the report, which links them by relative paths
+    pages = write_case_pages(audited, f"{CSS}\n{FRONT_CSS}", title) if in_folder else CasePages()
+    for anchor, name, section in _front(audited, numbered, anchors, pages):
         if section:
             html, headings = with_ids(section, anchor, taken)
             front.append((Entry(anchor, name), headings, html))
     toc = [(entry, headings) for entry, headings, _ in front] + toc
-    answer, _ = with_ids(answer_section(results_document(audited)) if card and table is not None else "", "answer",
-                         taken)
+    document = results_document(audited) if card and table is not None else {}
+    summary = summary_page(document, title) if document and in_folder else ""
+    if summary:
+        write_atomic(report_dir / SUMMARY, summary)
+    answer, _ = with_ids(answer_section(document, SUMMARY if summary else None) if document else "", "answer", taken)
     count = f"{len(notebooks)} notebook{'s' * (len(notebooks) != 1)}"
     source = f"{count} in {escape(report_dir.name)}/"
     meta = f"Generated {escape(generated)} by llmaudit {llmaudit.__version__} from {source}"

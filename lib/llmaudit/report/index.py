@@ -16,7 +16,7 @@ from llmaudit.errors import AuditError
 from llmaudit.formats import estimate
 from llmaudit.registry import CHAPTERS
 from llmaudit.report.audited import Audited, read_audited
-from llmaudit.report.bottom_line import RULES, bottom_line
+from llmaudit.report.bottom_line import RULES, BottomLine, bottom_line
 from llmaudit.report.charts import to_svg
 from llmaudit.report.comparison import FOLDER as COMPARE_FOLDER
 from llmaudit.report.comparison_files import comparison_pages, page_label
@@ -109,16 +109,23 @@ def _cell_text(cell: tuple | None) -> str:
 
 
 def _report_link(model: str) -> str:
-    """A model column's header: its name linking its report, the folder's name percent-quoted in the path (so no
-    character of it is Markdown syntax) and escaped as text."""
-    return f"[{literal(model)}]({quote(model, safe='')}/report.html)"
+    """A model column's header: its name linking its report as a plain <a> tag, which the browser opens (a Markdown
+    link to a local file becomes a Sphinx download; `runner.bookreports` copies the report where the tag points),
+    the folder's name percent-quoted in the path and escaped as text."""
+    return f'<a href="{escape(quote(model, safe=""))}/report.html">{literal(model)}</a>'
 
 
-def _markdown(grid: pd.DataFrame, shown: Shown, skipped: list[str]) -> str:
+def _markdown(grid: pd.DataFrame, shown: Shown, skipped: list[str], said: dict[str, BottomLine]) -> str:
     """The index as a MyST page of the book (the chapters' figures as inline SVG), naming the folders left out: a
-    lead paragraph, then one row per test with the requirement named on its first test's row only."""
+    lead paragraph, each model's bottom line (`said`) linking its report, then one row per test with the requirement
+    named on its first test's row only."""
     lines = ["# Audited models", "", LEAD, "", INTRO, ""]
     lines += [f"Left out: {literal(reason)}" for reason in skipped] + ([""] if skipped else [])
+    if said:
+        lines += ["## Bottom line per model", ""]
+        lines += [f"- {_report_link(model)}: {literal(line.sentence.removeprefix(f'{model}: '))}"
+                  for model, line in said.items()]
+        lines += ["", literal(RULES), ""]
     if grid.empty:
         return "\n".join([*lines, "No model has been audited yet: run `make audit`.", ""])
     models = " | ".join(map(_report_link, grid.columns))
@@ -143,11 +150,16 @@ def _comparisons(reports: Path) -> str:
     return f"\n<h2>Model comparisons</h2>\n<p>{sanitise(render_inline(COMPARE))}</p>\n<ul>\n{items}\n</ul>"
 
 
-def _bottom_lines(tables: dict[str, pd.DataFrame]) -> str:
-    """Per model, its bottom line (`report.bottom_line`), with the rules it follows."""
-    lines = [bottom_line({"config": {"name": model}, "verdicts": table.to_dict("records")})
-             for model, table in tables.items()]
-    items = "".join(f"<li>{escape(line.sentence)}</li>" for line in lines if line is not None)
+def bottom_lines(tables: dict[str, pd.DataFrame]) -> dict[str, BottomLine]:
+    """Per model with verdicts, its bottom line (`report.bottom_line`)."""
+    said = {model: bottom_line({"config": {"name": model}, "verdicts": table.to_dict("records")})
+            for model, table in tables.items()}
+    return {model: line for model, line in said.items() if line is not None}
+
+
+def _bottom_lines(said: dict[str, BottomLine]) -> str:
+    """Per model, its bottom line as HTML, with the rules it follows."""
+    items = "".join(f"<li>{escape(line.sentence)}</li>" for line in said.values())
     if not items:
         return ""
     return f'<h2 id="bottom-lines">Bottom line per model</h2>\n<ul>{items}</ul>\n<p>{escape(RULES)}</p>\n'
@@ -189,6 +201,7 @@ def build_index(reports: Path, own: Audited | None = None) -> Path:
     tables, damaged = audited(reports, own)
     shown, copied = figures(reports, list(tables), None if own is None else own.folder.name)
     grid, skipped = side_by_side(tables), damaged + copied
-    write_atomic(reports / "index.md", _markdown(grid, shown, skipped))
-    page = _html(grid, shown, _comparisons(reports), tuple(skipped), _bottom_lines(tables))
+    said = bottom_lines(tables)
+    write_atomic(reports / "index.md", _markdown(grid, shown, skipped, said))
+    page = _html(grid, shown, _comparisons(reports), tuple(skipped), _bottom_lines(said))
     return write_atomic(reports / "index.html", page)

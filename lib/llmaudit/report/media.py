@@ -1,8 +1,9 @@
 """The report's CSS for a printer and a phone. Printed, every folded block the verdicts depend on (per-test gates, how
 a verdict is read, prompts, solutions) is shown unfolded, tables wrap instead of scrolling (a scroll bar prints as a
 cut), and a page breaks between table rows rather than pushing a long table whole to the next page. Below 640 px,
-the first screen's table stacks one requirement per card and wider tables scroll within themselves, so the page
-itself never runs off screen."""
+the first screen's table stacks one requirement per card, and wider tables and figures scroll within themselves, so
+the page itself never runs off screen; a figure keeps its drawn size there (shrunk to 390 px, a two-panel figure's
+13 px labels would be 6 px)."""
 
 CSS = """
 @media print {
@@ -36,6 +37,8 @@ CSS = """
   table.answer td, table.verdicts td { border: 0; padding: .2rem .6rem; text-align: left !important; }
   table.headlines, table.cases, table.results { display: block; max-width: 100%; overflow-x: auto; }
   pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+  figure { overflow-x: auto; }
+  figure svg { max-width: none; }
   ul.tests li { white-space: normal; }
   nav.toc ol ol { columns: 1; }
   dl.card, dl.glossary { grid-template-columns: 1fr; }

@@ -15,7 +15,11 @@ so tools that read one read the other. Schema (README, "results.json"):
   (`report.card.chapter_provenance`);
 - versions: llmaudit, the computing code's hash, the git commit, Python and library versions;
 - data: the data manifest's sha256 and each data file's sha256;
-- n-samples: {chapter: {name: n}} for the rows with an interval over n sampled units.
+- n-samples: {chapter: {name: n}} for the rows with an interval over n sampled units;
+- task_versions: {chapter: {version, modules: {module: version}, tasks (decision tasks): {task: version}}}: a hash
+  of the code that builds each task's prompts and reads its answers (`report.versions`), as lm-evaluation-harness
+  gives each task a version: the code that wrote this file, at the audit's end (a chapter whose rows came from an
+  earlier run, `config.chapters`, may have run another version).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.report.audited import Audited
+from llmaudit.report.versions import task_versions
 
 NAME = "results.json"
 FIELDS = ("value", "lo", "hi", "n", "unit", "meaning", "note", "flag")
@@ -65,6 +70,7 @@ def results_document(audited: Audited) -> dict[str, Any]:
         "versions": card.get("environment", {}),
         "data": card.get("data", {}),
         "n-samples": samples,
+        "task_versions": task_versions(),
     }
 
 

@@ -17,6 +17,8 @@ from llmaudit.findings import results_frame
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
 
+SPEAKERS = "speakers"  # a sweep figure's curve per speaker group (judicial), beside a vector's or stated group's
+
 
 @dataclass(frozen=True)
 class Estimates:
@@ -132,18 +134,19 @@ def sweeps(audits: Mapping[str, TaskAudit]) -> tuple[pd.DataFrame, pd.DataFrame]
     """The sweep figure's data: each task's mean curve over lambda (judicial: one per speakers' dialect, as the main
     paper's Fig. 2), and its black-box group means (judicial: of the implicit prompts, the speakers' own dialect, as
     Fig. 2; else of the explicit ones, as Fig. 4), both with a `panel` naming the task and its metric and a `curve`
-    naming the vector, the speakers or the stated group."""
+    naming the vector, the speakers or the stated group, and a `kind` saying which of the three it is (the figure
+    gives each kind its own legend)."""
     panel = {name: f"{name}: {audit.task.metric_name}" for name, audit in audits.items()}
     curves, levels = [], []
     for name, audit in audits.items():
         if per_dialect(audit):
             named = {group: f"{speakers.upper()} speakers" for group, speakers in DIALECTS.items()}
-            own = [audit.curve(group).assign(curve=label) for group, label in named.items()]
-            means = audit.group_means("implicit")
+            own = [audit.curve(group).assign(curve=label, kind=SPEAKERS) for group, label in named.items()]
+            means = audit.group_means("implicit").assign(kind=SPEAKERS)
             means["curve"] = means["group"].map(named)
         else:
-            own = [audit.curve().assign(curve=audit.vector.name)]
-            means = audit.group_means().assign(curve=lambda frame: frame["group"])
+            own = [audit.curve().assign(curve=audit.vector.name, kind="steering vector")]
+            means = audit.group_means().assign(curve=lambda frame: frame["group"], kind="stated group")
         curves += [frame.assign(panel=panel[name]) for frame in own]
         levels.append(means.assign(panel=panel[name]))
     return pd.concat(curves, ignore_index=True), pd.concat(levels, ignore_index=True)

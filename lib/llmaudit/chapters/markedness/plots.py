@@ -6,14 +6,14 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from llmaudit.chapters.greyed import greyed
+from llmaudit.chapters.greyed import greyed, shapes
 from llmaudit.chapters.summaries import boxes, five_numbers
 
 
 def gaps(summary: pd.DataFrame) -> alt.FacetChart:
     """Mean FPR gap per group with its 95% interval, one panel per kind, one colour per dataset (columns dataset,
     kind, group, mean, lo, hi, and optionally verdict: the verdict page's on that dataset's and kind's gap test, a
-    not-measurable one drawn grey)."""
+    not-measurable one drawn grey, keeping its dataset's shape)."""
     shown, colours = greyed(summary["dataset"], summary["verdict"] if "verdict" in summary else None)
     summary = summary.assign(shown=shown)
     base = alt.Chart().encode(
@@ -23,7 +23,9 @@ def gaps(summary: pd.DataFrame) -> alt.FacetChart:
     return alt.layer(
         alt.Chart().mark_rule(color="gray").encode(x=alt.datum(0)),
         base.mark_rule().encode(x=alt.X("lo:Q", title="FPR gap d(X) = FPR(X) − mean over groups"), x2="hi:Q"),
-        base.mark_point(filled=True, size=45).encode(x="mean:Q", tooltip=["dataset", "group", "mean", "lo", "hi"]),
+        base.mark_point(filled=True, size=55, opacity=1).encode(
+            x="mean:Q", shape=shapes(summary["dataset"], "dataset", "probe set (by shape)"),
+            tooltip=["dataset", "group", "mean", "lo", "hi"]),
         data=summary,
     ).properties(width=300, height=alt.Step(12)).facet(column=alt.Column("kind:N", title=None))
 
