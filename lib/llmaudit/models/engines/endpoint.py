@@ -21,7 +21,7 @@ from llmaudit.capabilities import Capability
 from llmaudit.ledger import Ledger, call_label
 from llmaudit.models.endpoint.client import Client
 from llmaudit.models.endpoint.ledger import RequestLedger, request_key
-from llmaudit.models.endpoint.modes import Mode, Reading, read_answers
+from llmaudit.models.endpoint.modes import Mode, Read, Reading, read_answers
 from llmaudit.models.engines.base import Engine
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.passes.batching import ForwardOutput
@@ -35,12 +35,18 @@ class EndpointEngine(Engine):
 
     name = "endpoint"
 
-    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger):
+    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger, *,
+                 min_coverage: float, max_samples: int):
         self.client, self.reading, self.tokenizer = client, reading, tokenizer
         self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
+        self.min_coverage, self.max_samples = min_coverage, max_samples
         self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
-        self.coverage: list[float] = []  # each scored case's answer-word mass, in the order asked
-        self.outside = 0  # answer words read outside the server's window (0: every read exact)
+        self.reads: dict[tuple[str, tuple[str, ...]], Read] = {}  # each scored case's read, by prompt and answers
+
+    @property
+    def outside(self) -> int:
+        """Answer words read outside the server's window so far (0: every read exact)."""
+        return sum(read.outside for read in self.reads.values())
 
     @property
     def mode(self) -> Mode:
@@ -52,8 +58,8 @@ class EndpointEngine(Engine):
         """Why this engine runs the model and how it has read it so far (the compute ledger's `engine` line, which
         the model card shows per chapter)."""
         endpoint, reading = self.client.endpoint, self.reading
-        read = (f"; {self.outside} answer words outside the window, least coverage {min(self.coverage):.3f}"
-                if self.outside else "")
+        least = min((read.coverage for read in self.reads.values()), default=1.0)
+        read = f"; {self.outside} answer words outside the window, least coverage {least:.3f}" if self.outside else ""
         return (f"{endpoint.model} at {endpoint.base} exposes no weights: reading mode {self.mode} "
                 f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}")
 
@@ -64,18 +70,27 @@ class EndpointEngine(Engine):
         if labels is None:
             raise self.refusal([Capability.PROBABILITIES], "the whole vocabulary's probabilities (a server returns "
                                                            f"at most {self.reading.window})")
-        words = [self.tokenizer.decode([label]) for label in labels]
-        rows = []
         with self.compute.labelled(call_label(self.name, desc)):
-            for text in texts:
-                body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
-                        "logprobs": self.reading.window}
-                read = read_answers(self._ask(body, sample=0)["response"], words)
-                self.coverage.append(read.coverage)
-                self.outside += read.outside
-                rows.append(read.probs)
+            rows = [self._read(text, labels).probs for text in texts]
             self.compute.engine = self.reason
         return ForwardOutput(torch.tensor(rows, dtype=torch.float32).reshape(len(texts), len(labels)), None)
+
+    def coverage(self, texts: Sequence[str], labels: Sequence[int]) -> list[float] | None:
+        """Per text, the least share of the answer words' mass its top-k read covers (`modes.read_answers`), each read
+        from the request ledger; None in sampled mode, which reads no probabilities."""
+        if not self.reading.window:
+            return None
+        with self.compute.labelled(call_label(self.name, "coverage")):
+            return [self._read(text, labels).coverage for text in texts]
+
+    def _read(self, text: str, labels: Sequence[int]) -> Read:
+        """One prompt's answer words (`labels`) read from the server's window at the next token."""
+        words = tuple(self.tokenizer.decode([label]) for label in labels)
+        if (text, words) not in self.reads:
+            body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+                    "logprobs": self.reading.window}
+            self.reads[text, words] = read_answers(self._ask(body, sample=0)["response"], words)
+        return self.reads[text, words]
 
     def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
               derivative: bool) -> SweepOutput:

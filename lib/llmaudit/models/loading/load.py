@@ -114,7 +114,8 @@ def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
     return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs,
                          provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
                          system_prompt=spec.system_prompt, chat_template=spec.chat_template,
-                         template_options=spec.template_options)
+                         template_options=spec.template_options, min_coverage=spec.min_coverage,
+                         max_samples=spec.max_samples)
 
 
 def _weights_sha256(folder: Path) -> str:
