@@ -57,7 +57,8 @@ def unmeasured(audit: TaskAudit, variant: str) -> str | None:
         return (f"not measurable: {int(low.sum())} of {len(frame)} prompts' top-k reads cover less than "
                 f"{audit.min_coverage:g} of the answer words' probability (least {frame['coverage'].min():.3f}; "
                 "model.min_coverage)")
-    if audit.case_gaps(variant).empty:
+    named = frame.dropna(subset=["metric"])
+    if set(audit.task.groups) - set(named["group"]) or audit.case_gaps(variant).empty:
         return "not measurable: no case's sampled answers named an answer word in both groups"
     return None
 
