@@ -88,3 +88,15 @@ def test_key_sent_as_bearer_never_in_the_body(monkeypatch):
         exchange = Client(Endpoint(url=url, model="m", api_key_env="HOSTILE_KEY")).complete({"model": "m",
                                                                                              "prompt": "x"})
     assert "sk-secret-123" not in json.dumps(exchange) and "sk-secret-123" not in json.dumps(received)
+
+
+def test_a_fingerprint_changed_mid_run_is_noted_in_the_chapters_engine_line(tmp_path):
+    later = (200, {}, completion("yes", {"yes": -0.5, "no": -1.2}, fingerprint="fp-2"), 0.0)
+    with scripted([PROBE, OK, later]) as (url, _):
+        model = _model(url)
+        model.ledger.path = tmp_path / "ledger.json"  # the compute ledger, whose engine line the model card shows
+        run_pass(model, Request(texts=TEXTS, labels=_ids(model)))
+        assert "fingerprints seen" not in json.loads(model.ledger.path.read_text())["engine"]
+        run_pass(model, Request(texts=[TEXTS[0] + "please "], labels=_ids(model)))
+    line = json.loads(model.ledger.path.read_text())["engine"]
+    assert "fingerprint fp-1" in line and "fingerprints seen fp-1, fp-2: changed mid-run" in line

@@ -42,6 +42,7 @@ class EndpointEngine(Engine):
         self.min_coverage, self.max_samples = min_coverage, max_samples
         self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
         self.reads: dict[tuple[str, tuple[str, ...]], Read] = {}  # each scored case's read, by prompt and answers
+        self.fingerprints: list[str | None] = [reading.fingerprint]  # the server's, each once, in the order seen
 
     @property
     def outside(self) -> int:
@@ -60,8 +61,11 @@ class EndpointEngine(Engine):
         endpoint, reading = self.client.endpoint, self.reading
         least = min((read.coverage for read in self.reads.values()), default=1.0)
         read = f"; {self.outside} answer words outside the window, least coverage {least:.3f}" if self.outside else ""
+        seen = [str(fingerprint) for fingerprint in self.fingerprints]
+        changed = (f"; fingerprints seen {', '.join(seen)}: changed mid-run, so later answers came from another "
+                   "build or configuration of the server" if len(seen) > 1 else "")
         return (f"{endpoint.model} at {endpoint.base} exposes no weights: reading mode {self.mode} "
-                f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}")
+                f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}{changed}")
 
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
               batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
@@ -105,6 +109,7 @@ class EndpointEngine(Engine):
         tokens = []
         with self.compute.labelled(call_label(self.name, request.desc)):
             tokens = self._sampled(request)
+            self.compute.engine = self.reason
         probs = None
         if request.labels is not None:
             probs = self.score(request.texts, request.labels, (), batch_tokens=batch_tokens).probs
@@ -132,7 +137,10 @@ class EndpointEngine(Engine):
         endpoint = self.client.endpoint
         key = request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
                           body=body, sample=sample)
-        return self.ledger.answer(key, lambda: self.client.complete(body))
+        exchange = self.ledger.answer(key, lambda: self.client.complete(body))
+        if (fingerprint := exchange.get("system_fingerprint")) not in self.fingerprints:
+            self.fingerprints.append(fingerprint)
+        return exchange
 
     def _tokens(self, text: str, width: int) -> list[int]:
         """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""
