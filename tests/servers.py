@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -90,16 +91,18 @@ def completion(text: str = "yes", top: dict[str, float] | None = None, fingerpri
 
 
 @contextmanager
-def scripted(replies: list[tuple[int, dict[str, str], bytes | dict, float]]) -> Iterator[tuple[str, list]]:
-    """A server answering each POST with the next of `replies` (status, headers, body, seconds to wait first), the
-    last one repeated; yields its URL and the bodies it received."""
+def scripted(replies: list[tuple[int, dict[str, str], Any, float]]) -> Iterator[tuple[str, list]]:
+    """A server answering each POST with the next of `replies` (status, headers, body or a function of the request's
+    JSON giving it, seconds to wait first), the last one repeated; yields its URL and the bodies it received."""
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append(request)
             status, headers, body, wait = replies[min(len(received), len(replies)) - 1]
             time.sleep(wait)
+            body = body(request) if callable(body) else body
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             try:
                 self.send_response(status)

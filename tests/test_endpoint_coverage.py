@@ -6,6 +6,7 @@ both answer words is estimated. The windows come from a standard-library server 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 import pytest
@@ -31,17 +32,22 @@ def test_coverage_bounds_the_mass_an_answer_word_outside_the_window_can_hold():
     assert read_answers(completion("Good", window), ["Good", "maybe"]).coverage == 1.0
 
 
-def _window(good: float, bad: float | None) -> tuple:
+def _window(good: float, bad: float | None) -> dict:
     """A reply whose window holds Good at `good` and Bad at `bad` (None: Bad left out, below 'perhaps' at 0.01)."""
     top = {"Good": math.log(good), "perhaps": math.log(0.01)} | ({} if bad is None else {"Bad": math.log(bad)})
-    return (200, {}, completion("Good", top), 0.0)
+    return completion("Good", top)
 
 
-def _audit(replies: list) -> tuple[TaskAudit, EndpointModel]:
-    """Credit's answers read on four cases' female and male prompts from `replies`, in that order."""
+def _audit(bad: Callable[[int, str], float | None]) -> tuple[TaskAudit, EndpointModel]:
+    """Credit's answers read on four cases' female and male prompts, each prompt's P(Bad) `bad(case, group)`."""
     items = [TaskItem(f"case {case} {group}", "Answer:", group, str(case), 1) for case in range(4)
              for group in ("female", "male")]
-    with scripted([PROBE, *replies]) as (url, _):
+
+    def reply(request: dict) -> dict:
+        case, group = request["prompt"].split()[1:3]
+        return _window(0.5, bad(int(case), group))
+
+    with scripted([PROBE, (200, {}, reply, 0.0)]) as (url, _):
         model = EndpointModel("m", Endpoint(url=url, model="m", retries=0), build_tokenizer(), window=20,
                               provenance={}, min_coverage=0.995, max_samples=100, chat_template=False)
         frame = TaskRunner(model, 0).score(items, TASKS["credit"].answers, "credit explicit").assign(fact=float("nan"))
@@ -49,8 +55,7 @@ def _audit(replies: list) -> tuple[TaskAudit, EndpointModel]:
 
 
 def test_a_gap_whose_reads_miss_an_answer_word_is_not_measurable_with_the_reason():
-    replies = [_window(0.5, 0.4 if i != 5 else None) for i in range(8)]  # case 2's male prompt: Bad outside
-    audit, model = _audit(replies)
+    audit, model = _audit(lambda case, group: None if (case, group) == (2, "male") else 0.4)  # Bad outside once
     assert audit.black["explicit"]["coverage"].round(4).tolist() == [1.0] * 5 + [round(0.5 / 0.51, 4)] + [1.0] * 2
     results = estimates({"credit": audit}, 200, 0).results
     assert pd.isna(results.at["credit.blackbox_explicit", "value"])
@@ -60,7 +65,6 @@ def test_a_gap_whose_reads_miss_an_answer_word_is_not_measurable_with_the_reason
 
 
 def test_a_gap_whose_reads_hold_every_answer_word_is_estimated():
-    replies = [_window(0.5, 0.4 if i % 2 else 0.2) for i in range(8)]  # female P(Bad) 0.2/0.7, male 0.4/0.9
-    audit, _ = _audit(replies)
+    audit, _ = _audit(lambda case, group: 0.2 if group == "female" else 0.4)  # P(Bad) 0.2/0.7 and 0.4/0.9
     results = estimates({"credit": audit}, 200, 0).results
     assert results.at["credit.blackbox_explicit", "value"] == pytest.approx(0.2 / 0.7 - 0.4 / 0.9, abs=1e-6)

@@ -49,7 +49,7 @@ def _cases(audit: TaskAudit, label: str) -> int:
 def unmeasured(audit: TaskAudit, variant: str) -> str | None:
     """Why a black-box gap is not measurable (None: it is, or the task lacks the variant): a prompt's top-k read
     covering less of the answer words' mass than `TaskAudit.min_coverage` (`models.endpoint.modes`: the metric is off
-    by up to 1 - coverage), or no case with the metric in both groups (sampled answers that named no answer word)."""
+    by up to 1 - coverage), or fewer than two cases with the metric in both groups (sampled answers naming none)."""
     frame = audit.black.get(variant)
     if frame is None:
         return None
@@ -58,8 +58,8 @@ def unmeasured(audit: TaskAudit, variant: str) -> str | None:
                 f"{audit.min_coverage:g} of the answer words' probability (least {frame['coverage'].min():.3f}; "
                 "model.min_coverage)")
     named = frame.dropna(subset=["metric"])
-    if set(audit.task.groups) - set(named["group"]) or audit.case_gaps(variant).empty:
-        return "not measurable: no case's sampled answers named an answer word in both groups"
+    if set(audit.task.groups) - set(named["group"]) or len(audit.case_gaps(variant)) < 2:
+        return "not measurable: fewer than two cases whose sampled answers named an answer word in both groups"
     return None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -75,7 +76,7 @@ class EndpointEngine(Engine):
             raise self.refusal([Capability.PROBABILITIES], "the whole vocabulary's probabilities (a server returns "
                                                            f"at most {self.reading.window})")
         with self.compute.labelled(call_label(self.name, desc)):
-            rows = [self._read(text, labels).probs for text in texts]
+            rows = [read.probs for read in self._reads(texts, labels)]
             self.compute.engine = self.reason
         return ForwardOutput(torch.tensor(rows, dtype=torch.float32).reshape(len(texts), len(labels)), None)
 
@@ -85,16 +86,17 @@ class EndpointEngine(Engine):
         if not self.reading.window:
             return None
         with self.compute.labelled(call_label(self.name, "coverage")):
-            return [self._read(text, labels).coverage for text in texts]
+            return [read.coverage for read in self._reads(texts, labels)]
 
-    def _read(self, text: str, labels: Sequence[int]) -> Read:
-        """One prompt's answer words (`labels`) read from the server's window at the next token."""
+    def _reads(self, texts: Sequence[str], labels: Sequence[int]) -> list[Read]:
+        """Each prompt's answer words (`labels`) read from the server's window at the next token."""
         words = tuple(self.tokenizer.decode([label]) for label in labels)
-        if (text, words) not in self.reads:
-            body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
-                    "logprobs": self.reading.window}
-            self.reads[text, words] = read_answers(self._ask(body, sample=0)["response"], words)
-        return self.reads[text, words]
+        new = [text for text in dict.fromkeys(texts) if (text, words) not in self.reads]
+        bodies = [({"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+                    "logprobs": self.reading.window}, 0) for text in new]
+        for text, exchange in zip(new, self._ask(bodies)):
+            self.reads[text, words] = read_answers(exchange["response"], words)
+        return [self.reads[text, words] for text in texts]
 
     def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
               derivative: bool) -> SweepOutput:
@@ -116,10 +118,9 @@ class EndpointEngine(Engine):
         return Samples(tokens, probs)
 
     def _sampled(self, request: SampleRequest) -> list[torch.Tensor]:
-        """Per call, its answers' token ids (rows, max_new_tokens)."""
-        tokens = []
+        """Per call, its answers' token ids (rows, max_new_tokens), every call's requests sent in one batch."""
+        bodies = []
         for call in request.calls:
-            rows = []
             for text in call.texts:
                 for index in range(call.per_text):
                     body = {"model": self.client.endpoint.model, "prompt": text,
@@ -127,20 +128,26 @@ class EndpointEngine(Engine):
                             "top_p": request.top_p, "seed": sample_seed(call.seed, index)}
                     if request.top_k is not None:
                         body["top_k"] = request.top_k  # vLLM, SGLang and llama.cpp take it; OpenAI's API does not
-                    reply = self._ask(body, sample=index)["response"]
-                    rows.append(self._tokens(reply["choices"][0]["text"], request.max_new_tokens))
-            tokens.append(torch.tensor(rows, dtype=torch.long).reshape(call.rows, request.max_new_tokens))
-        return tokens
+                    bodies.append((body, index))
+        rows = [self._tokens(exchange["response"]["choices"][0]["text"], request.max_new_tokens)
+                for exchange in self._ask(bodies)]
+        tokens = torch.tensor(rows, dtype=torch.long).reshape(len(rows), request.max_new_tokens)
+        return list(tokens.split([call.rows for call in request.calls]))
 
-    def _ask(self, body: dict[str, Any], *, sample: int) -> dict[str, Any]:
-        """One exchange, from the request ledger where it holds it."""
+    def _ask(self, bodies: Sequence[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
+        """The exchanges of requests (body, sample index), in their order, from the request ledger where it holds
+        them, the others sent `Endpoint.concurrency` at a time in the order of their prompts, so that prompts sharing
+        a beginning reach the server together (its prefix cache, where it keeps one, then holds that beginning)."""
         endpoint = self.client.endpoint
-        key = request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
-                          body=body, sample=sample)
-        exchange = self.ledger.answer(key, lambda: self.client.complete(body))
-        if (fingerprint := exchange.get("system_fingerprint")) not in self.fingerprints:
-            self.fingerprints.append(fingerprint)
-        return exchange
+        asked = [(request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
+                              body=body, sample=sample), partial(self.client.complete, body))
+                 for body, sample in bodies]
+        order = sorted(range(len(bodies)), key=lambda i: bodies[i][0]["prompt"])
+        exchanges = self.ledger.answer_all(asked, workers=endpoint.concurrency, order=order)
+        for exchange in exchanges:
+            if (fingerprint := exchange.get("system_fingerprint")) not in self.fingerprints:
+                self.fingerprints.append(fingerprint)
+        return exchanges
 
     def _tokens(self, text: str, width: int) -> list[int]:
         """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""
