@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from conftest import WORDS
+from llmaudit.capabilities import NO_WEIGHTS
 from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.base import TaskItem
 from llmaudit.chapters.decision_tasks.estimates import estimates
@@ -116,3 +117,16 @@ def test_decision_tasks_black_box_read_as_shares_of_sampled_answers(server, serv
                                "both groups")
     else:
         assert gap["lo"] <= gap["value"] <= gap["hi"] and gap["n"] >= 1
+
+
+def test_an_unsteered_credit_audit_runs_in_sampled_mode(server, served_dir, mirror, tmp_path, monkeypatch):
+    model = _model(server, tmp_path, served_dir, monkeypatch, max_samples=5)
+    audit = TaskRunner(model, 0, mirror).audit(TASKS["credit"], None, [0.0], 2, dependence=True)
+    assert set(audit.black) == {"explicit", "implicit"} and audit.dependence is not None
+    assert all(frame["samples"].eq(5).all() for frame in [*audit.black.values(), audit.dependence.black])
+    results = estimates({"credit": audit}, 200, 0).results
+    assert results.at["credit.whitebox_slope", "note"] == NO_WEIGHTS
+    for test in ("credit.blackbox_explicit", "credit.blackbox_implicit"):
+        value, note = results.at[test, "value"], results.at[test, "note"]
+        assert (value is None and note.startswith("not measurable: fewer than two cases")) or (
+            results.at[test, "lo"] <= value <= results.at[test, "hi"])
