@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import build_tokenizer
+from llmaudit.errors import AuditError
 from llmaudit.models.endpoint.client import Endpoint
 from llmaudit.models.endpoint.model import EndpointModel
 from llmaudit.models.request import Request
@@ -56,3 +57,21 @@ def test_prompts_sharing_a_beginning_go_out_together(tmp_path):
     _, _, lines, received = _run(texts, 1, tmp_path)
     assert [request["prompt"] for request in received] == [texts[2], texts[0], texts[3], texts[1]]
     assert [line["body"]["prompt"] for line in lines] == texts
+
+
+def test_a_failed_request_keeps_the_replies_already_in(tmp_path):
+    texts = ["question q5", "question q4", "question q3", "question q2", "question q1"]  # sent in the order q1...
+
+    def reply(request: dict) -> dict | bytes:
+        return b"{not json" if request["prompt"].endswith("q3") else _by_prompt(request)
+
+    with scripted([PROBE, (200, {}, reply, 0.0)]) as (url, received):
+        model = EndpointModel("m", Endpoint(url=url, model="m", retries=0, concurrency=1), build_tokenizer(),
+                              window=20, provenance={}, min_coverage=0.995, max_samples=100, chat_template=False)
+        model.requests.path = tmp_path / "requests.jsonl"
+        with pytest.raises(AuditError, match="not a completion's JSON"):
+            run_pass(model, Request(texts=texts, labels=model.tokenizer.convert_tokens_to_ids(["yes", "no"])))
+    kept = [json.loads(line)["body"]["prompt"] for line in model.requests.path.read_text().splitlines()]
+    # q3 fails; q4 may be in flight by then (kept too), q5 never starts; the replies kept in the order asked
+    assert kept in (["question q2", "question q1"], ["question q4", "question q2", "question q1"])
+    assert len(received) - 1 == len(kept) + 1

@@ -40,8 +40,8 @@ class RequestLedger:
         """The exchange under each key of `asked` (key, how to ask), in its order: from the ledger where it holds it,
         else asked through a pool of `workers` threads, sent in `order` (indices; e.g. by prompt, so that prompts
         sharing a beginning reach the server together and its prefix cache hits) and appended to the file in the
-        order given, each as soon as those before it are in. A failed request ends the batch with the replies already
-        in written, then its error."""
+        order given, each as soon as those before it are in. A failed request ends the batch: the replies in by
+        then, those in flight included, are written, then its error is raised."""
         found = self._exchanges()
         first = {key: i for i, (key, _) in reversed(list(enumerate(asked)))}  # a key asked twice is asked once
         missing = [i for i in (range(len(asked)) if order is None else order)
@@ -58,7 +58,9 @@ class RequestLedger:
                     while pending and pending[0] in done:
                         self._write(done[pending.pop(0)])
             except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
+                pool.shutdown(wait=True, cancel_futures=True)  # those in flight finish; none starts
+                done |= {i: {"key": asked[i][0], **future.result()} for future, i in futures.items()
+                         if not future.cancelled() and future.exception() is None}
                 for i in pending:
                     if i in done:
                         self._write(done[i])
