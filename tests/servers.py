@@ -1,15 +1,20 @@
 """Real servers the endpoint tests start and stop on a free local port: `transformers serve` over a model folder,
-llama-cpp-python's OpenAI-compatible server over a GGUF."""
+llama-cpp-python's OpenAI-compatible server over a GGUF, and a small standard-library server scripted to answer what
+no real server produces on demand (`scripted`)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -76,3 +81,47 @@ def _healthy(url: str, server: subprocess.Popen) -> bool:
             pass
         time.sleep(0.5)
     return False
+
+
+def completion(text: str = "yes", top: dict[str, float] | None = None, fingerprint: str = "fp-1") -> dict:
+    """A completion's JSON, with one position's log-probabilities where `top` is given."""
+    logprobs = None if top is None else {"tokens": [text], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    return {"id": "x", "object": "text_completion", "created": 0, "model": "m", "system_fingerprint": fingerprint,
+            "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": logprobs}]}
+
+
+@contextmanager
+def scripted(replies: list[tuple[int, dict[str, str], Any, float]]) -> Iterator[tuple[str, list]]:
+    """A server answering each POST with the next of `replies` (status, headers, body or a function of the request's
+    JSON giving it, seconds to wait first), the last one repeated; yields its URL and the bodies it received."""
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append(request)
+            status, headers, body, wait = replies[min(len(received), len(replies)) - 1]
+            time.sleep(wait)
+            body = body(request) if callable(body) else body
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()

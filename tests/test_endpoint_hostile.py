@@ -6,11 +6,7 @@ clear AuditError line, and the ledger keeps every finished exchange."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -21,62 +17,27 @@ from llmaudit.models.endpoint.client import Client, Endpoint
 from llmaudit.models.endpoint.model import EndpointModel
 from llmaudit.models.endpoint.modes import Mode
 from llmaudit.models.request import Request
+from servers import completion, scripted
 
-
-def _completion(text: str = "yes", top: dict[str, float] | None = None) -> dict:
-    """A completion's JSON, with one position's log-probabilities where `top` is given."""
-    logprobs = None if top is None else {"tokens": [text], "token_logprobs": [-0.1], "top_logprobs": [top]}
-    return {"id": "x", "object": "text_completion", "created": 0, "model": "m", "system_fingerprint": "fp-1",
-            "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": logprobs}]}
-
-
-@contextmanager
-def scripted(replies: list[tuple[int, dict[str, str], bytes | dict, float]]) -> Iterator[tuple[str, list]]:
-    """A server answering each POST with the next of `replies` (status, headers, body, seconds to wait first), the
-    last one repeated; yields its URL and the bodies it received."""
-    received: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            status, headers, body, wait = replies[min(len(received), len(replies)) - 1]
-            time.sleep(wait)
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                for name, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up waiting
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-PROBE = (200, {}, _completion("Paris", {"Paris": -0.1, "Lyon": -3.0}), 0.0)
-OK = (200, {}, _completion("yes", {"yes": -0.5, "no": -1.2, "maybe": -3.0}), 0.0)
+PROBE = (200, {}, completion("Paris", {"Paris": -0.1, "Lyon": -3.0}), 0.0)
+OK = (200, {}, completion("yes", {"yes": -0.5, "no": -1.2, "maybe": -3.0}), 0.0)
 
 
 def _model(url: str, retries: int = 3, timeout: float = 5.0) -> EndpointModel:
     endpoint = Endpoint(url=url, model="m", timeout=timeout, retries=retries)
-    return EndpointModel("m", endpoint, build_tokenizer(), window=20, provenance={})
+    return EndpointModel("m", endpoint, build_tokenizer(), window=20, provenance={}, min_coverage=0.995,
+                         max_samples=100)
+
+
+TEXTS = ["<|user|> yes or no <eos> <|assistant|> "]
+
+
+def _ids(model: EndpointModel) -> list[int]:
+    return model.tokenizer.convert_tokens_to_ids(["yes", "no"])
 
 
 def _score(model: EndpointModel) -> list[list[float]]:
-    ids = model.tokenizer.convert_tokens_to_ids(["yes", "no"])
-    return ask(model, Request(texts=["<|user|> yes or no <eos> <|assistant|> "], labels=ids)).probs[0].tolist()
+    return ask(model, Request(texts=TEXTS, labels=_ids(model))).probs[0].tolist()
 
 
 def test_429_storm_retried_after_retry_after():
@@ -113,12 +74,12 @@ def test_timeout_is_one_line():
 
 
 def test_logprobs_of_other_tokens_read_as_top_k_with_their_coverage():
-    other = (200, {}, _completion("maybe", {"maybe": -0.01, "perhaps": -5.0}), 0.0)
+    other = (200, {}, completion("maybe", {"maybe": -0.01, "perhaps": -5.0}), 0.0)
     with scripted([PROBE, other]) as (url, _):
         model = _model(url)
         probs = _score(model)
     assert probs[0] == [0.0, 0.0]
-    assert model.engine.mode == Mode.TOP_K and model.engine.coverage == [0.0]
+    assert model.engine.mode == Mode.TOP_K and model.engine.coverage(TEXTS, _ids(model)) == [0.0]
 
 
 def test_key_sent_as_bearer_never_in_the_body(monkeypatch):
@@ -127,3 +88,15 @@ def test_key_sent_as_bearer_never_in_the_body(monkeypatch):
         exchange = Client(Endpoint(url=url, model="m", api_key_env="HOSTILE_KEY")).complete({"model": "m",
                                                                                              "prompt": "x"})
     assert "sk-secret-123" not in json.dumps(exchange) and "sk-secret-123" not in json.dumps(received)
+
+
+def test_a_fingerprint_changed_mid_run_is_noted_in_the_chapters_engine_line(tmp_path):
+    later = (200, {}, completion("yes", {"yes": -0.5, "no": -1.2}, fingerprint="fp-2"), 0.0)
+    with scripted([PROBE, OK, later]) as (url, _):
+        model = _model(url)
+        model.ledger.path = tmp_path / "ledger.json"  # the compute ledger, whose engine line the model card shows
+        ask(model, Request(texts=TEXTS, labels=_ids(model)))
+        assert "fingerprints seen" not in json.loads(model.ledger.path.read_text())["engine"]
+        ask(model, Request(texts=[TEXTS[0] + "please "], labels=_ids(model)))
+    line = json.loads(model.ledger.path.read_text())["engine"]
+    assert "fingerprint fp-1" in line and "fingerprints seen fp-1, fp-2: changed mid-run" in line

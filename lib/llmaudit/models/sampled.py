@@ -21,6 +21,8 @@ from llmaudit.models.runtime import AuditModel
 from llmaudit.models.sampling.batched import Samples
 from llmaudit.models.sampling.sample_batches import call_batches
 
+CALLS = 64  # calls per batch where the engine samples over HTTP (an endpoint): one progress step, one cached batch
+
 
 def cached_samples(model: AuditModel, request: SampleRequest) -> Samples:
     """The request's answers per call, the label probabilities of its texts (given labels) and their last token's
@@ -34,7 +36,8 @@ def cached_samples(model: AuditModel, request: SampleRequest) -> Samples:
     read = {name: [torch.empty(0)] * len(calls) for name in ("probs", "acts")}  # each call's texts' rows
     states: dict[int, dict[str, torch.Tensor]] = {}  # block -> text -> its states there
     batches = (list(call_batches(model.handle, calls, request.max_new_tokens, runtime.batch_tokens))
-               if model.engine.can(Capability.STATES) else [[i] for i in range(len(calls))])  # an endpoint: by call
+               if model.engine.can(Capability.STATES)  # an endpoint: CALLS calls' requests sent concurrently
+               else [list(range(i, min(i + CALLS, len(calls)))) for i in range(0, len(calls), CALLS)])
     for batch in tqdm(batches, desc=request.desc, disable=request.desc is None, leave=False):
         chosen = [calls[i] for i in batch]
         kept = [text for call in chosen for text in call.texts if text in wanting]

@@ -48,6 +48,23 @@ def _cases(audit: TaskAudit, label: str) -> int:
     return int((audit.white if own is None else own)["case"].nunique())
 
 
+def unmeasured(audit: TaskAudit, variant: str) -> str | None:
+    """Why a black-box gap is not measurable (None: it is, or the task lacks the variant): a prompt's top-k read
+    covering less of the answer words' mass than `TaskAudit.min_coverage` (`models.endpoint.modes`: the metric is off
+    by up to 1 - coverage), or fewer than two cases with the metric in both groups (sampled answers naming none)."""
+    frame = audit.black.get(variant)
+    if frame is None:
+        return None
+    if "coverage" in frame and (low := frame["coverage"] < audit.min_coverage).any():
+        return (f"not measurable: {int(low.sum())} of {len(frame)} prompts' top-k reads cover less than "
+                f"{audit.min_coverage:g} of the answer words' probability (least {frame['coverage'].min():.3f}; "
+                "model.min_coverage)")
+    named = frame.dropna(subset=["metric"])
+    if set(audit.task.groups) - set(named["group"]) or len(audit.case_gaps(variant)) < 2:
+        return "not measurable: fewer than two cases whose sampled answers named an answer word in both groups"
+    return None
+
+
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
     """Every task's estimates; the results per task: its estimates of `ESTIMATES` it has, its answer mass, then its
     competence where it has one."""
@@ -55,8 +72,11 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     rows: list[dict[str, Any]] = []
     found: list[dict[str, Any]] = []
     for name, audit in audits.items():
-        drawn = {"black-box explicit": audit.gap("explicit", boot, seed),
-                 "black-box implicit": audit.gap("implicit", boot, seed)}
+        unmet = {f"black-box {variant}": unmeasured(audit, variant) for variant in ("explicit", "implicit")}
+        found += [{"name": method(name, ESTIMATES[label]), "value": None, "note": why}
+                  for label, why in unmet.items() if why]
+        drawn = {f"black-box {variant}": None if unmet[f"black-box {variant}"] else audit.gap(variant, boot, seed)
+                 for variant in ("explicit", "implicit")}
         if audit.sweep is None:  # not steered: the verdict page's white-box tests say why
             found += [{"name": method(name, test), "value": None, "note": NO_WEIGHTS}
                       for test in (Method.WHITEBOX_SLOPE, Method.WHITEBOX_DEPENDENCE)

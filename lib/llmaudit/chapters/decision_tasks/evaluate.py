@@ -14,6 +14,7 @@ import torch
 
 from llmaudit.chapters.decision_tasks.base import SampledTask, Task, TaskItem, answer_ids, metric
 from llmaudit.chapters.decision_tasks.dependence import Dependence, measure, measured
+from llmaudit.chapters.decision_tasks.reading import sampled, scored
 from llmaudit.chapters.steering_vectors import SteeringVector
 from llmaudit.errors import AuditError
 from llmaudit.models import AuditModel
@@ -23,6 +24,7 @@ from llmaudit.models.passes.required import required
 from llmaudit.models.request import Edit, Keep, Request
 from llmaudit.records import case_records, empty_records
 from llmaudit.stats import Estimate, bootstrap_mean, case_slopes, group_gap, paired_gaps, pearson, sweep_slope
+from llmaudit.verdict.margins import EpsilonParams
 
 # The tests `TaskAudit.cases` can write records for.
 CASE_KEYS = ("explicit", "implicit", "slope", "dependence_black", "dependence_white")
@@ -34,7 +36,7 @@ class TaskAudit:
     `white` sweeps the paper's white-box prompts (column group: the implicit signal they keep, '' where none),
     `removed` the prompts with the concept removed (None where they are the white-box prompts), `dependence` the
     task-relevant concept's tests (None where the task has none or they were not run). A model whose engine cannot
-    steer (`Engine.steers`: an endpoint) has no vector and no white-box sweep (`steering`, `sweep` None)."""
+    steer (`Engine.steers`: an endpoint) has no vector and no white-box sweep; `min_coverage`: its reads' least."""
 
     task: Task
     steering: SteeringVector | None
@@ -42,6 +44,7 @@ class TaskAudit:
     sweep: pd.DataFrame | None
     removed: pd.DataFrame | None = None
     dependence: Dependence | None = None
+    min_coverage: float = 0.0
 
     @property
     def vector(self) -> SteeringVector:
@@ -64,7 +67,8 @@ class TaskAudit:
         """Can the model do the task at all? A score whose chance level is 0, on the explicit prompts' cases (each
         case's metric averaged over its groups): accuracy minus chance where the task has gold answers, else the
         Pearson r of the metric with the case's decisive fact; None where the task has neither."""
-        per_case = self.black["explicit"].groupby("case").agg(metric=("metric", "mean"), fact=("fact", "first"))
+        per_case = self.black["explicit"].groupby("case").agg(metric=("metric", "mean"), fact=("fact", "first")
+                                                               ).dropna(subset=["metric"])  # sampled: none answered
         if self.task.chance is not None:
             return bootstrap_mean(per_case["metric"].to_numpy() - self.task.chance, n_boot, seed)
         if per_case["fact"].isna().any() or per_case["fact"].nunique() < 2 or len(per_case) < 4:
@@ -156,14 +160,15 @@ class TaskAudit:
 
 @dataclass(frozen=True)
 class TaskRunner:
-    """Where task prompts run: the model (with the runtime its audit bound: cache, batch budget, lambda batch), the
-    sampling seed, the data mirror and all the audit's steering vectors (whose selection rows are held out of every
-    task, and whose blocks are where the prompts' lower states are kept for the sweeps)."""
+    """Where task prompts run: the model (with its audit's runtime: cache, batch budget, lambda batch), the sampling
+    seed, the data mirror, the audit's steering vectors (their selection rows held out of every task, their blocks
+    where lower states are kept for the sweeps) and the gaps' `margin`, which sizes sampled reads (`reading`)."""
 
     model: AuditModel
     seed: int
     mirror: Path | None = None
     vectors: tuple[SteeringVector, ...] = ()
+    margin: float = EpsilonParams().gap
 
     def audit(self, task: Task, vector: SteeringVector | None, lambdas: Sequence[float], n: int | None,
               projection: bool = True, exact: bool = False, dependence: bool = False) -> TaskAudit:
@@ -176,8 +181,8 @@ class TaskRunner:
         swept = self._prompts(task.items("whitebox", n, self.seed, self.mirror, exclude)) if vector else []
         black = {variant: self.black_box(task, variant, n, exclude, swept) for variant in task.black_box_variants}
         if vector is None:
-            return TaskAudit(task, None, black, None, None,
-                             self.dependence(task, None, lambdas, n, exclude) if dependence else None)
+            return TaskAudit(task, None, black, None, None, self.dependence(task, None, lambdas, n, exclude)
+                             if dependence else None, self.model.engine.min_coverage)
         white = self.white_box(task, vector, lambdas, n, exclude, projection, exact)
         if not dependence:
             return TaskAudit(task, vector, black, white)
@@ -230,28 +235,24 @@ class TaskRunner:
         """Items scored like `score`, with their last token's output of block `layer` (items, width)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
         out = ask(self.model, Request(texts=texts, labels=labels, layers=(layer,), desc=desc))
-        return self._scored(items, texts, out.probs[0]), required(out.acts, "block outputs")[0, :, 0]
+        return scored(self.model, items, texts, labels, out.probs[0]), required(out.acts, "block outputs")[0, :, 0]
 
     def score(self, items: Sequence[TaskItem], answers: Sequence[str], desc: str,
               keep: Keep | None = None) -> pd.DataFrame:
         """Any task items (e.g. perturbed beyond the task's own variants) scored like `black_box`; `keep`: the lower
-        states to store for the sweeps that steer some of the prompts (`models.request.Keep`)."""
+        states to store for the sweeps that steer some of the prompts (`models.request.Keep`); without probabilities
+        from the engine, each item's metric is a share of seeded sampled answers (`reading.sampled`)."""
         texts, labels = self._prompts(items), answer_ids(self.model.tokenizer, answers)
+        if not self.model.engine.can(Capability.PROBABILITIES):
+            return sampled(self.model, items, texts, answers, desc, self.seed, self.margin)
         probs = ask(self.model, Request(texts=texts, labels=labels, keep=keep, desc=desc)).probs[0]
-        return self._scored(items, texts, probs)
+        return scored(self.model, items, texts, labels, probs)
 
     def _keep(self, concept: str, swept: Sequence[str] | None = None) -> Keep | None:
         """The lower states of the prompts `swept` (None: the pass's own) worth keeping, at every block the audit's
         vectors of `concept` steer, where their sweeps start; None where there are no such prompts."""
         blocks = sorted({v.layer for v in self.vectors if v.concept == concept})
         return None if swept is not None and not swept else Keep(blocks=blocks, texts=swept)
-
-    @staticmethod
-    def _scored(items: Sequence[TaskItem], texts: Sequence[str], probs: torch.Tensor) -> pd.DataFrame:
-        """Per item: case, group, metric, answer mass and prompt text, from its answers' probabilities."""
-        return pd.DataFrame({"case": [item.case for item in items], "group": [item.group for item in items],
-                             "metric": metric(probs, [item.target for item in items]).numpy(),
-                             "mass": probs.sum(-1).numpy(), "prompt": list(texts)})
 
     def white_box(
         self, task: Task, vector: SteeringVector, lambdas: Sequence[float], n: int | None,

@@ -17,14 +17,15 @@ from llmaudit.errors import AuditError, ConfigError
 @dataclass(frozen=True, kw_only=True)
 class Endpoint:
     """Where the model is served: the server's base URL (up to, not including, `/v1`), the model's name there, the
-    environment variable holding the API key (None: no key), the seconds one attempt may take and the retries after
-    the first attempt."""
+    environment variable holding the API key (None: no key), the seconds one attempt may take, the retries after
+    the first attempt and the requests in flight at once."""
 
     url: str
     model: str
     api_key_env: str | None = None
     timeout: float = 60.0
     retries: int = 5
+    concurrency: int = 8
 
     @property
     def base(self) -> str:

@@ -1,15 +1,16 @@
 """The request ledger: every exchange with the endpoint as one JSON line of `<report>/requests/<chapter>.jsonl`
 (the body sent, which never holds the key, the reply, status, latency, retries, `system_fingerprint`, version headers,
-date), written and flushed as each reply arrives. The same lines are the cache: an exchange is found again by a key over
-everything that can change an answer (the endpoint, the model's name there, the fingerprint the server gave at the
-start, the whole body with its every sampling parameter and seed, the sample's index), so a killed audit resumes
-asking nothing twice, whichever chapter asked first."""
+date), written and flushed in the order asked as replies arrive (requests go out concurrently). The same lines are the
+cache: an exchange is found again by a key over everything that can change an answer (the endpoint, the model's name
+there, the fingerprint the server gave at the start, the whole body with its every sampling parameter and seed, the
+sample's index), so a killed audit resumes asking nothing twice, whichever chapter asked first."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +35,47 @@ class RequestLedger:
         self.asked = 0  # exchanges this process sent to the server
         self.reused = 0  # exchanges found in the ledger instead
 
-    def answer(self, key: str, ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The exchange under `key`: from the ledger where it holds it, else asked (`ask`) and appended."""
+    def answer_all(self, asked: Sequence[tuple[str, Callable[[], dict[str, Any]]]], *, workers: int,
+                   order: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """The exchange under each key of `asked` (key, how to ask), in its order: from the ledger where it holds it,
+        else asked through a pool of `workers` threads, sent in `order` (indices; e.g. by prompt, so that prompts
+        sharing a beginning reach the server together and its prefix cache hits) and appended to the file in the
+        order given, each as soon as those before it are in. A failed request ends the batch: the replies in by
+        then, those in flight included, are written, then its error is raised."""
         found = self._exchanges()
-        if key in found:
-            self.reused += 1
-            return found[key]
-        exchange = {"key": key, **ask()}
+        first = {key: i for i, (key, _) in reversed(list(enumerate(asked)))}  # a key asked twice is asked once
+        missing = [i for i in (range(len(asked)) if order is None else order)
+                   if asked[i][0] not in found and first[asked[i][0]] == i]
+        self.reused += len(asked) - len(missing)
+        done: dict[int, dict[str, Any]] = {}
+        pending = sorted(missing)  # to write, in the order given
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {pool.submit(asked[i][1]): i for i in missing}
+            try:
+                for future in as_completed(futures):
+                    i = futures[future]
+                    done[i] = {"key": asked[i][0], **future.result()}
+                    while pending and pending[0] in done:
+                        self._write(done[pending.pop(0)])
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # those in flight finish; none starts
+                done |= {i: {"key": asked[i][0], **future.result()} for future, i in futures.items()
+                         if not future.cancelled() and future.exception() is None}
+                for i in pending:
+                    if i in done:
+                        self._write(done[i])
+                raise
+        return [found[key] for key, _ in asked]
+
+    def _write(self, exchange: dict[str, Any]) -> None:
+        """One new exchange kept, and appended and flushed to the file where there is one."""
         self.asked += 1
-        found[key] = exchange
+        self._exchanges()[exchange["key"]] = exchange
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(exchange, sort_keys=True) + "\n")
                 out.flush()
-        return exchange
 
     def _exchanges(self) -> dict[str, dict[str, Any]]:
         """Every exchange the report folder's ledgers hold, by key (a line cut by a kill is skipped: asked again)."""

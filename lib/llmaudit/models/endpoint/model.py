@@ -22,7 +22,8 @@ class EndpointModel(AuditModel):
 
     def __init__(self, name: str, endpoint: Endpoint, tokenizer: Any, *, window: int, provenance: dict,
                  system_prompt: str | None = None, chat_template: bool = True,
-                 template_options: Mapping[str, bool | int | str] | None = None):
+                 template_options: Mapping[str, bool | int | str] | None = None, min_coverage: float,
+                 max_samples: int):
         self.name, self.hf, self.lm, self.device = name, None, None, "cpu"
         self.tokenizer, self.remote = tokenizer, True
         self.system_prompt, self.chat_template = system_prompt, chat_template
@@ -35,7 +36,8 @@ class EndpointModel(AuditModel):
         self.requests = RequestLedger()
         client = Client(endpoint)
         reading = probe(client, window)
-        self.engine: EndpointEngine = EndpointEngine(client, reading, tokenizer, self.requests, self.ledger)
+        self.engine: EndpointEngine = EndpointEngine(client, reading, tokenizer, self.requests, self.ledger,
+                                                      min_coverage=min_coverage, max_samples=max_samples)
         self.ledger.engine = self.engine.reason
         self.provenance = {**provenance, "source": f"{endpoint.base}#{endpoint.model}", "sha256": None,
                            "endpoint": endpoint.base, "served": endpoint.model,

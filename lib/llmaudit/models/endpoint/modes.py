@@ -3,8 +3,9 @@ the log-probabilities of the next token's k likeliest tokens (vLLM and SGLang up
 server, hosted APIs up to 20), `sampled` where it returns none (`transformers serve`, reasoning models' APIs). A top-k
 read is *exact* for a case whose answer words all lie in the window: their probabilities are then the model's own, as a
 local pass reads them. An answer word outside the window is read as 0 (its probability is below the window's last),
-and the case's coverage, the probability mass of the words found, is reported with it. Never scored by echoing the
-prompt: llama.cpp's server ignores echoed prompts' log-probabilities, so echo-scoring harnesses sit at chance."""
+and the case's coverage, the least share of the answer words' mass the words found hold, is reported with it; a test
+with a case below the params' `model.min_coverage` is not measurable (the decision tasks say so). Never scored by
+echoing the prompt: llama.cpp's server ignores echoed prompts' log-probabilities (echo-scoring sits at chance)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def window_of(reply: Mapping[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class Read:
-    """One case's answer words read from a top-k window: their probabilities (0 outside the window), the mass they
-    cover, and how many lay outside."""
+    """One case's answer words read from a top-k window: their probabilities (0 outside the window), the share of
+    the answer words' mass the read is sure to cover (`coverage`), and how many lay outside."""
 
     probs: list[float]
     coverage: float
@@ -64,7 +65,12 @@ class Read:
 
 def read_answers(reply: Mapping[str, Any], words: Sequence[str]) -> Read:
     """The probabilities of the answer `words` (token strings as the server spells them) at the completion's first
-    position."""
+    position. A word outside the window has a probability below the window's last, so the words found hold at least
+    `coverage` = found / (found + outside x last) of the answer words' mass, and the metric read from them (a share of
+    that mass) is off by at most 1 - coverage."""
     window: dict[str, float] = (reply["choices"][0]["logprobs"]["top_logprobs"] or [{}])[0]
     probs = [math.exp(window[word]) if word in window else 0.0 for word in words]
-    return Read(probs, sum(probs), sum(word not in window for word in words))
+    outside = sum(word not in window for word in words)
+    unseen = outside * math.exp(min(window.values())) if window else float(outside)
+    found = sum(probs)
+    return Read(probs, found / (found + unseen) if found + unseen > 0 else 0.0, outside)

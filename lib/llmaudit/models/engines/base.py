@@ -40,6 +40,8 @@ class Engine(ABC):
     name: str
     reason: str
     capabilities: frozenset[Capability]
+    min_coverage = 0.0  # the least answer-word coverage a test's reads may have (an exact read covers all: 1)
+    max_samples = 100  # the most answers sampled per prompt where a decision is read from samples (no probabilities)
 
     def require(self, needed: Iterable[Capability], purpose: str) -> None:
         """Refuse `purpose` with one line if this engine lacks any of `needed`."""
@@ -61,6 +63,11 @@ class Engine(ABC):
         """Whether this engine runs a chapter's white-box parts: block outputs and steering edits (an endpoint's
         cannot: it exposes no weights)."""
         return self.can(Capability.STATES) and self.can(Capability.EDITS)
+
+    def coverage(self, texts: Sequence[str], labels: Sequence[int]) -> list[float] | None:
+        """Per text, the least share of its answer words' (`labels`) probability mass the read covers; None where
+        every read is exact (a model's own pass, or a server whose window holds every answer word)."""
+        return None
 
     @abstractmethod
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from llmaudit.capabilities import Capability
 from llmaudit.ledger import Ledger, call_label
 from llmaudit.models.endpoint.client import Client
 from llmaudit.models.endpoint.ledger import RequestLedger, request_key
-from llmaudit.models.endpoint.modes import Mode, Reading, read_answers
+from llmaudit.models.endpoint.modes import Mode, Read, Reading, read_answers
 from llmaudit.models.engines.base import Engine
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.passes.batching import ForwardOutput
@@ -35,12 +36,19 @@ class EndpointEngine(Engine):
 
     name = "endpoint"
 
-    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger):
+    def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger, *,
+                 min_coverage: float, max_samples: int):
         self.client, self.reading, self.tokenizer = client, reading, tokenizer
         self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
+        self.min_coverage, self.max_samples = min_coverage, max_samples
         self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
-        self.coverage: list[float] = []  # each scored case's answer-word mass, in the order asked
-        self.outside = 0  # answer words read outside the server's window (0: every read exact)
+        self.reads: dict[tuple[str, tuple[str, ...]], Read] = {}  # each scored case's read, by prompt and answers
+        self.fingerprints: list[str | None] = [reading.fingerprint]  # the server's, each once, in the order seen
+
+    @property
+    def outside(self) -> int:
+        """Answer words read outside the server's window so far (0: every read exact)."""
+        return sum(read.outside for read in self.reads.values())
 
     @property
     def mode(self) -> Mode:
@@ -52,10 +60,13 @@ class EndpointEngine(Engine):
         """Why this engine runs the model and how it has read it so far (the compute ledger's `engine` line, which
         the model card shows per chapter)."""
         endpoint, reading = self.client.endpoint, self.reading
-        read = (f"; {self.outside} answer words outside the window, least coverage {min(self.coverage):.3f}"
-                if self.outside else "")
+        least = min((read.coverage for read in self.reads.values()), default=1.0)
+        read = f"; {self.outside} answer words outside the window, least coverage {least:.3f}" if self.outside else ""
+        seen = [str(fingerprint) for fingerprint in self.fingerprints]
+        changed = (f"; fingerprints seen {', '.join(seen)}: changed mid-run, so later answers came from another "
+                   "build or configuration of the server" if len(seen) > 1 else "")
         return (f"{endpoint.model} at {endpoint.base} exposes no weights: reading mode {self.mode} "
-                f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}")
+                f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}{changed}")
 
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
               batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
@@ -64,18 +75,28 @@ class EndpointEngine(Engine):
         if labels is None:
             raise self.refusal([Capability.PROBABILITIES], "the whole vocabulary's probabilities (a server returns "
                                                            f"at most {self.reading.window})")
-        words = [self.tokenizer.decode([label]) for label in labels]
-        rows = []
         with self.compute.labelled(call_label(self.name, desc)):
-            for text in texts:
-                body = {"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
-                        "logprobs": self.reading.window}
-                read = read_answers(self._ask(body, sample=0)["response"], words)
-                self.coverage.append(read.coverage)
-                self.outside += read.outside
-                rows.append(read.probs)
+            rows = [read.probs for read in self._reads(texts, labels)]
             self.compute.engine = self.reason
         return ForwardOutput(torch.tensor(rows, dtype=torch.float32).reshape(len(texts), len(labels)), None)
+
+    def coverage(self, texts: Sequence[str], labels: Sequence[int]) -> list[float] | None:
+        """Per text, the least share of the answer words' mass its top-k read covers (`modes.read_answers`), each read
+        from the request ledger; None in sampled mode, which reads no probabilities."""
+        if not self.reading.window:
+            return None
+        with self.compute.labelled(call_label(self.name, "coverage")):
+            return [read.coverage for read in self._reads(texts, labels)]
+
+    def _reads(self, texts: Sequence[str], labels: Sequence[int]) -> list[Read]:
+        """Each prompt's answer words (`labels`) read from the server's window at the next token."""
+        words = tuple(self.tokenizer.decode([label]) for label in labels)
+        new = [text for text in dict.fromkeys(texts) if (text, words) not in self.reads]
+        bodies = [({"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
+                    "logprobs": self.reading.window}, 0) for text in new]
+        for text, exchange in zip(new, self._ask(bodies)):
+            self.reads[text, words] = read_answers(exchange["response"], words)
+        return [self.reads[text, words] for text in texts]
 
     def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
               derivative: bool) -> SweepOutput:
@@ -90,16 +111,16 @@ class EndpointEngine(Engine):
         tokens = []
         with self.compute.labelled(call_label(self.name, request.desc)):
             tokens = self._sampled(request)
+            self.compute.engine = self.reason
         probs = None
         if request.labels is not None:
             probs = self.score(request.texts, request.labels, (), batch_tokens=batch_tokens).probs
         return Samples(tokens, probs)
 
     def _sampled(self, request: SampleRequest) -> list[torch.Tensor]:
-        """Per call, its answers' token ids (rows, max_new_tokens)."""
-        tokens = []
+        """Per call, its answers' token ids (rows, max_new_tokens), every call's requests sent in one batch."""
+        bodies = []
         for call in request.calls:
-            rows = []
             for text in call.texts:
                 for index in range(call.per_text):
                     body = {"model": self.client.endpoint.model, "prompt": text,
@@ -107,17 +128,26 @@ class EndpointEngine(Engine):
                             "top_p": request.top_p, "seed": sample_seed(call.seed, index)}
                     if request.top_k is not None:
                         body["top_k"] = request.top_k  # vLLM, SGLang and llama.cpp take it; OpenAI's API does not
-                    reply = self._ask(body, sample=index)["response"]
-                    rows.append(self._tokens(reply["choices"][0]["text"], request.max_new_tokens))
-            tokens.append(torch.tensor(rows, dtype=torch.long).reshape(call.rows, request.max_new_tokens))
-        return tokens
+                    bodies.append((body, index))
+        rows = [self._tokens(exchange["response"]["choices"][0]["text"], request.max_new_tokens)
+                for exchange in self._ask(bodies)]
+        tokens = torch.tensor(rows, dtype=torch.long).reshape(len(rows), request.max_new_tokens)
+        return list(tokens.split([call.rows for call in request.calls]))
 
-    def _ask(self, body: dict[str, Any], *, sample: int) -> dict[str, Any]:
-        """One exchange, from the request ledger where it holds it."""
+    def _ask(self, bodies: Sequence[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
+        """The exchanges of requests (body, sample index), in their order, from the request ledger where it holds
+        them, the others sent `Endpoint.concurrency` at a time in the order of their prompts, so that prompts sharing
+        a beginning reach the server together (its prefix cache, where it keeps one, then holds that beginning)."""
         endpoint = self.client.endpoint
-        key = request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
-                          body=body, sample=sample)
-        return self.ledger.answer(key, lambda: self.client.complete(body))
+        asked = [(request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
+                              body=body, sample=sample), partial(self.client.complete, body))
+                 for body, sample in bodies]
+        order = sorted(range(len(bodies)), key=lambda i: bodies[i][0]["prompt"])
+        exchanges = self.ledger.answer_all(asked, workers=endpoint.concurrency, order=order)
+        for exchange in exchanges:
+            if (fingerprint := exchange.get("system_fingerprint")) not in self.fingerprints:
+                self.fingerprints.append(fingerprint)
+        return exchanges
 
     def _tokens(self, text: str, width: int) -> list[int]:
         """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""

@@ -110,11 +110,12 @@ def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
         raise _unreachable(folder, err, "the endpoint's model needs its tokenizer: give model.hf or model.path") \
             from None
     endpoint = Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
-                        timeout=spec.timeout, retries=spec.retries)
+                        timeout=spec.timeout, retries=spec.retries, concurrency=spec.concurrency)
     return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs,
                          provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
                          system_prompt=spec.system_prompt, chat_template=spec.chat_template,
-                         template_options=spec.template_options)
+                         template_options=spec.template_options, min_coverage=spec.min_coverage,
+                         max_samples=spec.max_samples)
 
 
 def _weights_sha256(folder: Path) -> str:

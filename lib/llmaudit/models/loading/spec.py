@@ -44,6 +44,15 @@ class ModelSpec(Section):
     logprobs: int = 20  # the log-probabilities per token asked of the endpoint (its window; 20: hosted APIs' limit)
     timeout: float = 60.0  # seconds one request to the endpoint may take
     retries: int = 5  # retries of a request the endpoint failed (429, 5xx, timeouts), with backoff
+    # requests in flight at once (a thread pool; each retries on its own, honouring Retry-After): 8 stays within
+    # hosted APIs' usual per-key limits; a vLLM or SGLang server batches far more, so raise it there
+    concurrency: int = 8
+    # the least answer-word coverage of a top-k read (`models.endpoint.modes`) for its test to be measurable: a case's
+    # metric is off by at most 1 - coverage, a gap by twice that, so 0.995 keeps a gap within half epsilon.gap's 0.02
+    min_coverage: float = 0.995
+    # the most sampled answers per prompt where the endpoint gives no log-probabilities (sampled mode); the count
+    # is set from the test's margin (`chapters.decision_tasks.sampled`), at least the main paper's five
+    max_samples: int = 100
 
     @field_validator("embedded")
     @classmethod
@@ -75,8 +84,10 @@ class ModelSpec(Section):
             raise ValueError("endpoint is an http:// or https:// server address, without remote or device_map")
         if self.endpoint is None and (self.served or self.api_key_env):
             raise ValueError("served and api_key_env go with endpoint")
-        if not (1 <= self.logprobs <= 100_000 and self.timeout > 0 and 0 <= self.retries <= 100):
-            raise ValueError("logprobs is in [1, 100000], timeout positive, retries in [0, 100]")
+        if not (1 <= self.logprobs <= 100_000 and self.timeout > 0 and 0 <= self.retries <= 100
+                and 0 <= self.min_coverage <= 1 and self.max_samples >= 5 and 1 <= self.concurrency <= 1024):
+            raise ValueError("logprobs is in [1, 100000], timeout positive, retries in [0, 100], min_coverage in "
+                             "[0, 1], max_samples at least 5, concurrency in [1, 1024]")
         if self.device_map and (self.embedded or self.embedded_parts or self.remote):
             raise ValueError("device_map places hub or local transformers weights: not embedded or remote models")
         return self
