@@ -27,7 +27,6 @@ PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct"
 PARAMS_FILE = "params.yaml"  # in the report folder of an audit of --model: the params it ran with
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")  # 'name' or 'org/name'
 PLACEMENT = ("dtype", "device", "device_map")  # what the profile's model section keeps for the audited model
-ENDPOINT_CHAPTERS = ("decision_tasks",)  # the chapters built to run on an endpoint so far (issue 53)
 
 
 def report_name(model: str) -> str:
@@ -98,7 +97,7 @@ def built_params(model: str, *, profile: str = "default", device: str | None = N
                  settings: Sequence[str] = (), served: Served | None = None) -> dict[str, Any]:
     """The shipped `profile`'s params for `model`: named `name` (default: after the model, and the host it is
     served from), its model section the model with the profile's dtype and device (`device` if given), or the
-    endpoint that serves it with the chapters that run there (`ENDPOINT_CHAPTERS`), each chapter's section as
+    endpoint that serves it (every chapter runs what the endpoint allows, `runner.needs`), each chapter's section as
     another model's audit reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in
     order."""
     if profile not in PROFILES:
@@ -111,7 +110,6 @@ def built_params(model: str, *, profile: str = "default", device: str | None = N
     else:
         params["name"] = served.name(model) if name is None else name
         params["model"] = served.model_section(model)
-        params["chapters"] = list(ENDPOINT_CHAPTERS)
     for spec in CHAPTERS:
         section = params.get(spec.section or "")
         if spec.reused is not None and spec.section and isinstance(section, dict):

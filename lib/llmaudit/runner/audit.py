@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,7 +21,8 @@ from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.atomic import open_lock, writable, write_atomic
-from llmaudit.config import ParamsFile, params_path, read_params_file
+from llmaudit.capabilities import Capability
+from llmaudit.config import ParamsFile, load_params, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.engines import can_run
 from llmaudit.models.loading.weights import check_folder
@@ -34,7 +35,8 @@ from llmaudit.report.audited import Audited, read_audited
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
-from llmaudit.runner.chapter import finish_chapter
+from llmaudit.runner.chapter import Chapter, finish_chapter, report_folder
+from llmaudit.runner.needs import capabilities, kept, record_unmeasured
 from llmaudit.runner.owner import check_owner, claim, source_of
 from llmaudit.runner.snapshot import edited_note, snapshot
 from llmaudit.terminal import clipped, printable
@@ -58,12 +60,16 @@ def chapter_source(chapter: str) -> Path:
 
 
 def execute_chapter(
-    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True
+    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True,
+    can: Collection[Capability] | None = None,
 ) -> Path:
     """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
-    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
+    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance. `can`: what the
+    model's engine can do, where it cannot do everything (an endpoint's): the cells needing more are left out and the
+    tests they would have measured recorded not measurable, with the reason (`runner.needs`)."""
     source_notebook = jupytext.read(chapter_source(chapter))
+    source_notebook = kept(source_notebook, frozenset(Capability) if can is None else can)
     writable(output)  # papermill writes the executed notebook there after every cell: a FIFO would block it
     _quiet_widget_warning()
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +99,8 @@ def execute_chapter(
                 f" (partial notebook: {output})".replace("\n", " ")
             ) from None
     _one_parameters_cell(output)
+    if can is not None:
+        record_unmeasured(Chapter(chapter, load_params(str(REPO / params_file)), report_folder(report_dir)), can)
     finish_chapter(chapter, report_dir)
     return output
 
@@ -150,7 +158,10 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
     check()
     for chapter in chosen:
         chapter_spec(chapter).preflight(params, reports)
-        _engine_can_run(chapter, params)
+        if params.model.endpoint is None:
+            _engine_can_run(chapter, params)
+    # an endpoint runs what it can of every chapter, its other tests not measurable with the reason (`runner.needs`)
+    can = None if params.model.endpoint is None else capabilities(params.name, params.model)
     with _held(report_dir):
         claim(report_dir, source, how)  # again under the lock: a run that began meanwhile may have recorded its model
         if write:
@@ -160,7 +171,8 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            execute_chapter(chapter, _seen(ran), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
+            execute_chapter(chapter, _seen(ran), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb",
+                            can=can)
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, run, timings)

@@ -38,7 +38,7 @@ class EndpointEngine(Engine):
     def __init__(self, client: Client, reading: Reading, tokenizer: Any, ledger: RequestLedger, compute: Ledger):
         self.client, self.reading, self.tokenizer = client, reading, tokenizer
         self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
-        self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
+        self.capabilities = reading_capabilities(reading)
         self.coverage: list[float] = []  # each scored case's answer-word mass, in the order asked
         self.outside = 0  # answer words read outside the server's window (0: every read exact)
 
@@ -123,6 +123,12 @@ class EndpointEngine(Engine):
         """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""
         ids = self.tokenizer.encode(text, add_special_tokens=False)[:width]
         return ids + [-1] * (width - len(ids))
+
+
+def reading_capabilities(reading: Reading) -> frozenset[Capability]:
+    """What an endpoint read as `reading` can answer: sampled answers, and probabilities where it returns
+    log-probabilities."""
+    return frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
 
 
 def sample_seed(seed: int, index: int) -> int:
