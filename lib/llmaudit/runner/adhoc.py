@@ -161,10 +161,10 @@ def _has_gpu() -> bool:
 
 def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
                 settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None,
-                served: Served | None = None) -> Path:
+                served: Served | None = None, offline: bool = False) -> Path:
     """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
     name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
-    report path."""
+    report path. `offline`: an endpoint's audit rebuilt from its request ledger, asking the server nothing."""
     raw = built_params(model, profile=profile, device=device, name=name, settings=settings, served=served)
     try:
         params = Params.model_validate(raw)
@@ -182,5 +182,5 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
               "model below; rerun it with `llmaudit audit <this file>`.\n")
     text = header + yaml.safe_dump(raw, sort_keys=False)
     run = ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
-    return audit(run, reports=reports, chapters=chapters, write=True,
+    return audit(run, reports=reports, chapters=chapters, write=True, offline=offline,
                  check=lambda: check_tokenizer(model, params, chapters or params.chapters))

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import jupytext
@@ -24,6 +24,8 @@ from llmaudit.atomic import open_lock, writable, write_atomic
 from llmaudit.capabilities import Capability
 from llmaudit.config import ParamsFile, load_params, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
+from llmaudit.models.endpoint.client import offline as endpoint_offline
+from llmaudit.models.endpoint.ledger import FOLDER as REQUESTS
 from llmaudit.models.engines import can_run
 from llmaudit.models.loading.weights import check_folder
 from llmaudit.paths import BOOK, REPO
@@ -132,13 +134,14 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
 
 
 def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
-          write: bool = False, check: Callable[[], object] = lambda: None) -> Path:
+          write: bool = False, check: Callable[[], object] = lambda: None, offline: bool = False) -> Path:
     """`run_audit` for params as read once (`run`); with `write`, the run first writes their text to their path once
     it holds the report folder (an audit of `--model` runs from the params it writes there, and a second run on the
     folder must not replace them under the first). A chapter the params do not list is refused: the report shows the
     listed chapters, and would show its rows and verdicts but not its section. Before any chapter, the report folder
     must be this model's or no model's (`owner`), a local model folder must hold weights of its config's shape
-    (`models.loading.weights`), and `check` (the caller's own checks) must pass."""
+    (`models.loading.weights`), and `check` (the caller's own checks) must pass. With `offline`, an endpoint's audit
+    is rebuilt from its request ledger alone: a request the ledger does not hold stops the run in one line."""
     params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:
@@ -160,10 +163,12 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
         chapter_spec(chapter).preflight(params, reports)
         if params.model.endpoint is None:
             _engine_can_run(chapter, params)
-    # an endpoint runs what it can of every chapter, its other tests not measurable with the reason (`runner.needs`)
-    can = None if params.model.endpoint is None else capabilities(params.name, params.model)
-    with _held(report_dir):
+    if offline and params.model.endpoint is None:
+        raise ConfigError("--offline rebuilds an endpoint's audit from its request ledger: it goes with --endpoint")
+    with _held(report_dir), endpoint_offline(report_dir / REQUESTS) if offline else nullcontext():
         claim(report_dir, source, how)  # again under the lock: a run that began meanwhile may have recorded its model
+        # an endpoint runs what it can of every chapter, its other tests not measurable with the reason (`needs`)
+        can = None if params.model.endpoint is None else capabilities(params.name, params.model, report_dir / REQUESTS)
         if write:
             write_atomic(run.path, run.text)
         ran = snapshot(run, report_dir)
@@ -190,12 +195,12 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
 
 
 def _engine_can_run(chapter: str, params) -> None:
-    """Refuse, before any chapter runs, a chapter that needs what the model's engine cannot do."""
-    engine, can = can_run(remote=params.model.remote, endpoint=params.model.endpoint is not None)
+    """Refuse, before any chapter runs, a chapter that needs what the engine of a local or remote model cannot do
+    (an endpoint's audit runs what it can of every chapter instead, `runner.needs`)."""
+    engine, can = can_run(remote=params.model.remote)
     missing = [str(need) for need in chapter_spec(chapter).needs(params) if need not in can]
     if missing:
-        where = ("a model behind an endpoint" if params.model.endpoint is not None
-                 else "a remote model" if params.model.remote else "this model")
+        where = "a remote model" if params.model.remote else "this model"
         raise ConfigError(f"chapter {chapter} needs {' and '.join(missing)}, which the {engine} engine of {where} "
                           f"cannot give: leave {chapter} out of the params' chapters")
 

@@ -7,8 +7,11 @@ cannot measure runs only where it cannot (`WITHOUT_WEIGHTS`), and a local audit 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Collection
+from pathlib import Path
 
 import nbformat
 
@@ -66,16 +69,28 @@ WITH_WHITE_BOX = ("not measurable: the endpoint exposes no weights, and the chap
                   "the same runs as its white-box parts")  # a black-box test its chapter has not yet separated
 
 
-def capabilities(name: str, model: ModelSpec) -> frozenset[Capability]:
+def capabilities(name: str, model: ModelSpec, requests: Path) -> frozenset[Capability]:
     """What the engine that will run model `name` can do, before any chapter runs: a local or remote model's by its
-    placement, an endpoint's by its probe (one request: whether the server returns log-probabilities)."""
+    placement, an endpoint's by its probe (one request: whether the server returns log-probabilities), recorded in
+    the request ledger's folder `requests` (offline: the last probe recorded there)."""
     if model.endpoint is None:
         return can_run(remote=model.remote)[1]
-    from llmaudit.models.endpoint.client import Client
-    from llmaudit.models.endpoint.model import probe
+    from llmaudit.models.endpoint.client import OFFLINE, PROBES, Client
+    from llmaudit.models.endpoint.ledger import request_key
+    from llmaudit.models.endpoint.model import reading_of
+    from llmaudit.models.endpoint.modes import probe_body
     from llmaudit.models.engines.endpoint import reading_capabilities
 
-    return reading_capabilities(probe(Client(endpoint_of(name, model)), model.logprobs))
+    client = Client(endpoint_of(name, model))
+    body = probe_body(client.endpoint.model, model.logprobs)
+    exchange = client.complete(body)
+    if not os.environ.get(OFFLINE):
+        key = request_key(endpoint=client.endpoint.base, model=client.endpoint.model, fingerprint=None, body=body,
+                          sample=0)
+        requests.mkdir(parents=True, exist_ok=True)
+        with (requests / PROBES).open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"key": key, **exchange}, sort_keys=True) + "\n")
+    return reading_capabilities(reading_of(exchange, model.logprobs))
 
 
 def record_unmeasured(chapter: Chapter, can: Collection[Capability]) -> None:
@@ -94,10 +109,10 @@ def left_out(can: Collection[Capability], *, whole: bool = False) -> str:
     if WEIGHTS <= set(can) and Capability.PROBABILITIES in can:
         return ""
     if whole:
-        return (f"Nothing in this chapter is measured for this model: every part of it reads the weights, and the "
-                f"endpoint exposes none ({NO_WEIGHTS}).")
-    said = (f"This model is audited through an endpoint, which exposes no weights: the chapter's white-box parts "
-            "(steering, block outputs, probes, projections) are left out, their tests {NO_WEIGHTS}.")
+        return ("Nothing in this chapter is measured for this model: its parts steer or read the model's weights, "
+                f"and the endpoint exposes none (its tests {NO_WEIGHTS}).")
+    said = ("This model is audited through an endpoint, which exposes no weights: the chapter's white-box parts "
+            f"(steering, block outputs, projections) are left out, their tests {NO_WEIGHTS}.")
     if Capability.PROBABILITIES not in can:
         said += (" The server returns no log-probabilities (sampled mode): the parts that read the answer words' "
                  "probabilities are left out too, their tests not measurable for that reason.")

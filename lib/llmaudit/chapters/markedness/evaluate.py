@@ -60,7 +60,8 @@ def predictions(examples: Sequence[Example], texts: Sequence[str], probs: torch.
         {
             "text": [e.text for e in examples], "group": [e.group for e in examples],
             "term": [e.term for e in examples], "template": [e.template for e in examples],
-            "gold": [e.label for e in examples], "pred": [None if row.isnan().any() else LABELS[int(row.argmax())] for row in probs],
+            "gold": [e.label for e in examples],
+            "pred": [None if row.isnan().any() else LABELS[int(row.argmax())] for row in probs],
             "prompt": list(texts),
             **{f"p_{label}": probs[:, i].numpy() for i, label in enumerate(LABELS)},
             "mass": probs.sum(-1).numpy(),
