@@ -1,5 +1,5 @@
 """`llmaudit audit --endpoint URL --model NAME`: the params it builds (the tokenizer's source, the endpoint, the
-model's name there, the key's variable, never the key; the chapters that run on an endpoint; the report folder named
+model's name there, the key's variable, never the key; every chapter of the profile; the report folder named
 after the model and the host) and bad input as one line with exit status 2."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from llmaudit.cli import main
 from llmaudit.config import Params
-from llmaudit.runner.adhoc import ENDPOINT_CHAPTERS, Served, built_params
+from llmaudit.runner.adhoc import Served, built_params
 
 
 def test_endpoint_params(tiny_model_dir, monkeypatch):
@@ -16,7 +16,7 @@ def test_endpoint_params(tiny_model_dir, monkeypatch):
     served = Served("http://10.0.0.7:8000", "SOME_KEY", str(tiny_model_dir))
     raw = built_params("org/served-model", profile="ci", served=served)
     assert raw["name"] == "org__served-model-at-10.0.0.7-8000"
-    assert raw["chapters"] == list(ENDPOINT_CHAPTERS)
+    assert "chapters" not in raw  # the profile's, every chapter: each runs what the endpoint allows (runner.needs)
     assert raw["model"] == {"path": str(tiny_model_dir.resolve()), "endpoint": "http://10.0.0.7:8000",
                             "served": "org/served-model", "api_key_env": "SOME_KEY"}
     assert "sk-never-written" not in str(raw)
@@ -32,14 +32,3 @@ def test_bad_endpoint_input_is_one_line(argv, says, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
-
-
-def test_chapters_that_need_weights_are_refused_before_any_runs(tiny_model_dir):
-    from llmaudit.errors import ConfigError
-    from llmaudit.runner.audit import _engine_can_run
-
-    raw = built_params("org/m", profile="ci", served=Served("http://127.0.0.1:9", None, str(tiny_model_dir)))
-    params = Params.model_validate(raw | {"chapters": ["steering_vectors", "decision_tasks"]})
-    _engine_can_run("decision_tasks", params)  # its black-box parts need only probabilities
-    with pytest.raises(ConfigError, match="which the endpoint engine of a model behind an endpoint cannot give"):
-        _engine_can_run("steering_vectors", params)

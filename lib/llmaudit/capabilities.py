@@ -18,3 +18,5 @@ class Capability(StrEnum):
 
 
 NO_WEIGHTS = "not measurable: the endpoint exposes no weights"  # a white-box result's note where none could be steered
+NO_LOGPROBS = ("not measurable: the endpoint returns no log-probabilities (sampled mode), and the test reads the "
+               "answer words' probabilities")  # a black-box result's note where the server samples only

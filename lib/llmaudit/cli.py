@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
                        "holding the API key (never written anywhere)")
     audit.add_argument("--tokenizer", default=None, metavar="HUB_ID_OR_FOLDER", help="with --endpoint: where the "
                        "model's tokenizer and chat template come from (default: --model)")
+    audit.add_argument("--offline", action="store_true", help="with --endpoint: rebuild the chapters and report "
+                       "from the request ledger (requests/), asking the server nothing")
     verdict = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
     verdict.add_argument("report_dir", type=Path, help="the report folder of an audit (reports/<model>)")
     verdict.add_argument("--junit", type=Path, default=None, help="also write the verdicts as JUnit XML to this file")
@@ -131,19 +133,20 @@ def _audit(args: argparse.Namespace) -> Path:
         raise AuditError("give a params name or file (llmaudit audit NAME) or a model (llmaudit audit --model "
                          "HUB_ID_OR_FOLDER), one of the two")
     if args.model is None:
-        if args.profile or args.device or args.name or args.settings or args.endpoint:
-            raise AuditError("--profile, --device, --name, --set and --endpoint go with --model: a params file sets "
-                             "them itself")
+        if args.profile or args.device or args.name or args.settings or args.endpoint or args.offline:
+            raise AuditError("--profile, --device, --name, --set, --endpoint and --offline go with --model: a params "
+                             "file sets them itself")
         from llmaudit.runner.audit import run_audit
 
         return run_audit(args.params, chapters=args.chapter, **kwargs)
-    if args.endpoint is None and (args.api_key_env or args.tokenizer):
-        raise AuditError("--api-key-env and --tokenizer go with --endpoint URL")
+    if args.endpoint is None and (args.api_key_env or args.tokenizer or args.offline):
+        raise AuditError("--api-key-env, --tokenizer and --offline go with --endpoint URL")
     from llmaudit.runner.adhoc import Served, audit_model
 
     served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer)
     return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
-                       settings=args.settings or (), chapters=args.chapter, served=served, **kwargs)
+                       settings=args.settings or (), chapters=args.chapter, served=served, offline=args.offline,
+                       **kwargs)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ PROFILES = {"paper": "llama-3.1-8b-instruct", "default": "smollm2-135m-instruct"
 PARAMS_FILE = "params.yaml"  # in the report folder of an audit of --model: the params it ran with
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")  # 'name' or 'org/name'
 PLACEMENT = ("dtype", "device", "device_map")  # what the profile's model section keeps for the audited model
-ENDPOINT_CHAPTERS = ("decision_tasks",)  # the chapters built to run on an endpoint so far (issue 53)
 
 
 def report_name(model: str) -> str:
@@ -98,7 +97,7 @@ def built_params(model: str, *, profile: str = "default", device: str | None = N
                  settings: Sequence[str] = (), served: Served | None = None) -> dict[str, Any]:
     """The shipped `profile`'s params for `model`: named `name` (default: after the model, and the host it is
     served from), its model section the model with the profile's dtype and device (`device` if given), or the
-    endpoint that serves it with the chapters that run there (`ENDPOINT_CHAPTERS`), each chapter's section as
+    endpoint that serves it (every chapter runs what the endpoint allows, `runner.needs`), each chapter's section as
     another model's audit reads it (`ChapterSpec.reused`: no other audit to compare with); then each `--set` in
     order."""
     if profile not in PROFILES:
@@ -111,7 +110,6 @@ def built_params(model: str, *, profile: str = "default", device: str | None = N
     else:
         params["name"] = served.name(model) if name is None else name
         params["model"] = served.model_section(model)
-        params["chapters"] = list(ENDPOINT_CHAPTERS)
     for spec in CHAPTERS:
         section = params.get(spec.section or "")
         if spec.reused is not None and spec.section and isinstance(section, dict):
@@ -163,10 +161,10 @@ def _has_gpu() -> bool:
 
 def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
                 settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None,
-                served: Served | None = None) -> Path:
+                served: Served | None = None, offline: bool = False) -> Path:
     """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
     name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
-    report path."""
+    report path. `offline`: an endpoint's audit rebuilt from its request ledger, asking the server nothing."""
     raw = built_params(model, profile=profile, device=device, name=name, settings=settings, served=served)
     try:
         params = Params.model_validate(raw)
@@ -184,5 +182,5 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
               "model below; rerun it with `llmaudit audit <this file>`.\n")
     text = header + yaml.safe_dump(raw, sort_keys=False)
     run = ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
-    return audit(run, reports=reports, chapters=chapters, write=True,
+    return audit(run, reports=reports, chapters=chapters, write=True, offline=offline,
                  check=lambda: check_tokenizer(model, params, chapters or params.chapters))

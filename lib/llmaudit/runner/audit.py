@@ -10,8 +10,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import jupytext
@@ -21,8 +21,11 @@ from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 
 from llmaudit.atomic import open_lock, writable, write_atomic
-from llmaudit.config import ParamsFile, params_path, read_params_file
+from llmaudit.capabilities import Capability
+from llmaudit.config import ParamsFile, load_params, params_path, read_params_file
 from llmaudit.errors import AuditError, ConfigError
+from llmaudit.models.endpoint.client import offline as endpoint_offline
+from llmaudit.models.endpoint.ledger import FOLDER as REQUESTS
 from llmaudit.models.engines import can_run
 from llmaudit.models.loading.weights import check_folder
 from llmaudit.paths import BOOK, REPO
@@ -34,7 +37,8 @@ from llmaudit.report.audited import Audited, read_audited
 from llmaudit.report.card import write_card
 from llmaudit.report.index import build_index
 from llmaudit.report.results_json import write_results_json
-from llmaudit.runner.chapter import finish_chapter
+from llmaudit.runner.chapter import Chapter, finish_chapter, report_folder
+from llmaudit.runner.needs import capabilities, kept, record_unmeasured
 from llmaudit.runner.owner import check_owner, claim, source_of
 from llmaudit.runner.snapshot import edited_note, snapshot
 from llmaudit.terminal import clipped, printable
@@ -58,12 +62,16 @@ def chapter_source(chapter: str) -> Path:
 
 
 def execute_chapter(
-    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True
+    chapter: str, params_file: str, report_dir: str | Path, output: Path, use_cache: bool = True, progress: bool = True,
+    can: Collection[Capability] | None = None,
 ) -> Path:
     """Execute one chapter with papermill into `output`; a failing cell stops with its error and the partial notebook,
     and only a run that succeeds replaces the chapter's rows in the results file. With `progress`, the chapter's
-    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance."""
+    progress bars (forward passes, sweeps, sampling) reach this process's stderr as they advance. `can`: what the
+    model's engine can do, where it cannot do everything (an endpoint's): the cells needing more are left out and the
+    tests they would have measured recorded not measurable, with the reason (`runner.needs`)."""
     source_notebook = jupytext.read(chapter_source(chapter))
+    source_notebook = kept(source_notebook, frozenset(Capability) if can is None else can)
     writable(output)  # papermill writes the executed notebook there after every cell: a FIFO would block it
     _quiet_widget_warning()
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +101,8 @@ def execute_chapter(
                 f" (partial notebook: {output})".replace("\n", " ")
             ) from None
     _one_parameters_cell(output)
+    if can is not None:
+        record_unmeasured(Chapter(chapter, load_params(str(REPO / params_file)), report_folder(report_dir)), can)
     finish_chapter(chapter, report_dir)
     return output
 
@@ -124,13 +134,14 @@ def run_audit(model: str, reports: Path = REPO / "reports", chapters: list[str] 
 
 
 def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[str] | None = None,
-          write: bool = False, check: Callable[[], object] = lambda: None) -> Path:
+          write: bool = False, check: Callable[[], object] = lambda: None, offline: bool = False) -> Path:
     """`run_audit` for params as read once (`run`); with `write`, the run first writes their text to their path once
     it holds the report folder (an audit of `--model` runs from the params it writes there, and a second run on the
     folder must not replace them under the first). A chapter the params do not list is refused: the report shows the
     listed chapters, and would show its rows and verdicts but not its section. Before any chapter, the report folder
     must be this model's or no model's (`owner`), a local model folder must hold weights of its config's shape
-    (`models.loading.weights`), and `check` (the caller's own checks) must pass."""
+    (`models.loading.weights`), and `check` (the caller's own checks) must pass. With `offline`, an endpoint's audit
+    is rebuilt from its request ledger alone: a request the ledger does not hold stops the run in one line."""
     params = run.params
     chosen = chapters or params.chapters
     for chapter in chosen:
@@ -150,9 +161,14 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
     check()
     for chapter in chosen:
         chapter_spec(chapter).preflight(params, reports)
-        _engine_can_run(chapter, params)
-    with _held(report_dir):
+        if params.model.endpoint is None:
+            _engine_can_run(chapter, params)
+    if offline and params.model.endpoint is None:
+        raise ConfigError("--offline rebuilds an endpoint's audit from its request ledger: it goes with --endpoint")
+    with _held(report_dir), endpoint_offline(report_dir / REQUESTS) if offline else nullcontext():
         claim(report_dir, source, how)  # again under the lock: a run that began meanwhile may have recorded its model
+        # an endpoint runs what it can of every chapter, its other tests not measurable with the reason (`needs`)
+        can = None if params.model.endpoint is None else capabilities(params.name, params.model, report_dir / REQUESTS)
         if write:
             write_atomic(run.path, run.text)
         ran = snapshot(run, report_dir)
@@ -160,7 +176,8 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] {chapter}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            execute_chapter(chapter, _seen(ran), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb")
+            execute_chapter(chapter, _seen(ran), _seen(report_dir), report_dir / f"{notebook(chapter)}.ipynb",
+                            can=can)
             timings[chapter] = time.perf_counter() - started
             print(f"[{i}/{len(chosen)}] {chapter} done in {timings[chapter] / 60:.1f} min", file=sys.stderr, flush=True)
         write_card(report_dir, run, timings)
@@ -178,12 +195,12 @@ def audit(run: ParamsFile, *, reports: Path = REPO / "reports", chapters: list[s
 
 
 def _engine_can_run(chapter: str, params) -> None:
-    """Refuse, before any chapter runs, a chapter that needs what the model's engine cannot do."""
-    engine, can = can_run(remote=params.model.remote, endpoint=params.model.endpoint is not None)
+    """Refuse, before any chapter runs, a chapter that needs what the engine of a local or remote model cannot do
+    (an endpoint's audit runs what it can of every chapter instead, `runner.needs`)."""
+    engine, can = can_run(remote=params.model.remote)
     missing = [str(need) for need in chapter_spec(chapter).needs(params) if need not in can]
     if missing:
-        where = ("a model behind an endpoint" if params.model.endpoint is not None
-                 else "a remote model" if params.model.remote else "this model")
+        where = "a remote model" if params.model.remote else "this model"
         raise ConfigError(f"chapter {chapter} needs {' and '.join(missing)}, which the {engine} engine of {where} "
                           f"cannot give: leave {chapter} out of the params' chapters")
 

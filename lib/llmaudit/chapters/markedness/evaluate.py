@@ -49,15 +49,19 @@ def classify(
     return predictions(examples, texts, out.probs[0], acts, vector)
 
 
-def predictions(examples: Sequence[Example], texts: Sequence[str], probs: torch.Tensor, acts: torch.Tensor | None,
-                vector: SteeringVector | None) -> pd.DataFrame:
-    """`classify`'s table from the prompts' label probabilities (columns in LABELS order) and, given a vector, the
-    last token's outputs at its block."""
+def predictions(examples: Sequence[Example], texts: Sequence[str], probs: torch.Tensor | None,
+                acts: torch.Tensor | None, vector: SteeringVector | None) -> pd.DataFrame:
+    """`classify`'s table from the prompts' label probabilities (columns in LABELS order; None where the engine
+    returns none, an endpoint in sampled mode: no argmax reading, the probabilities and mass missing) and, given a
+    vector, the last token's outputs at its block."""
+    if probs is None:
+        probs = torch.full((len(examples), len(LABELS)), float("nan"))
     frame = pd.DataFrame(
         {
             "text": [e.text for e in examples], "group": [e.group for e in examples],
             "term": [e.term for e in examples], "template": [e.template for e in examples],
-            "gold": [e.label for e in examples], "pred": [LABELS[i] for i in probs.argmax(-1).tolist()],
+            "gold": [e.label for e in examples],
+            "pred": [None if row.isnan().any() else LABELS[int(row.argmax())] for row in probs],
             "prompt": list(texts),
             **{f"p_{label}": probs[:, i].numpy() for i, label in enumerate(LABELS)},
             "mass": probs.sum(-1).numpy(),

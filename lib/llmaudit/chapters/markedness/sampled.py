@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from llmaudit.capabilities import Capability
 from llmaudit.chapters.decision_tasks.base import answer_ids
 from llmaudit.chapters.markedness.decoding import parse_label
 from llmaudit.chapters.markedness.evaluate import predictions, prompt_text
@@ -68,7 +69,8 @@ def sample_classify(
     template: FewShot = "paper", form: str = "plain", vector: SteeringVector | None = None,
 ) -> pd.DataFrame:
     """`evaluate.classify`'s table from sampled answers (prompts in `form`): pred is the label the answer names
-    (None: unparsable), pred_argmax the argmax reading of the same prompt, answer the sampled text and reasoning the
+    (None: unparsable), pred_argmax the argmax reading of the same prompt (None where the engine reads no
+    probabilities: an endpoint in sampled mode), answer the sampled text and reasoning the
     chain-of-thought step's (empty without one)."""
     layers = [vector.layer] if vector is not None else []
     reasonings = [""] * len(examples)
@@ -80,8 +82,9 @@ def sample_classify(
     else:
         texts = [prompt_text(model, classification_prompt(e.text, demos, template=template), form) for e in examples]
     words = [label_word(label, bool(demos), template) for label in LABELS]
-    answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=answer_ids(model.tokenizer, words),
-                                 layers=layers, desc=f"sentiment {len(demos)}-shot sampled")
-    frame = predictions(examples, texts, read["probs"], read.get("acts"), vector)
+    labels = answer_ids(model.tokenizer, words) if model.engine.can(Capability.PROBABILITIES) else None
+    answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=labels, layers=layers,
+                                 desc=f"sentiment {len(demos)}-shot sampled")
+    frame = predictions(examples, texts, read.get("probs"), read.get("acts"), vector)
     return frame.assign(pred_argmax=frame["pred"], pred=[parse_label(a) for a in answers], answer=answers,
                         reasoning=reasonings)

@@ -5,10 +5,14 @@ key comes only from the environment variable the params name and is never part o
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from llmaudit.errors import AuditError, ConfigError
@@ -53,16 +57,21 @@ class Client:
         import openai
 
         self.endpoint = endpoint
-        # the client wants some key: a keyless local server is sent a placeholder, never written anywhere
-        self._openai = openai.OpenAI(base_url=endpoint.base, api_key=key_of(endpoint) or "no-key",
+        # the client wants some key: a keyless local server is sent a placeholder, never written anywhere (offline,
+        # where nothing is sent, no key is read)
+        key = "" if os.environ.get(OFFLINE) else key_of(endpoint)
+        self._openai = openai.OpenAI(base_url=endpoint.base, api_key=key or "no-key",
                                      timeout=endpoint.timeout, max_retries=endpoint.retries)
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` (the completion's parameters, `model` included) and return the exchange: the body sent, the
         reply's JSON, its HTTP status, latency in seconds, retries taken, `system_fingerprint`, the server's version
-        headers and the UTC date."""
+        headers and the UTC date. Offline (`OFFLINE` set), nothing is sent: the start-up probe is answered as it was
+        recorded, and any other request (one the request ledger did not hold) is a one-line AuditError naming it."""
         import openai
 
+        if os.environ.get(OFFLINE):
+            return self._recorded(body, Path(os.environ[OFFLINE]))
         extra = {name: body[name] for name in body if name not in _OPENAI_FIELDS}
         known = {name: value for name, value in body.items() if name in _OPENAI_FIELDS}
         started, date = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
@@ -88,13 +97,42 @@ class Client:
                 "retries": raw.retries_taken, "system_fingerprint": reply.get("system_fingerprint"),
                 "headers": headers, "date": date}
 
+    def _recorded(self, body: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Offline: the last probe recorded in `folder` where `body` is that probe; any other request stops."""
+        path = folder / PROBES
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        recorded = json.loads(lines[-1]) if lines else None
+        if recorded is not None and recorded["body"] == body:
+            return {name: value for name, value in recorded.items() if name != "key"}
+        what = json.dumps({name: body[name] for name in sorted(body) if name != "prompt"})
+        raise AuditError(f"--offline: the request ledger in {folder} holds no answer to the request for prompt "
+                         f"{_first_line(str(body.get('prompt', '')))[:60]!r} ({what}): rerun without --offline to "
+                         "ask the server")
+
     def _failed(self, why: str) -> AuditError:
         """The one line a failed request ends in."""
         return AuditError(f"endpoint {self.endpoint.base}, model {self.endpoint.model}: {why}: check the server "
                           "(finished requests are kept in the request ledger; rerun to go on)")
 
 
+OFFLINE = "LLMAUDIT_OFFLINE"  # set to a request ledger's folder: every answer comes from it, none from the server
+PROBES = "probe.jsonl"  # in that folder: the start-up probes of the audits that wrote it, one JSON line each
 _OPENAI_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "logprobs", "n", "stop"}
+
+
+@contextmanager
+def offline(requests: Path) -> Iterator[None]:
+    """Within it, every Client of this process and of the chapters' kernels it starts (they inherit its environment)
+    answers from the request ledger in `requests` and sends nothing."""
+    before = os.environ.get(OFFLINE)
+    os.environ[OFFLINE] = str(requests)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[OFFLINE]
+        else:
+            os.environ[OFFLINE] = before
 
 
 def _first_line(text: str) -> str:

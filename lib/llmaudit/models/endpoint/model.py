@@ -55,5 +55,9 @@ class EndpointModel(AuditModel):
 def probe(client: Client, window: int) -> Reading:
     """The reading the server allows: one request asking `window` log-probabilities (not cached: the server may have
     changed since the last run)."""
-    exchange = client.complete(probe_body(client.endpoint.model, window))
+    return reading_of(client.complete(probe_body(client.endpoint.model, window)), window)
+
+
+def reading_of(exchange: dict, window: int) -> Reading:
+    """The reading a probe's exchange shows, for `window` log-probabilities asked."""
     return Reading(window=min(window_of(exchange["response"]), window), fingerprint=exchange["system_fingerprint"])

@@ -11,8 +11,6 @@ from llmaudit.models.engines.plain import PlainEngine
 from llmaudit.models.engines.traced import TracedEngine
 from llmaudit.models.loading.architectures import FAST
 
-ENDPOINT = frozenset({Capability.PROBABILITIES, Capability.SAMPLING})  # at best: `engines.endpoint` has no weights
-
 
 def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
     """The engine that runs model `name` from its `parts`: traced for a remote model, else by its family."""
@@ -21,12 +19,10 @@ def choose(*, name: str, parts: Parts, remote: bool) -> Engine:
     return _local(name, parts)
 
 
-def can_run(*, remote: bool, endpoint: bool = False) -> tuple[str, frozenset[Capability]]:
+def can_run(*, remote: bool) -> tuple[str, frozenset[Capability]]:
     """Before the model loads: the engine's name and what every engine a model so placed may get can do (a local
     model's family decides between the fast and the plain engine, which the chapters need alike; an endpoint's
-    probe decides whether it reads probabilities, which it can at best)."""
-    if endpoint:
-        return "endpoint", ENDPOINT
+    probe decides what it can do, `runner.needs.capabilities`)."""
     if remote:
         return TracedEngine.name, TracedEngine.capabilities
     return "local", FastEngine.capabilities & PlainEngine.capabilities

@@ -41,7 +41,7 @@ class EndpointEngine(Engine):
         self.client, self.reading, self.tokenizer = client, reading, tokenizer
         self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
         self.min_coverage, self.max_samples = min_coverage, max_samples
-        self.capabilities = frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
+        self.capabilities = reading_capabilities(reading)
         self.reads: dict[tuple[str, tuple[str, ...]], Read] = {}  # each scored case's read, by prompt and answers
         self.fingerprints: list[str | None] = [reading.fingerprint]  # the server's, each once, in the order seen
 
@@ -153,6 +153,12 @@ class EndpointEngine(Engine):
         """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""
         ids = self.tokenizer.encode(text, add_special_tokens=False)[:width]
         return ids + [-1] * (width - len(ids))
+
+
+def reading_capabilities(reading: Reading) -> frozenset[Capability]:
+    """What an endpoint read as `reading` can answer: sampled answers, and probabilities where it returns
+    log-probabilities."""
+    return frozenset({Capability.SAMPLING} | ({Capability.PROBABILITIES} if reading.window else set()))
 
 
 def sample_seed(seed: int, index: int) -> int:

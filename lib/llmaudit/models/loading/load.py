@@ -10,6 +10,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,6 +19,9 @@ from llmaudit.models.loading.architectures import input_device
 from llmaudit.models.loading.embedded import converted_dir, file_sha256, join_parts, locate_gguf
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.runtime import AuditModel
+
+if TYPE_CHECKING:
+    from llmaudit.models.endpoint.client import Endpoint
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CHECKSUMS = "llmaudit-checksums.json"  # in a converted folder: the GGUF's sha256 and the sha256 of each file written
@@ -100,7 +104,6 @@ def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
     load: an embedded GGUF is converted once, as locally, for its tokenizer)."""
     from transformers import AutoTokenizer
 
-    from llmaudit.models.endpoint.client import Endpoint
     from llmaudit.models.endpoint.model import EndpointModel
 
     folder, source = _source(spec)
@@ -109,13 +112,19 @@ def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
     except (OSError, ValueError) as err:
         raise _unreachable(folder, err, "the endpoint's model needs its tokenizer: give model.hf or model.path") \
             from None
-    endpoint = Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
-                        timeout=spec.timeout, retries=spec.retries, concurrency=spec.concurrency)
-    return EndpointModel(name, endpoint, tokenizer, window=spec.logprobs,
+    return EndpointModel(name, endpoint_of(name, spec), tokenizer, window=spec.logprobs,
                          provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
                          system_prompt=spec.system_prompt, chat_template=spec.chat_template,
                          template_options=spec.template_options, min_coverage=spec.min_coverage,
                          max_samples=spec.max_samples)
+
+
+def endpoint_of(name: str, spec: ModelSpec) -> Endpoint:
+    """Where the model `name` of `spec` (one with an endpoint) is served, and how it is asked."""
+    from llmaudit.models.endpoint.client import Endpoint
+
+    return Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
+                    timeout=spec.timeout, retries=spec.retries, concurrency=spec.concurrency)
 
 
 def _weights_sha256(folder: Path) -> str:
