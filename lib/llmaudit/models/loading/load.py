@@ -16,6 +16,7 @@ import torch
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.loading.architectures import input_device
 from llmaudit.models.loading.embedded import converted_dir, file_sha256, join_parts, locate_gguf
+from llmaudit.models.loading.planned import load_planned, planning
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.runtime import AuditModel
 
@@ -28,6 +29,8 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     from nnsight import TransformersModel
 
     started = time.perf_counter()
+    if (memory := planning()) is not None:
+        return load_planned(name, spec, memory)
     if spec.endpoint:
         return _endpoint(name, spec)
     if spec.remote:
