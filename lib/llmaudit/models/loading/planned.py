@@ -10,9 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from llmaudit.capabilities import Capability
-from llmaudit.models.engines.choice import can_run
-from llmaudit.models.intervention import Intervention
+from llmaudit.models.engines.choice import ENDPOINT
+from llmaudit.models.engines.fast import FastEngine
 from llmaudit.models.engines.planner import PlanEngine, PlanLedger
+from llmaudit.models.intervention import Intervention
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.memory import AUTO
 from llmaudit.models.request import Runtime
@@ -88,7 +89,7 @@ def load_planned(name: str, spec: ModelSpec, memory_gib: float) -> AuditModel:
     with torch.device("meta"):
         hf = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype],
                                               trust_remote_code=spec.trust_remote_code).eval()
-    _, capabilities = can_run(remote=False, endpoint=spec.endpoint is not None)
+    capabilities = ENDPOINT if spec.endpoint is not None else FastEngine.capabilities  # the fast engines' plan
     return PlannedModel(name, hf, tokenizer, capabilities=capabilities, memory_gib=memory_gib,
                         provenance={**source, "planned": True}, system_prompt=spec.system_prompt,
                         chat_template=spec.chat_template, template_options=spec.template_options)
