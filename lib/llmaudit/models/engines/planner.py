@@ -190,10 +190,10 @@ class PlanEngine(Engine):
                            * handle.n_layers)
             answers = []
             for call in calls:
-                for tokens in handle.encode(call.texts):
-                    answers += [tokens + [next(self.fresh) for _ in range(request.max_new_tokens - 1)]
+                for prompt in handle.encode(call.texts):
+                    answers += [prompt + [next(self.fresh) for _ in range(request.max_new_tokens - 1)]
                                 for _ in range(call.per_text)]
-                    ledger.ask(label, [len(tokens)] * call.per_text, request.max_new_tokens)
+                    ledger.ask(label, [len(prompt)] * call.per_text, request.max_new_tokens)
             ledger.need(answers)
         if request.labels is not None:
             ledger.ask(label, [len(e) for e in handle.encode(request.texts)], 1)  # an endpoint scores them apart

@@ -30,8 +30,8 @@ def planning() -> float | None:
 
 class PlannedModel(AuditModel):
     """An AuditModel whose engine plans (`PlanEngine`, as able as `capabilities`) and whose ledger is a `PlanLedger`:
-    the transformers modules `hf` on the meta device (also as `lm`: no nnsight wrapper); `batch_tokens: auto` is planned for the
-    dry run's card of `memory_gib` when the runtime is bound."""
+    the transformers modules `hf` on the meta device (also as `lm`: no nnsight wrapper); `batch_tokens: auto` is
+    planned for the dry run's card of `memory_gib` when the runtime is bound."""
 
     def __init__(self, name: str, hf: Any, tokenizer: Any, *, capabilities: frozenset[Capability], memory_gib: float,
                  provenance: dict, system_prompt: str | None, chat_template: bool,
