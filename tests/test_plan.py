@@ -87,3 +87,14 @@ def test_dry_run_plans_the_ledger_a_run_records(tmp_path, mirror, capsys) -> Non
                 assert (counts["actual"], counts["minimum"]) == (plan[label]["actual"], plan[label]["minimum"])
             elif label in BOUNDED:
                 assert counts["actual"] <= plan[label]["actual"], label
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["audit", "ci", "--price-per-mtok", "0.15"], "--price-per-mtok goes with --dry-run"),
+    (["audit", "ci", "--dry-run", "--price-per-mtok", "-1"], "non-negative price"),
+    (["audit", "--model", "org/m", "--dry-run"], "--dry-run plans a params file's audit"),
+])
+def test_bad_dry_run_input_is_one_line(argv, says, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
