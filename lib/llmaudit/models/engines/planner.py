@@ -8,8 +8,8 @@ planning (`packing.packed_batches`, `batching.token_batches`) at the run's token
 budget and lower states kept. A sampled answer counts at its greatest length (`max_new_tokens`, never ending early),
 its prefill as every text padded to its batch's longest, no beginning shared: an upper bound of what runs (loose
 where prompts share long beginnings, as markedness's demonstrations: the sampler runs those once), and, its tokens
-taken as all different, of what is needed. An endpoint's requests: one per scored prompt (one token back) and one per sampled
-answer (`max_new_tokens` back, a bound).
+taken as all different, of what is needed. An endpoint's requests: one per scored prompt (one token back) and one per
+sampled answer (`max_new_tokens` back, a bound).
 
 Outputs. Placeholders of the right shapes, seeded random numbers (as a random-weight stand-in's): probabilities that
 sum to one, block outputs of the model's width, sampled answers of random tokens at their greatest length, so that
