@@ -1,7 +1,9 @@
-"""The paper-size audit's time on a GPU, projected per chapter: a recorded ledger of the paper-size profile run with a
-stand-in model (the scale test's report folder, `llmaudit.ledger`: token-blocks per chapter and call label) scaled to
-the 8B model's blocks, divided by the rate each engine reached in the GPU check (`benchmarks/gpu_check.py`'s JSON,
-token-blocks per second of the 8B shape on that card).
+"""The paper-size audit's time on a GPU, projected per chapter: a ledger of the paper-size profile (token-blocks per
+chapter and call label, `llmaudit.ledger`) scaled to the 8B model's blocks, divided by the rate each engine reached in
+the GPU check (`benchmarks/gpu_check.py`'s JSON, token-blocks per second of the 8B shape on that card). The ledger is
+the plan `llmaudit audit --dry-run` writes (NAME.plan.json: the profile's own sizes, counted without running the
+model, sampled answers at their greatest length, so an upper bound there) or a recorded run's report folder (the
+scale test's, at its reduced sizes).
 
 Scaling: a token-block is one token through one decoder block, and every engine runs a call's tokens through the same
 share of the model's blocks whatever its depth (a steering layer and the blocks read are set as shares of the depth
@@ -10,7 +12,7 @@ themselves (the default model's tokenizer in both) do not change. A call label's
 ("sweep: ..." holds a sweep's exact derivative too, which the sweep's rate times); a label of an engine the check did
 not time takes the slowest engine's rate. A rate the check measured on one chapter's workload ("sample@markedness":
 long prompts, three sampled tokens) is that chapter's; the others take the engine's.
-Usage: python benchmarks/projection.py LEDGER_DIR GPU_CHECK_JSON [--blocks 32]   (LEDGER_DIR: a report folder)"""
+Usage: python benchmarks/projection.py LEDGER GPU_CHECK_JSON [--blocks 32]   (LEDGER: a plan or a report folder)"""
 
 from __future__ import annotations
 
@@ -64,6 +66,16 @@ def project(calls: dict[str, dict[str, dict[str, float]]], blocks: dict[str, int
     return out
 
 
+def read_source(source: Path) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int]]]:
+    """Per chapter its counts per call label and its totals ({"blocks", "actual", "minimum"}), from a plan (a file:
+    `llmaudit audit --dry-run`'s JSON) or a report folder's saved ledgers."""
+    if source.is_file():
+        chapters = json.loads(source.read_text(encoding="utf-8"))["chapters"]
+        return ({c: t["calls"] for c, t in chapters.items() if t.get("calls")},
+                {c: {k: t[k] for k in ("blocks", "actual", "minimum")} for c, t in chapters.items() if t})
+    return read_calls(source), read_ledgers(source)
+
+
 def rates_of(check: dict) -> dict[str, float]:
     """Engine -> token-blocks per second from the GPU check's JSON."""
     return {engine: float(numbers["token_blocks_per_s"]) for engine, numbers in check["engines"].items()}
@@ -71,14 +83,20 @@ def rates_of(check: dict) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("ledger_dir", type=Path, help="a report folder holding ledger/<chapter>.json")
+    parser.add_argument("ledger", type=Path, help="a plan (llmaudit audit --dry-run's NAME.plan.json) or a report "
+                        "folder holding ledger/<chapter>.json")
     parser.add_argument("gpu_check", type=Path, help="the GPU check's JSON (benchmarks/results/...)")
     parser.add_argument("--blocks", type=int, default=TARGET_BLOCKS, help="decoder blocks of the audited model")
     args = parser.parse_args(argv)
-    calls, totals = read_calls(args.ledger_dir), read_ledgers(args.ledger_dir)
+    try:
+        calls, totals = read_source(args.ledger)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        print(f"cannot read the plan {args.ledger} ({err}): give the JSON llmaudit audit --dry-run wrote",
+              file=sys.stderr)
+        return 2
     if not calls:
-        print(f"no ledger with call labels in {args.ledger_dir}: run the scale test (make scale-test) and give its "
-              "report folder", file=sys.stderr)
+        print(f"no ledger with call labels in {args.ledger}: plan the audit (llmaudit audit PARAMS --dry-run) or run "
+              "the scale test (make scale-test) and give its report folder", file=sys.stderr)
         return 2
     try:
         check = json.loads(args.gpu_check.read_text(encoding="utf-8"))
@@ -90,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"projected on {check.get('device', 'the checked card')} at {args.blocks} blocks (seconds)")
     engines = sorted({e for p in projected for e in p.seconds})
-    print(f"{'chapter':20s}" + "".join(f"{e:>12s}" for e in engines) + f"{'total':>12s}")
+    print(f"{'chapter':20s}" + "".join(f"{e:>12s}" for e in engines) + f"{'total':>12s}{'actual/min':>12s}")
     for p in projected:
-        print(f"{p.chapter:20s}" + "".join(f"{p.seconds.get(e, 0.0):12.1f}" for e in engines) + f"{p.total:12.1f}")
+        ratio = totals[p.chapter]["actual"] / max(totals[p.chapter]["minimum"], 1)
+        print(f"{p.chapter:20s}" + "".join(f"{p.seconds.get(e, 0.0):12.1f}" for e in engines) + f"{p.total:12.1f}"
+              f"{ratio:12.2f}")
     total = sum(p.total for p in projected)
     print(f"{'audit':20s}" + " " * 12 * len(engines) + f"{total:12.1f}   ({total / 60:.1f} min: the engines' calls, "
           "not the chapters' code between them)")

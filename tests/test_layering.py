@@ -36,8 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("captions",),  # how numbered captions read, for the report and the book's Sphinx extension
     ("report",),
     ("runner.chapter", "runner.snapshot", "runner.owner"),
+    ("runner.needs",),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
-    ("runner.adhoc", "runner.bookreports"),
+    ("runner.adhoc", "runner.bookreports", "runner.plan"),
     ("cli",),
     ("__main__",),
 )

@@ -49,3 +49,20 @@ def test_the_command_prints_the_projection_and_says_what_to_fix(tmp_path, capsys
     assert "give the JSON" in capsys.readouterr().err
     assert projection.main([str(tmp_path), str(check)]) == 2
     assert "run the scale test" in capsys.readouterr().err
+
+
+def test_a_plan_projects_as_the_ledgers_it_holds(tmp_path, capsys) -> None:
+    """`llmaudit audit --dry-run`'s plan (NAME.plan.json: per chapter its totals and calls) reads as the same ledgers
+    in a report folder do."""
+    calls, totals = read_calls(RECORDED), read_ledgers(RECORDED)
+    plan = tmp_path / "model.plan.json"
+    plan.write_text(json.dumps({"chapters": {c: totals[c] | {"calls": calls[c]} for c in calls}}), encoding="utf-8")
+    assert projection.read_source(plan) == (calls, {c: totals[c] for c in calls})
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps({"engines": {e: {"token_blocks_per_s": r} for e, r in RATES.items()}}),
+                     encoding="utf-8")
+    assert projection.main([str(plan), str(check)]) == 0
+    assert "66.4" in capsys.readouterr().out
+    plan.write_text("{}", encoding="utf-8")
+    assert projection.main([str(plan), str(check)]) == 2
+    assert "llmaudit audit --dry-run" in capsys.readouterr().err

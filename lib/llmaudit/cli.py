@@ -14,8 +14,10 @@ from pathlib import Path
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
+from llmaudit.paths import REPO
 from llmaudit.terminal import clipped, printable
 
+REPO_REPORTS = REPO / "reports"  # the default output root, as the audit's (`runner.audit`)
 INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
 INTERRUPTED = 130  # exit status after Ctrl-C (SIGINT), as a shell reports it: 128 + the signal's number
 
@@ -47,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                        "model's tokenizer and chat template come from (default: --model)")
     audit.add_argument("--offline", action="store_true", help="with --endpoint: rebuild the chapters and report "
                        "from the request ledger (requests/), asking the server nothing")
+    audit.add_argument("--dry-run", action="store_true", help="print the plan per chapter (engine calls, "
+                       "token-blocks; an endpoint's requests and tokens) and stop, writing only REPORTS/NAME.plan.json")
+    audit.add_argument("--price-per-mtok", type=float, default=None, metavar="USD", help="with --dry-run: the price "
+                       "per million tokens, for an endpoint's cost")
     verdict = commands.add_parser("verdict", help="print an audited model's verdicts; the exit status gates CI")
     verdict.add_argument("report_dir", type=Path, help="the report folder of an audit (reports/<model>)")
     verdict.add_argument("--junit", type=Path, default=None, help="also write the verdicts as JUnit XML to this file")
@@ -132,6 +138,13 @@ def _audit(args: argparse.Namespace) -> Path:
     if (args.params is None) == (args.model is None):
         raise AuditError("give a params name or file (llmaudit audit NAME) or a model (llmaudit audit --model "
                          "HUB_ID_OR_FOLDER), one of the two")
+    if args.price_per_mtok is not None and (not args.dry_run or args.price_per_mtok < 0):
+        raise AuditError("--price-per-mtok goes with --dry-run and is a non-negative price per million tokens")
+    if args.dry_run:
+        if args.model is not None:
+            raise AuditError("--dry-run plans a params file's audit: give a params name or file (llmaudit standin "
+                             "writes one for a stand-in of a model's shape)")
+        return _plan(args, kwargs.get("reports", REPO_REPORTS))
     if args.model is None:
         if args.profile or args.device or args.name or args.settings or args.endpoint or args.offline:
             raise AuditError("--profile, --device, --name, --set, --endpoint and --offline go with --model: a params "
@@ -147,6 +160,17 @@ def _audit(args: argparse.Namespace) -> Path:
     return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
                        settings=args.settings or (), chapters=args.chapter, served=served, offline=args.offline,
                        **kwargs)
+
+
+def _plan(args: argparse.Namespace, reports: Path) -> Path:
+    """`audit --dry-run`: print the plan of a params file's audit (`runner.plan`) and say where it is written."""
+    from llmaudit.runner.audit import _params
+    from llmaudit.runner.plan import plan_audit, plan_table
+
+    run = _params(args.params)
+    planned = plan_audit(run, reports=reports, chapters=args.chapter)
+    print(plan_table(planned, endpoint=run.params.model.endpoint is not None, price=args.price_per_mtok))
+    return Path(reports) / f"{run.params.name}.plan.json"
 
 
 if __name__ == "__main__":

@@ -207,7 +207,8 @@ class ChapterSpec:
     `reused(section)`, its section of a shipped profile as the audit of another model (--model) reads it; `index`,
     its section of the cross-model index; `answers(tokenizer, params)`, why a tokenizer cannot run its section's
     decisions ('' where it can; checked for an audit of --model that reads the section); `concepts`, the concept
-    each instrument it saves for the other chapters stands for."""
+    each instrument it saves for the other chapters stands for; `versioned()`, per task, the modules that build its
+    prompts and its own settings, which its version in results.json hashes (None: the chapter's modules alone)."""
 
     key: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # a notebook stem's tail and a params key
     title: Text
@@ -227,6 +228,7 @@ class ChapterSpec:
     index: IndexFigure | None = None
     answers: Callable[[Any, Any], str] | None = None
     concepts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    versioned: Callable[[], Mapping[str, tuple[tuple[Path, ...], str]]] | None = None
 
     def declared(self, name: str) -> Result:
         """The declaration of a result this chapter records; an undeclared name is a one-line AuditError naming the

@@ -7,12 +7,9 @@ versions would need every edit to remember a bump; a hash cannot forget."""
 from __future__ import annotations
 
 import hashlib
-import inspect
 from pathlib import Path
 
 from llmaudit.cache import PACKAGE, code
-from llmaudit.chapters.decision_tasks import TASKS
-from llmaudit.chapters.decision_tasks import base as task_base
 from llmaudit.registry import CHAPTERS
 
 DIGITS = 12  # hex digits of a version: enough to tell two versions of one module apart
@@ -34,7 +31,7 @@ def _folder(chapter: str) -> Path:
 def task_versions() -> dict[str, dict[str, object]]:
     """Per chapter: its version (all its modules), the version of each of its modules (the templates, prompt
     builders and readers of answers, figures too), and per decision task the version of the module that builds its
-    prompts, the base it builds on and its own settings (the judicial module serves two tasks: its answer words)."""
+    prompts, the base it builds on and its own settings, as its chapter's spec declares them (`ChapterSpec.versioned`)."""
     found: dict[str, dict[str, object]] = {}
     for spec in CHAPTERS:
         folder = _folder(spec.key)
@@ -42,8 +39,7 @@ def task_versions() -> dict[str, dict[str, object]]:
         found[spec.key] = {"version": _version(modules),
                            "modules": {p.relative_to(folder).with_suffix("").as_posix(): _version([p])
                                        for p in modules}}
-    base = Path(inspect.getfile(task_base))
-    found["decision_tasks"]["tasks"] = {
-        name: _version([base, Path(inspect.getfile(type(task)))], repr(sorted(vars(task).items())))
-        for name, task in TASKS.items()}
+        if spec.versioned is not None:
+            found[spec.key]["tasks"] = {name: _version(list(paths), settings)
+                                        for name, (paths, settings) in spec.versioned().items()}
     return found

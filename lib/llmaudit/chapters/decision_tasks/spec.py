@@ -4,12 +4,15 @@ task-relevant concept, the black-box and white-box dependence tests of §3.4, wh
 
 from __future__ import annotations
 
+import inspect
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
+from llmaudit.chapters.decision_tasks.base import TaskItem
 from llmaudit.chapters.steering_vectors import CONCEPT_VECTORS
 from llmaudit.chapters.steering_vectors.concept import poles
 from llmaudit.errors import AuditError
@@ -256,8 +259,17 @@ GATES = (
          unrecorded="the task has no gold answer or decisive fact"),
 )
 
+def _versioned() -> dict[str, tuple[tuple[Path, ...], str]]:
+    """Per task, the modules that build its prompts (the task's and the base it builds on) and its own settings (the
+    judicial module serves two tasks: its answer words), which its version in results.json hashes."""
+    base = Path(inspect.getfile(TaskItem))
+    return {name: ((base, Path(inspect.getfile(type(task)))), repr(sorted(vars(task).items())))
+            for name, task in TASKS.items()}
+
+
 CHAPTER = ChapterSpec(key="decision_tasks", title="Four decision tasks",
                       computing=("data", "models", "chapters.steering_vectors", "chapters.decision_tasks"),
                       section="tasks", params=TaskParams, verdict_tests=_tests, answers=_answers, gates=GATES,
                       results=RESULTS, headlines=tuple(h for task in TASKS for h in _headlines(task)),
-                      needs=probabilities_only)  # the white-box parts where the engine steers (`Engine.steers`)
+                      needs=probabilities_only,  # the white-box parts where the engine steers (`Engine.steers`)
+                      versioned=_versioned)

@@ -17,6 +17,7 @@ import torch
 from llmaudit.errors import AuditError, ConfigError
 from llmaudit.models.loading.architectures import input_device
 from llmaudit.models.loading.embedded import converted_dir, file_sha256, join_parts, locate_gguf
+from llmaudit.models.loading.planned import load_planned, planning
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.runtime import AuditModel
 
@@ -32,6 +33,13 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
     from nnsight import TransformersModel
 
     started = time.perf_counter()
+    if (memory := planning()) is not None:
+        folder, source = _source(spec)
+        try:
+            return load_planned(name, spec, memory, folder=folder, source=source, dtype=DTYPES[spec.dtype])
+        except (OSError, ValueError) as err:
+            raise _unreachable(folder, err, "a dry run needs the model's config and tokenizer: give model.path or a "
+                                            "cached hub id") from None
     if spec.endpoint:
         return _endpoint(name, spec)
     if spec.remote:

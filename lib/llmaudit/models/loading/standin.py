@@ -46,14 +46,17 @@ def tokenizer_folder() -> Path:
     return Path(_embedded_folder(locate_gguf(DEFAULT_GGUF))[0])
 
 
-def build(shape: str, folder: str | Path, seed: int = 0, device: str = "cpu", family: str = "llama") -> Path:
+def build(shape: str, folder: str | Path, seed: int = 0, device: str = "cpu", family: str = "llama",
+          weights: bool = True) -> Path:
     """Write the stand-in of `shape` (a key of SHAPES) of the model family `family` (a transformers `model_type`) to
-    `folder`: config, random safetensors weights and the default model's tokenizer. A folder already holding this
-    shape, family and seed is kept as it is."""
+    `folder`: config, random safetensors weights (none without `weights`: enough for `audit --dry-run`, which plans
+    without running) and the default model's tokenizer. A folder already holding this shape, family and seed is kept
+    as it is."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(folder)
-    recipe = {"shape": shape, "seed": seed, **SHAPES[shape]} | ({"family": family} if family != "llama" else {})
+    recipe = {"shape": shape, "seed": seed, **SHAPES[shape]} | ({"family": family} if family != "llama" else {}) | \
+        ({} if weights else {"weights": False})
     marker = folder / MARKER
     if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == recipe:
         return folder
@@ -63,11 +66,15 @@ def build(shape: str, folder: str | Path, seed: int = 0, device: str = "cpu", fa
                                   tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
                                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                                   **sizes | FAMILY_FIELDS.get(family, {}))
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config).to(getattr(torch, SHAPES[shape]["dtype"])).eval()
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
+    if weights:
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config).to(getattr(torch, SHAPES[shape]["dtype"])).eval()
+        model.save_pretrained(folder)
+    else:
+        config.dtype = SHAPES[shape]["dtype"]
+        config.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     marker.write_text(json.dumps(recipe, indent=2) + "\n", encoding="utf-8")
     return folder

@@ -1,0 +1,239 @@
+"""The planning engine: answers every request of the model layer without running the model, counting in the model's
+ledger what the fast engines (`engines.fast`) would run and need for it, and what a model behind an endpoint
+(`engines.endpoint`) would be asked, so that a chapter run with it (`llmaudit audit --dry-run`) is the ledger of the
+audit at its sizes in seconds.
+
+Counts. A scored pass and a sweep (with its exact derivative) count what the fast engines run, by their own batch
+planning (`packing.packed_batches`, `batching.token_batches`) at the run's token budget: exactly, for the same prompts,
+budget and lower states kept. A sampled answer counts at its greatest length (`max_new_tokens`, never ending early),
+its prefill as every text padded to its batch's longest, no beginning shared: an upper bound of what runs (loose
+where prompts share long beginnings, as markedness's demonstrations: the sampler runs those once), and, its tokens
+taken as all different, of what is needed. An endpoint's requests: one per scored prompt (one token back) and one per
+sampled answer (`max_new_tokens` back, a bound).
+
+Outputs. Placeholders of the right shapes, seeded random numbers (as a random-weight stand-in's): probabilities that
+sum to one, block outputs of the model's width, sampled answers of random tokens at their greatest length, so that
+a step that builds its prompts on earlier answers (markedness's answer after its reasoning) plans with the longest
+prompts. Lower states kept for later sweeps are stored one number wide: a later sweep finds them where the fast
+engine would, and starts from the same block."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import count
+
+import torch
+
+from llmaudit.ledger import Ledger, call_label
+from llmaudit.models.engines.base import Capability, Engine, Parts
+from llmaudit.models.engines.fast import _kept_block, _lower_states
+from llmaudit.models.intervention import Intervention, edit_key
+from llmaudit.models.memory import AUTO, BatchTokens, Shape, planned_tokens
+from llmaudit.models.passes.batching import ForwardOutput, activations_only, token_batches
+from llmaudit.models.passes.packing import packed_batches
+from llmaudit.models.passes.prefix import common_prefix, shareable
+from llmaudit.models.passes.required import required
+from llmaudit.models.passes.states import LowerStates, store_states
+from llmaudit.models.passes.sweep import SweepOutput
+from llmaudit.models.request import Request, Runtime, SampleRequest
+from llmaudit.models.sampling.batched import Samples
+from llmaudit.models.sampling.sample_batches import call_batches
+
+PLAN_MEMORY_GIB = 80.0  # `batch_tokens: auto` is planned for a card of this much memory (an H100's), less the weights
+
+
+@dataclass
+class Requests:
+    """What an endpoint would be asked under one call label: requests, prompt tokens and completion tokens (sampled
+    answers at their greatest length)."""
+
+    requests: int = 0
+    prompt: int = 0
+    completion: int = 0
+
+
+@dataclass
+class PlanLedger(Ledger):
+    """The compute ledger of a planned run: the fast engines' counts per call label, the call labels whose counts
+    are upper bounds (sampling), and per label what an endpoint would be asked."""
+
+    bounded: set[str] = field(default_factory=set)
+    requests: dict[str, Requests] = field(default_factory=dict)
+    entered: dict[str, int] = field(default_factory=dict)  # call label -> the engine calls made under it
+
+    @contextmanager
+    def labelled(self, label: str) -> Iterator[None]:
+        """`Ledger.labelled`, counting the call."""
+        self.entered[label] = self.entered.get(label, 0) + 1
+        with super().labelled(label):
+            yield
+
+    def ask(self, label: str, prompts: Sequence[int], completion: int) -> None:
+        """One request per prompt (its token count), each answered with `completion` tokens."""
+        asked = self.requests.setdefault(label, Requests())
+        asked.requests += len(prompts)
+        asked.prompt += sum(prompts)
+        asked.completion += completion * len(prompts)
+
+    def totals(self) -> dict:
+        return super().totals() | {"plan": {"bounded": sorted(self.bounded), "entered": self.entered,
+                                            "requests": {label: vars(asked) for label, asked in self.requests.items()}}}
+
+
+class PlanEngine(Engine):
+    """Plans the requests an engine that can do `capabilities` (a local model's, an endpoint's) would answer: the
+    fast engines' counts and an endpoint's requests, placeholder outputs."""
+
+    name = "plan"
+
+    def __init__(self, parts: Parts, capabilities: frozenset[Capability], *, memory_gib: float = PLAN_MEMORY_GIB,
+                 seed: int = 0):
+        self.parts = parts
+        self.capabilities = capabilities
+        self.reason = "planned, not run: the fast engines' counts and an endpoint's requests"
+        self.memory = int(memory_gib * 2**30)
+        self.auto = False  # whether the run's batch_tokens is auto (`loading.planned.PlannedModel`)
+        self.random = torch.Generator().manual_seed(seed)
+        self.fresh = count(-1, -1)  # token ids no prompt holds, for sampled answers' tokens (all different)
+
+    @property
+    def ledger(self) -> PlanLedger:
+        """The model's ledger, which a planned model's is (`loading.planned`)."""
+        ledger = self.parts.handle.ledger
+        if not isinstance(ledger, PlanLedger):
+            raise TypeError("the planning engine counts into a PlanLedger")
+        return ledger
+
+    def budget(self, requested: BatchTokens, stacked: int = 1, derivative: bool = False) -> int:
+        """The tokens of one batch, as `memory.batch_budget` plans them, `auto` for a card of `PLAN_MEMORY_GIB`
+        with the model's weights on it."""
+        if requested != AUTO and not self.auto:
+            return int(requested)
+        hf = self.parts.handle.hf
+        weights = sum(p.numel() * p.element_size() for p in hf.parameters())
+        return planned_tokens(Shape.of(hf), self.memory - weights, stacked, derivative)
+
+    def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
+              batch_tokens: BatchTokens, desc: str | None = None, keep: Sequence[int] = ()) -> ForwardOutput:
+        """`forward_shared_prefix`'s counts: the common beginning once, then its packed batches, through every block
+        (none above the deepest read where no label is)."""
+        handle = self.parts.handle
+        encoded = handle.encode(texts)
+        shared = common_prefix(encoded)
+        depth = max([*layers, *keep]) + 1 if activations_only(labels, layers) else handle.n_layers
+        label = call_label("prefix", desc)
+        with self.ledger.account(encoded, depth, label=label):
+            self.ledger.ran(shared * depth)
+            for packed in packed_batches(handle.hf, [e[shared:] for e in encoded], handle.tokenizer.pad_token_id,
+                                         self.budget(batch_tokens), shared):
+                self.ledger.ran(packed.ids.numel() * depth)
+        self.ledger.ask(label, [len(e) for e in encoded], 1)
+        states = {block: [torch.zeros(len(e), 1) for e in encoded] for block in keep}
+        return ForwardOutput(self._probs(len(texts), labels), self._acts(len(texts), layers), states or None)
+
+    def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
+              derivative: bool) -> SweepOutput:
+        """`split_sweep`'s counts: the beginning below the edit once and above it once per lambda, each packed
+        batch below the edit from the block its stored lower states reach, above it once per lambda, and the
+        derivative's whole prompts above it in their own batches."""
+        handle, edit = self.parts.handle, required(request.edit, "the edit")
+        vector, ledger = edit.vector, self.ledger
+        lambdas = request.lambdas if outputs else ()
+        encoded = handle.encode(request.texts)
+        edits = [edit_key(vector.intervention(lam, edit.projection)) for lam in lambdas if lam is not None]
+        edits += [("derivative", *edit_key(vector.intervention(0.0, edit.projection)))] if derivative else []
+        shared = shareable(handle.hf, encoded)
+        rest = [e[shared:] for e in encoded]
+        start = _lower_states(request, runtime, identity)
+        base = 0 if start is None else start.block + 1
+        lower, upper = vector.layer + 1, handle.n_layers - vector.layer - 1
+        ledger.spare(encoded, base)
+        with ledger.account(encoded, steered=(vector.layer, edits), label=call_label("sweep", request.desc)):
+            if None in lambdas:
+                ledger.need(encoded)
+            ledger.ran(shared * (lower + upper * len(lambdas)) if shared else 0)
+            budget = self.budget(runtime.batch_tokens, stacked=runtime.lambda_batch)
+            whole = min(budget, self.budget(runtime.batch_tokens, derivative=True))
+            for packed in packed_batches(handle.hf, rest, handle.tokenizer.pad_token_id, budget, shared):
+                ledger.ran(packed.ids.numel() * (lower - base + upper * len(lambdas)))
+                if derivative:
+                    members = packed.members
+                    order = sorted(range(len(members)), key=lambda k: -len(rest[members[k]]))
+                    lengths = [shared + len(rest[m]) for m in members]
+                    for chunk in token_batches(order, lengths, whole):
+                        ledger.ran(len(chunk) * max(lengths[k] for k in chunk) * upper)
+        kept = _kept_block(edit, request.keep, start)
+        if kept is not None:
+            store_states(runtime.cache, identity, request.texts, LowerStates(kept, [torch.zeros(len(e), 1)
+                                                                                   for e in encoded]))
+        n = len(request.texts)
+        probs = torch.stack([self._probs(n, request.labels) for _ in lambdas]) if lambdas else \
+            torch.empty(0, n, len(request.labels))
+        layers = request.layers if outputs else ()
+        acts = torch.stack([required(self._acts(n, layers), "acts") for _ in lambdas]) if layers and lambdas else None
+        return SweepOutput(probs, acts, torch.randn(n, generator=self.random) if derivative else None)
+
+    def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
+        """Each batch `call_batches` makes: every text prefilled at its batch's longest, every answer decoded to
+        `max_new_tokens` (an upper bound); needed: each text and each answer's tokens, all different."""
+        handle, ledger = self.parts.handle, self.ledger
+        label = "sample"
+        budget = self.budget(batch_tokens)
+        calls = request.calls
+        with ledger.labelled(label):
+            ledger.bounded.add(label)
+            for batch in call_batches(handle, calls, request.max_new_tokens, budget):
+                encoded = handle.encode([text for i in batch for text in calls[i].texts])
+                rows = sum(calls[i].rows for i in batch)
+                ledger.ran((len(encoded) * max(map(len, encoded)) + rows * (request.max_new_tokens - 1))
+                           * handle.n_layers)
+            answers = []
+            for call in calls:
+                for prompt in handle.encode(call.texts):
+                    answers += [prompt + [next(self.fresh) for _ in range(request.max_new_tokens - 1)]
+                                for _ in range(call.per_text)]
+                    ledger.ask(label, [len(prompt)] * call.per_text, request.max_new_tokens)
+            ledger.need(answers)
+        if request.labels is not None:
+            ledger.ask(label, [len(e) for e in handle.encode(request.texts)], 1)  # an endpoint scores them apart
+        vocab = handle.hf.config.vocab_size
+        tokens = [torch.randint(vocab, (call.rows, request.max_new_tokens), generator=self.random) for call in calls]
+        texts = request.texts
+        keep = () if request.keep is None else request.keep.blocks
+        states = {block: [torch.zeros(len(e), 1) for e in handle.encode(texts)] for block in keep}
+        return Samples(tokens, None if request.labels is None else self._probs(len(texts), request.labels),
+                       self._acts(len(texts), request.layers), states or None)
+
+    def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None) -> str:
+        """The traced greedy continuation's counts (`passes.traced.Tracer.generate`: each step reruns the whole
+        sequence), at its greatest length (an upper bound); a continuation of random tokens."""
+        handle, ledger, label = self.parts.handle, self.ledger, "generate"
+        ids = handle.encode([text])[0]
+        new = [next(self.fresh) for _ in range(max_new_tokens)]
+        with ledger.labelled(label):
+            ledger.bounded.add(label)
+            ledger.ran(sum(len(ids) + k for k in range(max_new_tokens)) * handle.n_layers)
+            ledger.need([ids + new], steered=None if intervention is None else (intervention.layer,
+                                                                                 [edit_key(intervention)]))
+        vocab = handle.hf.config.vocab_size
+        return handle.tokenizer.decode(torch.randint(vocab, (max_new_tokens,), generator=self.random).tolist(),
+                                       skip_special_tokens=True)
+
+    def _probs(self, n: int, labels: Sequence[int] | None) -> torch.Tensor:
+        """Random next-token probabilities of `labels` (None: the vocabulary), each row summing to one."""
+        width = self.parts.handle.hf.config.vocab_size if labels is None else len(labels)
+        probs = torch.rand(n, width, generator=self.random) + 1e-3
+        return probs / probs.sum(-1, keepdim=True)
+
+    def _acts(self, n: int, layers: Sequence[int]) -> torch.Tensor | None:
+        """Random block outputs (n, layers, width); None for no layers."""
+        if not layers:
+            return None
+        return torch.randn(n, len(layers), self.parts.handle.width, generator=self.random)
+
+
+def planning(engine: Engine) -> bool:
+    """Whether `engine` plans rather than runs."""
+    return isinstance(engine, PlanEngine)

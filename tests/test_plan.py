@@ -1,0 +1,100 @@
+"""The planning engine (`models.engines.planner`) against the fast engines it plans for: on the same requests it
+counts the token-blocks they run and need, exactly for scored passes and sweeps (their derivative and lower states
+kept included), and at most what sampling and the greedy demonstration run; and `audit --dry-run` on the ci profile
+of a tiny stand-in gives the ledger a real run records, writing nothing but the plan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from llmaudit.models.steer import run_pass
+
+from llmaudit.cli import main
+from llmaudit.config import standin_params
+from llmaudit.ledger import read_calls
+from llmaudit.models import load_model
+from llmaudit.models.loading.planned import load_planned
+from llmaudit.models.loading.spec import ModelSpec
+from llmaudit.models.loading.standin import build
+from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleCall, SampleRequest
+from llmaudit.models.sampled import run_sampling
+from llmaudit.models.vector import SteeringVector
+from llmaudit.runner.audit import run_audit
+
+BOUNDED = ("sample", "generate")  # call labels whose planned counts are upper bounds
+
+
+def _requests(model, vector: SteeringVector, texts: list[str], labels: list[int]) -> None:
+    """Scored passes keeping lower states, sweeps that start from them, a derivative alone, sampling, a demo."""
+    run_pass(model, Request(texts=texts, labels=labels, keep=Keep(blocks=(1,)), desc="black-box"))
+    lambdas = [None, -2.0, 2.0]
+    run_pass(model, Request(texts=texts, labels=labels, layers=(0, 3), edit=Edit(vector=vector, lambdas=lambdas),
+                            desc="sweep"))
+    run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas),
+                            targets=[0] * len(texts), desc="slope"))
+    run_pass(model, Request(texts=texts[:5], labels=labels, layers=(2,), desc="blocks only"))
+    run_sampling(model, SampleRequest(calls=[SampleCall(texts=texts[:3], per_text=2, seed=1),
+                                             SampleCall(texts=texts[3:4], per_text=3, seed=2)],
+                                      max_new_tokens=6, labels=labels, desc="answers"))
+    model.generate(texts[0], 5, vector.intervention(2.0))
+
+
+@pytest.mark.parametrize("budget", [64, 2048])
+def test_the_plan_counts_what_the_fast_engines_run(tiny_model_dir, tmp_path, budget) -> None:
+    spec = ModelSpec(path=str(tiny_model_dir))
+    real, planned = load_model("tiny", spec), load_planned("tiny", spec, 80.0)
+    texts = [real.chat(f"the {'old ' * (i % 4)}man {i} is a doctor", "Answer:") for i in range(9)]
+    labels = real.single_token_ids(["yes", "no"])
+    torch.manual_seed(0)
+    vector = SteeringVector("v", "c", 1, torch.nn.functional.normalize(torch.randn(real.width), dim=0),
+                            torch.randn(real.width), 2.0)
+    for model, cache in ((real, tmp_path / "run"), (planned, tmp_path / "plan")):  # a cache: lower states kept
+        model.runtime = Runtime(cache=cache, batch_tokens=budget, lambda_batch=2)
+        _requests(model, vector, texts, labels)
+    ran, plan = real.ledger.totals()["calls"], planned.ledger.totals()["calls"]
+    assert set(ran) == set(plan)
+    for label, counts in ran.items():
+        if label in BOUNDED:
+            assert counts["actual"] <= plan[label]["actual"] and counts["minimum"] <= plan[label]["minimum"], label
+        else:
+            assert (counts["actual"], counts["minimum"]) == (plan[label]["actual"], plan[label]["minimum"]), label
+    assert sorted(planned.ledger.totals()["plan"]["bounded"]) == sorted(BOUNDED)
+
+
+def test_dry_run_plans_the_ledger_a_run_records(tmp_path, mirror, capsys) -> None:
+    """The ci profile's steering vectors and decision tasks on a tiny stand-in (about 3 minutes at one thread): every
+    call label of the run in the plan; unsteered scored passes equal; every sweep of the plan's own vectors, whose
+    layers the model's activations choose, so not those of the run (`models.engines.planner`)."""
+    chapters = ["steering_vectors", "decision_tasks"]
+    params = standin_params("ci", build("tiny", tmp_path / "model"), "float32") | {"name": "tiny", "chapters": chapters}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    run_audit(str(tmp_path / "tiny.yaml"), reports=tmp_path / "reports")
+    capsys.readouterr()
+    assert main(["audit", str(tmp_path / "tiny.yaml"), "--dry-run", "--reports", str(tmp_path / "plans")]) == 0
+    assert [p.name for p in (tmp_path / "plans").iterdir()] == ["tiny.plan.json"]  # nothing else written
+    printed = capsys.readouterr().out
+    assert "steering_vectors" in printed and "decision_tasks" in printed
+    planned = json.loads((tmp_path / "plans" / "tiny.plan.json").read_text(encoding="utf-8"))["chapters"]
+    recorded = read_calls(tmp_path / "reports" / "tiny")
+    for chapter in chapters:
+        ran, plan = recorded[chapter], planned[chapter]["calls"]
+        assert set(ran) == set(plan), chapter
+        for label, counts in ran.items():
+            if label.startswith("prefix"):
+                assert (counts["actual"], counts["minimum"]) == (plan[label]["actual"], plan[label]["minimum"])
+            elif label in BOUNDED:
+                assert counts["actual"] <= plan[label]["actual"], label
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["audit", "ci", "--price-per-mtok", "0.15"], "--price-per-mtok goes with --dry-run"),
+    (["audit", "ci", "--dry-run", "--price-per-mtok", "-1"], "non-negative price"),
+    (["audit", "--model", "org/m", "--dry-run"], "--dry-run plans a params file's audit"),
+])
+def test_bad_dry_run_input_is_one_line(argv, says, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
