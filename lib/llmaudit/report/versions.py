@@ -31,7 +31,8 @@ def _folder(chapter: str) -> Path:
 def task_versions() -> dict[str, dict[str, object]]:
     """Per chapter: its version (all its modules), the version of each of its modules (the templates, prompt
     builders and readers of answers, figures too), and per decision task the version of the module that builds its
-    prompts, the base it builds on and its own settings, as its chapter's spec declares them (`ChapterSpec.versioned`)."""
+    prompts, the base it builds on and its own settings, as its chapter's spec declares them
+    (`ChapterSpec.versioned`)."""
     found: dict[str, dict[str, object]] = {}
     for spec in CHAPTERS:
         folder = _folder(spec.key)
