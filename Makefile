@@ -57,10 +57,11 @@ test: install lint
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest $(NBVAL) tests
 
 # The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~30 min at
-# one thread.
+# one thread; then the whole audit of a model behind a real `transformers serve`, online and offline (a few minutes),
+# here to even out the two halves of `make check`.
 # -s: the runner's per-chapter lines and each chapter's progress bars (at most one line a minute) show where a run is.
 scale-test: install
-	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m scale tests/scale
+	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m "scale or whole_audit" tests/scale tests/test_endpoint_audit.py
 
 # CI's command: `make test` and `make scale-test` side by side, one thread each (the tiny models gain little from a
 # second thread, and two processes of two threads on two cores slow each other about tenfold); the scale test's lines

@@ -37,6 +37,7 @@ def _audit(url: str, standin, reports, *extra: str) -> int:
     return main(argv)
 
 
+@pytest.mark.whole_audit  # minutes: `make scale-test` runs it, beside `make test` in `make check`
 def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypatch, capsys):
     monkeypatch.setenv("LLMAUDIT_DATA", str(mirror))
     monkeypatch.setenv("AUDIT_KEY", KEY)
