@@ -20,8 +20,9 @@ CHAPTERS = tuple(f"chapters.{key}" for key in KEYS)
 # Bottom to top. Parts on one layer must not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
-    # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ
-    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities"),
+    # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ, settings
+    # handed to the kernels through the environment
+    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities", "environment"),
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed",
      "chapters.display"),
     ("spec",),

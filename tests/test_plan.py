@@ -10,17 +10,17 @@ import json
 import pytest
 import torch
 import yaml
-from llmaudit.models.steer import run_pass
 
 from llmaudit.cli import main
 from llmaudit.config import standin_params
+from llmaudit.environment import exported
 from llmaudit.ledger import read_calls
 from llmaudit.models import load_model
-from llmaudit.models.loading.planned import load_planned
+from llmaudit.models.ask import ask
+from llmaudit.models.loading.planned import PLAN
 from llmaudit.models.loading.spec import ModelSpec
 from llmaudit.models.loading.standin import build
 from llmaudit.models.request import Edit, Keep, Request, Runtime, SampleCall, SampleRequest
-from llmaudit.models.sampled import run_sampling
 from llmaudit.models.vector import SteeringVector
 from llmaudit.runner.audit import run_audit
 
@@ -29,14 +29,14 @@ BOUNDED = ("sample", "generate")  # call labels whose planned counts are upper b
 
 def _requests(model, vector: SteeringVector, texts: list[str], labels: list[int]) -> None:
     """Scored passes keeping lower states, sweeps that start from them, a derivative alone, sampling, a demo."""
-    run_pass(model, Request(texts=texts, labels=labels, keep=Keep(blocks=(1,)), desc="black-box"))
+    ask(model, Request(texts=texts, labels=labels, keep=Keep(blocks=(1,)), desc="black-box"))
     lambdas = [None, -2.0, 2.0]
-    run_pass(model, Request(texts=texts, labels=labels, layers=(0, 3), edit=Edit(vector=vector, lambdas=lambdas),
+    ask(model, Request(texts=texts, labels=labels, layers=(0, 3), edit=Edit(vector=vector, lambdas=lambdas),
                             desc="sweep"))
-    run_pass(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas),
+    ask(model, Request(texts=texts, labels=labels, edit=Edit(vector=vector, lambdas=lambdas),
                             targets=[0] * len(texts), desc="slope"))
-    run_pass(model, Request(texts=texts[:5], labels=labels, layers=(2,), desc="blocks only"))
-    run_sampling(model, SampleRequest(calls=[SampleCall(texts=texts[:3], per_text=2, seed=1),
+    ask(model, Request(texts=texts[:5], labels=labels, layers=(2,), desc="blocks only"))
+    ask(model, SampleRequest(calls=[SampleCall(texts=texts[:3], per_text=2, seed=1),
                                              SampleCall(texts=texts[3:4], per_text=3, seed=2)],
                                       max_new_tokens=6, labels=labels, desc="answers"))
     model.generate(texts[0], 5, vector.intervention(2.0))
@@ -45,7 +45,9 @@ def _requests(model, vector: SteeringVector, texts: list[str], labels: list[int]
 @pytest.mark.parametrize("budget", [64, 2048])
 def test_the_plan_counts_what_the_fast_engines_run(tiny_model_dir, tmp_path, budget) -> None:
     spec = ModelSpec(path=str(tiny_model_dir))
-    real, planned = load_model("tiny", spec), load_planned("tiny", spec, 80.0)
+    real = load_model("tiny", spec)
+    with exported(PLAN, "80"):  # as a dry run's kernels load it: planned for an 80 GiB card
+        planned = load_model("tiny", spec)
     texts = [real.chat(f"the {'old ' * (i % 4)}man {i} is a doctor", "Answer:") for i in range(9)]
     labels = real.single_token_ids(["yes", "no"])
     torch.manual_seed(0)

@@ -6,15 +6,13 @@ an upper bound) and, for a model behind an endpoint, its requests, prompt and co
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from llmaudit.atomic import write_atomic
 from llmaudit.config import ParamsFile
+from llmaudit.environment import exported
 from llmaudit.errors import ConfigError
 from llmaudit.ledger import ledger_path
 from llmaudit.models.engines.planner import PLAN_MEMORY_GIB
@@ -34,7 +32,7 @@ def plan_audit(run: ParamsFile, *, reports: Path, chapters: list[str] | None = N
     if unlisted:
         raise ConfigError(f"--chapter {unlisted[0]}: {run.path.name} does not list it under chapters")
     planned: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp, _planning(memory_gib):
+    with tempfile.TemporaryDirectory() as tmp, exported(PLAN, str(memory_gib)):
         report_dir = Path(tmp) / params.name
         ran = snapshot(run, report_dir)
         for i, chapter in enumerate(chosen, start=1):
@@ -47,20 +45,6 @@ def plan_audit(run: ParamsFile, *, reports: Path, chapters: list[str] | None = N
     write_atomic(out, json.dumps({"model": params.name, "endpoint": params.model.endpoint is not None,
                                   "memory_gib": memory_gib, "chapters": planned}, indent=1))
     return planned
-
-
-@contextmanager
-def _planning(memory_gib: float) -> Iterator[None]:
-    """The chapters' kernels (which inherit this environment) plan instead of loading the model."""
-    before = os.environ.get(PLAN)
-    os.environ[PLAN] = str(memory_gib)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(PLAN, None)
-        else:
-            os.environ[PLAN] = before
 
 
 def plan_table(planned: dict[str, dict], *, endpoint: bool, price: float | None) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from llmaudit.environment import exported
 from llmaudit.errors import AuditError, ConfigError
 
 
@@ -120,19 +120,10 @@ PROBES = "probe.jsonl"  # in that folder: the start-up probes of the audits that
 _OPENAI_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "logprobs", "n", "stop"}
 
 
-@contextmanager
-def offline(requests: Path) -> Iterator[None]:
+def offline(requests: Path) -> AbstractContextManager[None]:
     """Within it, every Client of this process and of the chapters' kernels it starts (they inherit its environment)
     answers from the request ledger in `requests` and sends nothing."""
-    before = os.environ.get(OFFLINE)
-    os.environ[OFFLINE] = str(requests)
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[OFFLINE]
-        else:
-            os.environ[OFFLINE] = before
+    return exported(OFFLINE, str(requests))
 
 
 def _first_line(text: str) -> str:
