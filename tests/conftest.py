@@ -190,7 +190,7 @@ def ran(monkeypatch) -> list[tuple]:
 
     calls = []
 
-    def record(chapter, params_file, report_dir, output, use_cache=True, progress=True):
+    def record(chapter, params_file, report_dir, output, use_cache=True, progress=True, can=None):
         calls.append((chapter, params_file, report_dir, output))
         return output
 

@@ -44,7 +44,8 @@ EXERCISE_LEAD = re.compile(r'<div class="exercise admonition" id="([^"]+)">\s*<p
                            r'<span class="caption-number">Exercise (\d+)\.(\d+) </span>')
 SOLUTION_LEAD = re.compile(r'<div class="solution dropdown admonition"[^>]*>\s*<p class="admonition-title">Solution to'
                            r'<a class="reference internal" href="#([^"]+)"> Exercise (\d+\.\d+)')
-SOLUTION_CELL = re.compile(r'<div class="cell tag_solution[ "]')
+# a solution's cell, its tags after what it needs of the engine (runner.needs)
+SOLUTION_CELL = re.compile(r'<div class="cell (tag_needs-[a-z]+ )*tag_solution[ "]')
 NUMREF_LINK = re.compile(r'<a class="reference internal" href="[^"]*#[^"]+"><span class="std std-numref">\w+ \d')
 NAV_CHAPTER = re.compile(r'<a class="reference internal" href="[^"]*/(\d\d)_\w+\.html">(\d+)\. ')
 PROGRESS = "forward passes: 100%|##########| 4/4 [00:01<00:00,  3.9it/s]\n"  # a tqdm bar as the audit records it

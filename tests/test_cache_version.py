@@ -80,7 +80,7 @@ def test_json_layout_keeps_the_hash_and_its_data_does_not(package) -> None:
     assert code_version(("data",)) != before
 
 
-@pytest.mark.parametrize("part", [EVALUATE, Path("models", "steer.py"), Path("sealed.py")], ids=str)
+@pytest.mark.parametrize("part", [EVALUATE, Path("models", "ask.py"), Path("sealed.py")], ids=str)
 def test_a_code_edit_of_a_chapters_computing_code_changes_its_folder(package, tmp_path, part) -> None:
     before = folder(tmp_path, "decision_tasks")
     edited(package, part, *CODE_EDIT)

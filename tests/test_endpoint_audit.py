@@ -1,10 +1,8 @@
 """The whole audit of a model behind an endpoint, end to end: `llmaudit audit --endpoint` against a real
 `transformers serve` (started here over a random-weight stand-in with the default model's tokenizer; it returns no
 log-probabilities, so the audit reads in sampled mode) runs all seven chapters and writes the report; every white-box
-test is not measurable because the endpoint exposes no weights; the decision tasks' black-box gaps are read from
-sampled answers (a random model's answers seldom name an answer word, so a gap has a number or says it had too few
-cases named), validity's name gaps, which read probabilities, are not measurable because the server returns none, and
-markedness's FPR gaps have numbers where its answers give them; the API
+test is not measurable because the endpoint exposes no weights, every black-box test that reads probabilities
+because the server returns none, and the sampled ones (markedness) have numbers where its answers give them; the API
 key is in no written file; then `--offline`, with the server stopped and the cached passes deleted, rebuilds the same
 results from the request ledger, and a request the ledger lacks stops it in one line (exit 2)."""
 
@@ -26,8 +24,8 @@ from servers import transformers_serve
 
 KEY = "sk-test-3b9e71d04c5a4f28"  # what a real key looks like; the test scans every written file for it
 # ci sizes, markedness cut to two templates per probe set without the chain-of-thought run, sampled over the whole
-# vocabulary (transformers serve refuses the pipeline sampler's top_k), five sampled answers per decision prompt
-SETTINGS = ["model.max_samples=5", "markedness.sampler=full_vocabulary", "markedness.cot=false",
+# vocabulary (transformers serve refuses the pipeline sampler's top_k)
+SETTINGS = ["markedness.sampler=full_vocabulary", "markedness.cot=false",
             "markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}"]
 
 
@@ -56,10 +54,7 @@ def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypa
     black = table.drop(index=white)
     sampled = black.index.str.endswith("_fpr_gap")  # markedness's FPR gaps: read from sampled answers
     assert black.loc[sampled, "score"].notna().any()  # (a gap no seed had every group's rate for has none: its note)
-    decided = black.index.str.contains(".blackbox_", regex=False)  # the decision tasks': shares of sampled answers
-    assert decided.any() and all(score == score or any("sampled answers named" in text for text in unmet)
-                                 for score, unmet in zip(black.loc[decided, "score"], black.loc[decided, "unmet"]))
-    read = black[~sampled & ~decided]  # validity's name gaps read the answer words' probabilities
+    read = black[~sampled]  # the decision tasks' and validity's black-box gaps read the answer words' probabilities
     assert not read.empty and all(any(NO_LOGPROBS in text for text in unmet) for unmet in read["unmet"])
     html = (report / "report.html").read_text(encoding="utf-8")
     assert NO_WEIGHTS in html and "NaN" not in html

@@ -313,7 +313,7 @@ def test_two_processes_recording_at_once_lose_no_row(tmp_path) -> None:
 
 def hold_folder(tmp_path: Path, started, release) -> None:
     """An audit whose first chapter waits until `release` (the first audit to start one holds it)."""
-    def slow(chapter, params_file, report_dir, output, use_cache=True, progress=True):
+    def slow(chapter, params_file, report_dir, output, use_cache=True, progress=True, can=None):
         if not started.is_set():
             started.set()
             release.wait(60)

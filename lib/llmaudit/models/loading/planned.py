@@ -12,7 +12,6 @@ from typing import Any
 from llmaudit.capabilities import Capability
 from llmaudit.models.endpoint.modes import Reading
 from llmaudit.models.engines.endpoint import reading_capabilities
-from llmaudit.models.engines.fast import FastEngine
 from llmaudit.models.engines.planner import PlanEngine, PlanLedger
 from llmaudit.models.intervention import Intervention
 from llmaudit.models.loading.spec import ModelSpec
@@ -86,7 +85,7 @@ def load_planned(name: str, spec: ModelSpec, memory_gib: float, *, folder: str, 
         hf = AutoModelForCausalLM.from_config(config, dtype=dtype,
                                               trust_remote_code=spec.trust_remote_code).eval()
     at_best = reading_capabilities(Reading(window=1, fingerprint=None))  # an endpoint's, where it reads probabilities
-    capabilities = at_best if spec.endpoint is not None else FastEngine.capabilities  # the fast engines' plan
+    capabilities = at_best if spec.endpoint is not None else frozenset(Capability)  # the fast engines': all
     return PlannedModel(name, hf, tokenizer, capabilities=capabilities, memory_gib=memory_gib,
                         provenance={**source, "planned": True}, system_prompt=spec.system_prompt,
                         chat_template=spec.chat_template, template_options=spec.template_options)
