@@ -257,7 +257,7 @@ def test_index_page_keeps_a_planted_similarity_system_inert(tmp_path, monkeypatc
     tokens = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML).parse(markdown)
     kinds = {token.type for token in tokens}
     assert not kinds & {"fence", "colon_fence", "code_block"}, kinds
-    assert sum(t.type == "heading_open" for t in tokens) == 2  # the page's title and its similarity section
+    assert sum(t.type == "heading_open" for t in tokens) == 3  # the title, the bottom lines, the similarity section
     assert "myst_role" not in {child.type for t in tokens for child in t.children or []}
     assert "evil" in markdown and not any(line.startswith(("```", ":::", "{")) for line in markdown.splitlines())
 
