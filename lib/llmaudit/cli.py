@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
     audit.add_argument("--endpoint", default=None, metavar="URL", help="with --model: query the model at this "
                        "OpenAI-compatible server (vLLM, SGLang, llama.cpp, an API); --model is its name there")
+    audit.add_argument("--route", default=None, choices=["completions", "chat"], help="with --endpoint: "
+                       "completions (default: prompts rendered in the model's template by --tokenizer) or chat "
+                       "(messages to /v1/chat/completions, the server's template; no tokenizer needed)")
     audit.add_argument("--api-key-env", default=None, metavar="VAR", help="with --endpoint: the environment variable "
                        "holding the API key (never written anywhere)")
     audit.add_argument("--tokenizer", default=None, metavar="HUB_ID_OR_FOLDER", help="with --endpoint: where the "
@@ -152,11 +155,12 @@ def _audit(args: argparse.Namespace) -> Path:
         from llmaudit.runner.audit import run_audit
 
         return run_audit(args.params, chapters=args.chapter, **kwargs)
-    if args.endpoint is None and (args.api_key_env or args.tokenizer or args.offline):
-        raise AuditError("--api-key-env, --tokenizer and --offline go with --endpoint URL")
+    if args.endpoint is None and (args.api_key_env or args.tokenizer or args.offline or args.route):
+        raise AuditError("--api-key-env, --tokenizer, --route and --offline go with --endpoint URL")
     from llmaudit.runner.adhoc import Served, audit_model
 
-    served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer)
+    served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer,
+                                                          args.route or "completions")
     return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
                        settings=args.settings or (), chapters=args.chapter, served=served, offline=args.offline,
                        **kwargs)

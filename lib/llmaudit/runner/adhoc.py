@@ -72,11 +72,13 @@ def override(params: dict[str, Any], setting: str) -> None:
 @dataclass(frozen=True)
 class Served:
     """`--endpoint URL`: the model is queried at this OpenAI-compatible server, with the API key in the environment
-    variable `api_key_env` (None: none), its tokenizer and chat template from `tokenizer` (None: the model's name)."""
+    variable `api_key_env` (None: none), its tokenizer and chat template from `tokenizer` (None: the model's name; on
+    the chat route, none), on `route` (`models.endpoint.routes`)."""
 
     url: str
     api_key_env: str | None = None
     tokenizer: str | None = None
+    route: str = "completions"
 
     def model_section(self, model: str) -> dict[str, Any]:
         """The params' model section: the tokenizer's source, the endpoint, the model's name there, the key's
@@ -84,7 +86,8 @@ class Served:
         if not self.url.startswith(("http://", "https://")) or not urlsplit(self.url).hostname:
             raise ConfigError(f"--endpoint {clipped(self.url)}: give the server's http:// or https:// address, e.g. "
                               "http://localhost:8000")
-        return {**model_source(self.tokenizer or model), "endpoint": self.url, "served": model} | (
+        source = {} if self.route == "chat" and self.tokenizer is None else model_source(self.tokenizer or model)
+        return {**source, "endpoint": self.url, "served": model, "route": self.route} | (
             {"api_key_env": self.api_key_env} if self.api_key_env else {})
 
     def name(self, model: str) -> str:
@@ -121,7 +124,10 @@ def built_params(model: str, *, profile: str = "default", device: str | None = N
 
 def check_tokenizer(model: str, params: Params, chapters: Sequence[str]) -> None:
     """Stop before any chapter runs, with one line saying what to set, when the model's tokenizer has no chat
-    template (the params expect one) or gives two answer words of a task the chapters run one first token."""
+    template (the params expect one) or gives two answer words of a task the chapters run one first token; on an
+    endpoint's chat route the server's template applies and answer words are matched by spelling: nothing to check."""
+    if params.model.route == "chat":
+        return
     tokenizer = _tokenizer(model, params)
     if params.model.chat_template and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"--model {clipped(model)}: its tokenizer has no chat template: audit it as a base model "

@@ -78,11 +78,11 @@ def capabilities(name: str, model: ModelSpec, requests: Path) -> frozenset[Capab
     from llmaudit.models.endpoint.client import OFFLINE, PROBES, Client
     from llmaudit.models.endpoint.ledger import request_key
     from llmaudit.models.endpoint.model import reading_of
-    from llmaudit.models.endpoint.modes import probe_body
+    from llmaudit.models.endpoint.routes import ROUTES
     from llmaudit.models.engines.endpoint import reading_capabilities
 
     client = Client(endpoint_of(name, model))
-    body = probe_body(client.endpoint.model, model.logprobs)
+    body = ROUTES[model.route].probe(client.endpoint.model, model.logprobs)
     exchange = client.complete(body)
     if not os.environ.get(OFFLINE):
         key = request_key(endpoint=client.endpoint.base, model=client.endpoint.model, fingerprint=None, body=body,

@@ -22,14 +22,17 @@ LIMIT = 2**16  # bytes of the record: a path of a few kilobytes at most
 
 def source_of(spec: ModelSpec) -> dict[str, Any]:
     """What names the model a params' `model` section loads: a local folder by its absolute path with links
-    resolved, a hub id (served locally or by NDIF alike), a packaged GGUF by its file, a joined one by its sha256."""
+    resolved, a hub id (served locally or by NDIF alike), a packaged GGUF by its file, a joined one by its sha256, an
+    endpoint's model on the chat route without a tokenizer by its server and name there."""
     if spec.path:
         return {"path": os.path.realpath(spec.path)}
     if spec.hf:
         return {"hf": spec.hf}
     if spec.embedded:
         return {"embedded": spec.embedded}
-    return {"embedded_parts": spec.sha256}
+    if spec.embedded_parts:
+        return {"embedded_parts": spec.sha256}
+    return {"endpoint": spec.endpoint, "served": spec.served}
 
 
 def check_owner(report_dir: Path, source: dict[str, Any], how: str) -> bool:

@@ -1,6 +1,7 @@
-"""One exchange with an endpoint's `/v1/completions`, through the maintained `openai` client: its retries (bounded,
-exponential backoff on 408, 409, 429 and 5xx and on timeouts, honouring `Retry-After`) and its timeout; a request that
-still fails, or a reply that is not the JSON of a completion, ends in one AuditError line naming the endpoint. The API
+"""One exchange with an endpoint's `/v1/completions` or `/v1/chat/completions` (`Endpoint.route`), through the
+maintained `openai` client: its retries (bounded, exponential backoff on 408, 409, 429 and 5xx and on timeouts,
+honouring `Retry-After`) and its timeout; a request that still fails, or a reply that is not the JSON of a completion,
+ends in one AuditError line naming the endpoint. The API
 key comes only from the environment variable the params name and is never part of what an exchange returns."""
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from llmaudit.errors import AuditError, ConfigError
 class Endpoint:
     """Where the model is served: the server's base URL (up to, not including, `/v1`), the model's name there, the
     environment variable holding the API key (None: no key), the seconds one attempt may take, the retries after
-    the first attempt and the requests in flight at once."""
+    the first attempt, the requests in flight at once and the route asked (`endpoint.routes`: completions or
+    chat)."""
 
     url: str
     model: str
@@ -30,6 +32,7 @@ class Endpoint:
     timeout: float = 60.0
     retries: int = 5
     concurrency: int = 8
+    route: str = "completions"
 
     @property
     def base(self) -> str:
@@ -51,7 +54,8 @@ def key_of(endpoint: Endpoint) -> str:
 
 
 class Client:
-    """POSTs completions to one endpoint and returns each exchange as a record for the request ledger."""
+    """POSTs completions (chat completions on the chat route) to one endpoint and returns each exchange as a record
+    for the request ledger."""
 
     def __init__(self, endpoint: Endpoint):
         import openai
@@ -64,19 +68,23 @@ class Client:
                                      timeout=endpoint.timeout, max_retries=endpoint.retries)
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` (the completion's parameters, `model` included) and return the exchange: the body sent, the
-        reply's JSON, its HTTP status, latency in seconds, retries taken, `system_fingerprint`, the server's version
-        headers and the UTC date. Offline (`OFFLINE` set), nothing is sent: the start-up probe is answered as it was
-        recorded, and any other request (one the request ledger did not hold) is a one-line AuditError naming it."""
+        """POST `body` (the completion's parameters, `model` included) to the endpoint's route and return the
+        exchange: the route, the body sent, the reply's JSON, its HTTP status, latency in seconds, retries taken,
+        `system_fingerprint`, the server's version headers and the UTC date. Offline (`OFFLINE` set), nothing is
+        sent: the start-up probe is answered as it was recorded, and any other request (one the request ledger did
+        not hold) is a one-line AuditError naming it."""
         import openai
 
         if os.environ.get(OFFLINE):
             return self._recorded(body, Path(os.environ[OFFLINE]))
-        extra = {name: body[name] for name in body if name not in _OPENAI_FIELDS}
-        known = {name: value for name, value in body.items() if name in _OPENAI_FIELDS}
+        chat = self.endpoint.route == "chat"
+        fields = _CHAT_FIELDS if chat else _OPENAI_FIELDS
+        extra = {name: body[name] for name in body if name not in fields}
+        known = {name: value for name, value in body.items() if name in fields}
+        create = (self._openai.chat.completions if chat else self._openai.completions).with_raw_response.create
         started, date = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
         try:
-            raw = self._openai.completions.with_raw_response.create(**known, extra_body=extra or None)
+            raw = create(**known, extra_body=extra or None)
         except openai.APIStatusError as err:
             raise self._failed(f"HTTP {err.status_code} after {self.endpoint.retries} retries "
                                f"({_first_line(err.message)})") from None
@@ -88,14 +96,16 @@ class Client:
         latency = time.perf_counter() - started
         try:
             reply = raw.http_response.json()
-            reply["choices"][0]["text"]
+            if not isinstance(reply["choices"][0]["message"]["content"] if chat else reply["choices"][0]["text"],
+                              str | None):
+                raise TypeError
         except (ValueError, KeyError, IndexError, TypeError):
-            raise self._failed(f"the reply is not a completion's JSON (HTTP {raw.status_code}, "
+            raise self._failed(f"the reply is not a {'chat ' * chat}completion's JSON (HTTP {raw.status_code}, "
                                f"{_first_line(raw.http_response.text)[:80]!r})") from None
         headers = {name: value for name, value in raw.headers.items() if "version" in name or name == "server"}
-        return {"body": body, "response": reply, "status": raw.status_code, "latency": round(latency, 4),
-                "retries": raw.retries_taken, "system_fingerprint": reply.get("system_fingerprint"),
-                "headers": headers, "date": date}
+        return {"route": self.endpoint.route, "body": body, "response": reply, "status": raw.status_code,
+                "latency": round(latency, 4), "retries": raw.retries_taken,
+                "system_fingerprint": reply.get("system_fingerprint"), "headers": headers, "date": date}
 
     def _recorded(self, body: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Offline: the last probe recorded in `folder` where `body` is that probe; any other request stops."""
@@ -104,9 +114,10 @@ class Client:
         recorded = json.loads(lines[-1]) if lines else None
         if recorded is not None and recorded["body"] == body:
             return {name: value for name, value in recorded.items() if name != "key"}
-        what = json.dumps({name: body[name] for name in sorted(body) if name != "prompt"})
+        what = json.dumps({name: body[name] for name in sorted(body) if name not in ("prompt", "messages")})
+        prompt = body.get("prompt", json.dumps(body.get("messages"), ensure_ascii=False))
         raise AuditError(f"--offline: the request ledger in {folder} holds no answer to the request for prompt "
-                         f"{_first_line(str(body.get('prompt', '')))[:60]!r} ({what}): rerun without --offline to "
+                         f"{_first_line(str(prompt))[:60]!r} ({what}): rerun without --offline to "
                          "ask the server")
 
     def _failed(self, why: str) -> AuditError:
@@ -118,6 +129,8 @@ class Client:
 OFFLINE = "LLMAUDIT_OFFLINE"  # set to a request ledger's folder: every answer comes from it, none from the server
 PROBES = "probe.jsonl"  # in that folder: the start-up probes of the audits that wrote it, one JSON line each
 _OPENAI_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "logprobs", "n", "stop"}
+_CHAT_FIELDS = {"model", "messages", "max_tokens", "temperature", "top_p", "seed", "logprobs", "top_logprobs", "n",
+                "stop"}
 
 
 def offline(requests: Path) -> AbstractContextManager[None]:

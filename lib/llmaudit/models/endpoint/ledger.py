@@ -67,6 +67,10 @@ class RequestLedger:
                 raise
         return [found[key] for key, _ in asked]
 
+    def all(self) -> list[dict[str, Any]]:
+        """Every exchange the report folder's ledgers hold and this process asked."""
+        return list(self._exchanges().values())
+
     def _write(self, exchange: dict[str, Any]) -> None:
         """One new exchange kept, and appended and flushed to the file where there is one."""
         self.asked += 1

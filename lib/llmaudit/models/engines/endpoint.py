@@ -2,12 +2,18 @@
 of the answer words where the server returns log-probabilities (`models.endpoint.modes`), seeded sampled answers
 always; no block outputs, edits or derivatives, for the endpoint exposes no weights.
 
-Requests go to `/v1/completions` with the prompt already in the model's chat template (the audit's tokenizer applies
-it, as for a local model), not to `/v1/chat/completions` with messages: the chapters read the next token after an
-answer prefix ("Answer:") inside the assistant's turn, which a chat API cannot be given portably (only vLLM's
-`continue_final_message` can), the answer words are the model's token ids, which only the model's own tokenizer
-spells, and `transformers serve`'s chat route refuses `logprobs` while its completions route samples. So the audited
-text is the same string as locally, token for token, and the server's template is not used."""
+By default (`model.route: completions`) requests go to `/v1/completions` with the prompt already in the model's chat
+template (the audit's tokenizer applies it, as for a local model), not to `/v1/chat/completions` with messages: the
+chapters read the next token after an answer prefix ("Answer:") inside the assistant's turn, which a chat API cannot
+be given portably (only vLLM's `continue_final_message` can), the answer words are the model's token ids, which only
+the model's own tokenizer spells, and `transformers serve`'s chat route ignores `logprobs` while its completions route
+samples. So the audited text is the same string as locally, token for token, and the server's template is not used.
+
+For servers with only a chat route (hosted APIs), `model.route: chat` (`models.endpoint.chat`) sends each prompt's
+turns as messages, the server's template applies them, the answer prefix becomes an instruction in the user turn,
+answer words are matched to the window's token strings with leading space and case aside, and no tokenizer is needed
+(`models.endpoint.spellings` stands in where none is given). Both routes build their requests and read their replies
+in `models.endpoint.routes`; everything else here is shared."""
 
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ from llmaudit.capabilities import Capability
 from llmaudit.ledger import Ledger, call_label
 from llmaudit.models.endpoint.client import Client
 from llmaudit.models.endpoint.ledger import RequestLedger, request_key
-from llmaudit.models.endpoint.modes import Mode, Read, Reading, read_answers
+from llmaudit.models.endpoint.modes import Mode, Read, Reading
+from llmaudit.models.endpoint.routes import ROUTES
 from llmaudit.models.engines.base import Engine
 from llmaudit.models.memory import BatchTokens
 from llmaudit.models.passes.batching import ForwardOutput
@@ -41,6 +48,7 @@ class EndpointEngine(Engine):
         self.client, self.reading, self.tokenizer = client, reading, tokenizer
         self.ledger, self.compute = ledger, compute  # the request ledger, the compute ledger
         self.min_coverage, self.max_samples = min_coverage, max_samples
+        self.route = ROUTES[client.endpoint.route]
         self.capabilities = reading_capabilities(reading)
         self.reads: dict[tuple[str, tuple[str, ...]], Read] = {}  # each scored case's read, by prompt and answers
         self.fingerprints: list[str | None] = [reading.fingerprint]  # the server's, each once, in the order seen
@@ -65,7 +73,8 @@ class EndpointEngine(Engine):
         seen = [str(fingerprint) for fingerprint in self.fingerprints]
         changed = (f"; fingerprints seen {', '.join(seen)}: changed mid-run, so later answers came from another "
                    "build or configuration of the server" if len(seen) > 1 else "")
-        return (f"{endpoint.model} at {endpoint.base} exposes no weights: reading mode {self.mode} "
+        return (f"{endpoint.model} at {endpoint.base} ({self.route.name} route) exposes no weights: reading mode "
+                f"{self.mode} "
                 f"({reading.window} log-probabilities per token, fingerprint {reading.fingerprint}){read}{changed}")
 
     def score(self, texts: Sequence[str], labels: Sequence[int] | None, layers: Sequence[int], *,
@@ -92,10 +101,9 @@ class EndpointEngine(Engine):
         """Each prompt's answer words (`labels`) read from the server's window at the next token."""
         words = tuple(self.tokenizer.decode([label]) for label in labels)
         new = [text for text in dict.fromkeys(texts) if (text, words) not in self.reads]
-        bodies = [({"model": self.client.endpoint.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
-                    "logprobs": self.reading.window}, 0) for text in new]
+        bodies = [(self.route.scored(self.client.endpoint.model, text, self.reading.window), 0) for text in new]
         for text, exchange in zip(new, self._ask(bodies)):
-            self.reads[text, words] = read_answers(exchange["response"], words)
+            self.reads[text, words] = self.route.read(exchange["response"], words, text)
         return [self.reads[text, words] for text in texts]
 
     def sweep(self, request: Request, runtime: Runtime, identity: dict, *, outputs: bool,
@@ -119,18 +127,19 @@ class EndpointEngine(Engine):
 
     def _sampled(self, request: SampleRequest) -> list[torch.Tensor]:
         """Per call, its answers' token ids (rows, max_new_tokens), every call's requests sent in one batch."""
-        bodies = []
+        bodies, texts = [], []
         for call in request.calls:
             for text in call.texts:
                 for index in range(call.per_text):
-                    body = {"model": self.client.endpoint.model, "prompt": text,
-                            "max_tokens": request.max_new_tokens, "temperature": request.temperature,
-                            "top_p": request.top_p, "seed": sample_seed(call.seed, index)}
+                    settings = {"temperature": request.temperature, "top_p": request.top_p,
+                                "seed": sample_seed(call.seed, index)}
                     if request.top_k is not None:
-                        body["top_k"] = request.top_k  # vLLM, SGLang and llama.cpp take it; OpenAI's API does not
-                    bodies.append((body, index))
-        rows = [self._tokens(exchange["response"]["choices"][0]["text"], request.max_new_tokens)
-                for exchange in self._ask(bodies)]
+                        settings["top_k"] = request.top_k  # vLLM, SGLang and llama.cpp take it; OpenAI's API does not
+                    bodies.append((self.route.sampled(self.client.endpoint.model, text, request.max_new_tokens,
+                                                      settings), index))
+                    texts.append(text)
+        rows = [self._tokens(self.route.answer(exchange["response"], text), request.max_new_tokens)
+                for text, exchange in zip(texts, self._ask(bodies))]
         tokens = torch.tensor(rows, dtype=torch.long).reshape(len(rows), request.max_new_tokens)
         return list(tokens.split([call.rows for call in request.calls]))
 
@@ -142,7 +151,7 @@ class EndpointEngine(Engine):
         asked = [(request_key(endpoint=endpoint.base, model=endpoint.model, fingerprint=self.reading.fingerprint,
                               body=body, sample=sample), partial(self.client.complete, body))
                  for body, sample in bodies]
-        order = sorted(range(len(bodies)), key=lambda i: bodies[i][0]["prompt"])
+        order = sorted(range(len(bodies)), key=lambda i: self.route.prompt(bodies[i][0]))
         exchanges = self.ledger.answer_all(asked, workers=endpoint.concurrency, order=order)
         for exchange in exchanges:
             if (fingerprint := exchange.get("system_fingerprint")) not in self.fingerprints:
@@ -150,7 +159,8 @@ class EndpointEngine(Engine):
         return exchanges
 
     def _tokens(self, text: str, width: int) -> list[int]:
-        """A sampled answer's token ids by the model's tokenizer, cut or padded with -1 to `width`."""
+        """A sampled answer's token ids by the model's tokenizer (or the chat route's stand-in for one), cut or padded
+        with -1 to `width`."""
         ids = self.tokenizer.encode(text, add_special_tokens=False)[:width]
         return ids + [-1] * (width - len(ids))
 

@@ -109,17 +109,21 @@ def _source(spec: ModelSpec) -> tuple[str, dict[str, str | None]]:
 
 def _endpoint(name: str, spec: ModelSpec) -> AuditModel:
     """The model behind `spec.endpoint`, with the tokenizer and chat template of the params' source (no weights
-    load: an embedded GGUF is converted once, as locally, for its tokenizer)."""
+    load: an embedded GGUF is converted once, as locally, for its tokenizer); on the chat route without a source,
+    none (`models.endpoint.spellings` stands in)."""
     from transformers import AutoTokenizer
 
     from llmaudit.models.endpoint.model import EndpointModel
 
-    folder, source = _source(spec)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise _unreachable(folder, err, "the endpoint's model needs its tokenizer: give model.hf or model.path") \
-            from None
+    tokenizer = None
+    source: dict[str, str | None] = {"source": None, "sha256": None}
+    if spec.embedded or spec.embedded_parts or spec.hf or spec.path:
+        folder, source = _source(spec)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code)
+        except (OSError, ValueError) as err:
+            raise _unreachable(folder, err, "the endpoint's model needs its tokenizer: give model.hf or model.path "
+                               "(or none, on model.route: chat)") from None
     return EndpointModel(name, endpoint_of(name, spec), tokenizer, window=spec.logprobs,
                          provenance={"tokenizer": source["source"], "tokenizer_sha256": source["sha256"]},
                          system_prompt=spec.system_prompt, chat_template=spec.chat_template,
@@ -132,7 +136,7 @@ def endpoint_of(name: str, spec: ModelSpec) -> Endpoint:
     from llmaudit.models.endpoint.client import Endpoint
 
     return Endpoint(url=spec.endpoint or "", model=spec.served or spec.hf or name, api_key_env=spec.api_key_env,
-                    timeout=spec.timeout, retries=spec.retries, concurrency=spec.concurrency)
+                    timeout=spec.timeout, retries=spec.retries, concurrency=spec.concurrency, route=spec.route)
 
 
 def _weights_sha256(folder: Path) -> str:

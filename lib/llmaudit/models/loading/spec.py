@@ -22,7 +22,9 @@ class ModelSpec(Section):
     arguments (Qwen3: `enable_thinking: false`, so that the answer follows the assistant tag). `device_map` spreads a
     model too large for one GPU over the machine's GPUs (accelerate); past one machine, `remote: true` runs it on NDIF
     through nnsight, on the server at `host` (NDIF's public service when unset). With `endpoint` the model is queried
-    over an OpenAI-compatible API (`models.endpoint`) and the source gives only its tokenizer and chat template."""
+    over an OpenAI-compatible API (`models.endpoint`) and the source gives only its tokenizer and chat template; on
+    `route: chat` (a server with only `/v1/chat/completions`) the server's template applies and the source, used only
+    to count tokens, may be left out."""
 
     embedded: str | None = None
     embedded_parts: list[str] = []
@@ -41,6 +43,9 @@ class ModelSpec(Section):
     endpoint: str | None = None  # an OpenAI-compatible server's URL, where the model is queried
     served: str | None = None  # the model's name on that server (default: the hf id)
     api_key_env: str | None = None  # the environment variable holding the endpoint's API key (None: no key)
+    # completions: prompts rendered here in the model's template (the default, where the server has the route); chat:
+    # the prompts' turns sent as messages to /v1/chat/completions (hosted APIs), the server's template applied
+    route: Literal["completions", "chat"] = "completions"
     logprobs: int = 20  # the log-probabilities per token asked of the endpoint (its window; 20: hosted APIs' limit)
     timeout: float = 60.0  # seconds one request to the endpoint may take
     retries: int = 5  # retries of a request the endpoint failed (429, 5xx, timeouts), with backoff
@@ -71,8 +76,9 @@ class ModelSpec(Section):
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
         sources = [s for s in ("embedded", "embedded_parts", "hf", "path") if getattr(self, s)]
-        if len(sources) != 1:
-            raise ValueError(f"set exactly one of embedded, embedded_parts, hf or path (got {sources or 'none'})")
+        if len(sources) > 1 or not (sources or self.endpoint and self.route == "chat"):
+            raise ValueError(f"set exactly one of embedded, embedded_parts, hf or path (got {sources or 'none'}; an "
+                             "endpoint on route: chat needs none)")
         if self.embedded_parts and not self.sha256:
             raise ValueError("embedded_parts needs the sha256 of the joined file")
         if self.remote and not self.hf:
@@ -82,8 +88,8 @@ class ModelSpec(Section):
         if self.endpoint is not None and (self.remote or self.device_map
                                           or not self.endpoint.startswith(("http://", "https://"))):
             raise ValueError("endpoint is an http:// or https:// server address, without remote or device_map")
-        if self.endpoint is None and (self.served or self.api_key_env):
-            raise ValueError("served and api_key_env go with endpoint")
+        if self.endpoint is None and (self.served or self.api_key_env or self.route != "completions"):
+            raise ValueError("served, api_key_env and route go with endpoint")
         if not (1 <= self.logprobs <= 100_000 and self.timeout > 0 and 0 <= self.retries <= 100
                 and 0 <= self.min_coverage <= 1 and self.max_samples >= 5 and 1 <= self.concurrency <= 1024):
             raise ValueError("logprobs is in [1, 100000], timeout positive, retries in [0, 100], min_coverage in "
