@@ -90,15 +90,33 @@ def completion(text: str = "yes", top: dict[str, float] | None = None, fingerpri
             "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": logprobs}]}
 
 
+def chat_completion(tokens: list[str], tops: list[dict[str, float]] | None = None, fingerprint: str = "fp-1") -> dict:
+    """A chat completion's JSON saying `tokens`, with each token's window of log-probabilities where `tops` is given
+    (as hosted APIs return them: a list of {token, logprob} per position)."""
+    logprobs = None if tops is None else {"content": [
+        {"token": token, "logprob": top.get(token, -9.0), "bytes": None,
+         "top_logprobs": [{"token": name, "logprob": value, "bytes": None} for name, value in top.items()]}
+        for token, top in zip(tokens, tops)]}
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "system_fingerprint": fingerprint,
+            "choices": [{"index": 0, "finish_reason": "length", "logprobs": logprobs,
+                         "message": {"role": "assistant", "content": "".join(tokens)}}]}
+
+
 @contextmanager
-def scripted(replies: list[tuple[int, dict[str, str], Any, float]]) -> Iterator[tuple[str, list]]:
+def scripted(replies: list[tuple[int, dict[str, str], Any, float]], only: str | None = None) \
+        -> Iterator[tuple[str, list]]:
     """A server answering each POST with the next of `replies` (status, headers, body or a function of the request's
-    JSON giving it, seconds to wait first), the last one repeated; yields its URL and the bodies it received."""
+    JSON giving it, seconds to wait first), the last one repeated; yields its URL and the bodies it received. With
+    `only` (a path, e.g. /v1/chat/completions), a POST elsewhere is answered 404, as a hosted API answers a route it
+    lacks, and not received."""
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if only is not None and self.path != only:
+                self.send_error(404, f"no route {self.path}")
+                return
             received.append(request)
             status, headers, body, wait = replies[min(len(received), len(replies)) - 1]
             time.sleep(wait)
