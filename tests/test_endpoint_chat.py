@@ -55,7 +55,8 @@ def _model(url: str, tmp_path, monkeypatch, route: str = "chat", tokenizer=None)
     """A model behind `url` on `route` (with no tokenizer, by default), its request ledger under `tmp_path`."""
     monkeypatch.setenv("TEST_CHAT_KEY", KEY)
     model = EndpointModel("m", Endpoint(url=url, model="m", retries=0, api_key_env="TEST_CHAT_KEY", route=route),
-                          tokenizer, window=20, provenance={}, system_prompt=SYSTEM, min_coverage=0.995, max_samples=100)
+                          tokenizer, window=20, provenance={}, system_prompt=SYSTEM, min_coverage=0.995,
+                          max_samples=100)
     model.requests.path = tmp_path / FOLDER / "credit.jsonl"
     return model
 
