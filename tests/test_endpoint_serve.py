@@ -22,6 +22,7 @@ from llmaudit.chapters.decision_tasks.reading import answer_of
 from llmaudit.errors import AuditError
 from llmaudit.models import load_model
 from llmaudit.models.ask import ask
+from llmaudit.models.endpoint.chat import INSTRUCTION, Chat, turns
 from llmaudit.models.endpoint.ledger import FOLDER
 from llmaudit.models.endpoint.modes import Mode
 from llmaudit.models.loading.spec import ModelSpec
@@ -129,3 +130,38 @@ def test_an_unsteered_credit_audit_runs_in_sampled_mode(server, served_dir, mirr
         value, note = results.at[test, "value"], results.at[test, "note"]
         assert (value is None and note.startswith("not measurable: fewer than two cases")) or (
             results.at[test, "lo"] <= value <= results.at[test, "hi"])
+
+
+def test_chat_route_samples_through_the_server_s_template_with_no_tokenizer(server, served_dir, tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("TEST_ENDPOINT_KEY", KEY)
+    spec = ModelSpec(endpoint=server, served=str(served_dir), route="chat", api_key_env="TEST_ENDPOINT_KEY",
+                     timeout=30, retries=1, max_samples=5)
+
+    def model():
+        loaded = load_model("tiny", spec)  # no tokenizer source: spellings stand in
+        loaded.requests.path = tmp_path / FOLDER / "chat.jsonl"
+        return loaded
+
+    items = [TaskItem(f"{group} {word} good or bad", "Answer:", group, str(case), case) for case, word in
+             enumerate(("nurse", "doctor")) for group in ("female", "male")]
+    first = model()
+    assert first.engine.mode == Mode.SAMPLED and first.provenance["route"] == "chat"  # the chat route ignores logprobs
+    frame = TaskRunner(first, 3).score(items, ANSWERS, "credit explicit")
+    exchanges = [json.loads(line) for line in first.requests.path.read_text().splitlines()]
+    assert len(exchanges) == 4 * 5 and {e["route"] for e in exchanges} == {"chat"}
+    for item, row in zip(items, frame.itertuples()):  # the turns sent, and each share parsed from the replies
+        mine = [e for e in exchanges if e["body"]["messages"] == turns(row.prompt)[0]]
+        assert [m["content"] for m in mine[0]["body"]["messages"]] == [
+            f"{item.prompt}\n\n{INSTRUCTION.format(prefix='Answer:')}"] and "prompt" not in mine[0]["body"]
+        given = [answer_of(Chat.answer(e["response"], row.prompt), ANSWERS) for e in mine]
+        named = [answer for answer in given if answer is not None]
+        assert len(mine) == 5 and row.mass == pytest.approx(len(named) / 5)
+        if named:
+            assert row.metric == pytest.approx(named.count(item.target) / len(named))
+        else:
+            assert math.isnan(row.metric)
+    again = model()
+    assert TaskRunner(again, 3).score(items, ANSWERS, "credit explicit").equals(frame) and again.requests.asked == 0
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or KEY not in path.read_text(errors="replace"), path
