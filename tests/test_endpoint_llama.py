@@ -5,6 +5,8 @@ so the rows agree within a tolerance, TOLERANCE, measured (make test-endpoints; 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from llmaudit.chapters.decision_tasks import TASKS
@@ -41,3 +43,18 @@ def test_black_box_rows_agree_with_the_local_engine(served, mirror, task, tmp_pa
           f"{len(rows['local'])} prompts")
     assert remote.engine.mode == Mode.EXACT  # every answer word in the server's window of 20
     assert difference < TOLERANCE
+
+
+def test_chat_route_reads_answer_words_from_the_server_s_chat_window(served, mirror, tmp_path):
+    """llama-cpp-python's chat route returns `top_logprobs`: the answer word is read there with no tokenizer, after
+    the GGUF's own chat template, and each read's coverage and mass are reported (the model answers a question told
+    to begin with the prefix, not from it, so the rows are not the local engine's)."""
+    remote = load_model("smollm2", ModelSpec(endpoint=served, served="smollm2", route="chat"))
+    remote.requests.path = tmp_path / "requests" / "decision_tasks.jsonl"
+    assert remote.engine.mode == Mode.EXACT and remote.provenance["tokenizer"] is None
+    rows = TaskRunner(remote, 0, mirror).black_box(TASKS["credit"], "explicit", 4)
+    print(f"chat route: mode {remote.engine.mode}, coverage {rows['coverage'].min():.3f} to "
+          f"{rows['coverage'].max():.3f}, mass {rows['mass'].min():.3f} to {rows['mass'].max():.3f}")
+    exchanges = [json.loads(line) for line in remote.requests.path.read_text().splitlines()]
+    assert {e["route"] for e in exchanges} == {"chat"} and all(e["body"]["top_logprobs"] == 20 for e in exchanges)
+    assert (rows["mass"] > 0).all()  # an answer word spelled in the window of every prompt

@@ -34,6 +34,9 @@ def load_model(name: str, spec: ModelSpec) -> AuditModel:
 
     started = time.perf_counter()
     if (memory := planning()) is not None:
+        if not (spec.embedded or spec.embedded_parts or spec.hf or spec.path):
+            raise ConfigError(f"model {name}: a dry run counts tokens with the model's tokenizer: give its source "
+                              "(model.hf or model.path; --tokenizer) on the chat route")
         folder, source = _source(spec)
         try:
             return load_planned(name, spec, memory, folder=folder, source=source, dtype=DTYPES[spec.dtype])
