@@ -42,9 +42,8 @@ class EndpointModel(AuditModel):
             raise ConfigError(f"model {name}: the completions route renders prompts with the model's tokenizer: give "
                               "its source (model.hf or model.path), or set model.route: chat")
         if tokenizer is None:
-            chat = ROUTES["chat"]
-            tokenizer = Spellings(lambda: [chat.answer(exchange["response"], "") for exchange in self.requests.all()
-                                           if exchange.get("route") == "chat"])
+            tokenizer = Spellings(lambda: [exchange["response"]["choices"][0]["message"]["content"] or ""
+                                           for exchange in self.requests.all() if exchange.get("route") == "chat"])
         elif tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.tokenizer, self.remote = tokenizer, True
