@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Hashable, Mapping
+from typing import TypeAlias
 
 import pandas as pd
 
@@ -15,7 +16,7 @@ from llmaudit.formats import MISSING
 WHY = "why missing"  # the frame's attrs key: a str (every missing cell), a dict by column, a Series by row, or a frame
 UNEXPLAINED = "no reason was recorded for this missing value"  # what a table says where its code gave none: a bug
 SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")  # a mark is the reason's number, raised
-Why = str | Mapping[Hashable, str] | pd.Series | pd.DataFrame
+Why: TypeAlias = "str | Mapping[Hashable, str] | pd.Series | pd.DataFrame"
 
 
 def explain(frame: pd.DataFrame, why: Why) -> pd.DataFrame:
@@ -27,7 +28,7 @@ def explain(frame: pd.DataFrame, why: Why) -> pd.DataFrame:
     return shown
 
 
-def _reason(why: Why | None, row: Hashable, column: Hashable) -> str:
+def _reason(why: object, row: Hashable, column: Hashable) -> str:
     """The reason `why` gives for the cell (row, column); `UNEXPLAINED` where it gives none."""
     if isinstance(why, str):
         return why
