@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ, settings
     # handed to the kernels through the environment
     ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities", "environment"),
+    ("footnotes",),  # why a table's number is missing, as every table prints it
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed",
      "chapters.display"),
     ("spec",),

@@ -23,7 +23,7 @@ from llmaudit.report import Results, build_report, show
 from llmaudit.report.answer import answers
 from llmaudit.report.audited import read_audited
 from llmaudit.report.charts import NO_DATA, NOTHING, NoFigure, SVGFigure
-from llmaudit.report.headlines import headline_rows
+from llmaudit.report.headlines import headline_rows, headline_section
 from llmaudit.report.printed import printed_nans
 from llmaudit.runner.chapter import Chapter
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, verdicts
@@ -138,4 +138,6 @@ def test_a_headline_not_measured_says_why(tmp_path: Path) -> None:
     results = Results(tmp_path / "results.csv")
     results.record("framing", "chat.pronoun_shift", None, note="no attribute has a defined effect")
     (row,) = headline_rows(results.table())["Framing"]
-    assert (row.value, row.meaning) == ("—", "no attribute has a defined effect")
+    assert (row.value, row.why) == ("—", "no attribute has a defined effect")
+    page = headline_section(results.table())
+    assert "—¹" in page and "<li>¹ — no attribute has a defined effect.</li>" in page

@@ -17,7 +17,8 @@ import pandas as pd
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
-from llmaudit.formats import MISSING, missing
+from llmaudit.footnotes import Marks
+from llmaudit.formats import missing
 from llmaudit.report.anchors import slug
 from llmaudit.report.audited import Audited
 from llmaudit.report.evidence import FOLDER
@@ -43,18 +44,26 @@ def case_page(chapter: str, test: str) -> str:
     return f"{FOLDER}/{chapter}/{slug(test)}.html"
 
 
-def _number(value: Any, digits: str = ".4f") -> str:
-    return MISSING if missing(value) else format(float(value), digits)
+# Why a record's field is empty, per field (a record's fields: `llmaudit.records`)
+WHY = {"metric": "the chapter read no metric for this record (e.g. a sampled answer that named no answer word)",
+       "value": "the record's case is outside the test's score (e.g. a question without a bias target)",
+       "mass": "no answer mass was read for this record (a sampled answer, not a probability read)",
+       "side": "the record belongs to neither a group nor a steering coefficient"}
 
 
-def _side(record: Any) -> str:
+def _number(value: Any, field: str, marks: Marks, digits: str = ".4f") -> str:
+    """A record's number, or the em dash with the mark of why the field is empty."""
+    return marks.missing(WHY[field]) if missing(value) else format(float(value), digits)
+
+
+def _side(record: Any, marks: Marks) -> str:
     """Which side of the case a record is: its group, its lambda, or both."""
-    parts = [] if missing(record.group) else [str(record.group)]
+    parts = [] if missing(record.group) else [escape(str(record.group))]
     parts += [] if missing(record.lam) else [f"λ = {float(record.lam):+g}"]
-    return ", ".join(parts) or MISSING
+    return ", ".join(parts) or marks.missing(WHY["side"])
 
 
-def _rows(records: pd.DataFrame) -> str:
+def _rows(records: pd.DataFrame, marks: Marks) -> str:
     """One table row per record, in case order; a prompt shown once per case (a sweep reads one prompt at every
     lambda: repeating it made a paper-size test's page several times larger)."""
     rows, seen = [], set()
@@ -67,9 +76,10 @@ def _rows(records: pd.DataFrame) -> str:
         else:
             seen.add(key)
             prompt = escape(r.prompt)
-        rows.append(f"<tr><td>{escape(str(r.unit))}</td><td>{escape(_side(r))}</td>"
-                    f'<td class="num">{_number(r.metric)}</td><td class="num">{_number(r.value, "+.4f")}</td>'
-                    f'<td class="num">{_number(r.mass, ".3f")}</td>'
+        rows.append(f"<tr><td>{escape(str(r.unit))}</td><td>{_side(r, marks)}</td>"
+                    f'<td class="num">{_number(r.metric, "metric", marks)}</td>'
+                    f'<td class="num">{_number(r.value, "value", marks, "+.4f")}</td>'
+                    f'<td class="num">{_number(r.mass, "mass", marks, ".3f")}</td>'
                     f"<td><details><summary>prompt</summary><pre>{prompt}</pre></details></td></tr>")
     return "\n".join(rows)
 
@@ -83,14 +93,15 @@ def _html(title: str, style: str, up: str, body: str) -> str:
 
 
 def _test_page(chapter: str, test: str, records: pd.DataFrame, verdict: str | None, style: str, title: str) -> str:
-    units = records["unit"].nunique()
+    units, marks = records["unit"].nunique(), Marks()
+    rows = _rows(records, marks)
     said = f"{badge(verdict)} " if verdict else ""
     body = (f"<h1>{said}<code>{escape(test)}</code></h1>\n"
             f'<p class="meta">{escape(chapter)} chapter; {units} case{"s" * (units != 1)}, {len(records)} records. '
             f"{LEGEND}</p>\n"
             '<table class="records"><thead><tr><th>Case</th><th>Side</th><th>Metric</th>'
             "<th>Per-case value</th><th>Answer mass</th><th>Prompt</th></tr></thead><tbody>\n"
-            f"{_rows(records)}\n</tbody></table>")
+            f"{rows}\n</tbody></table>{marks.html()}")
     return _html(f"{title}: cases of {test}", style, f"../{chapter}.html", body)
 
 

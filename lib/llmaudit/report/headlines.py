@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from llmaudit.footnotes import UNEXPLAINED, Marks
 from llmaudit.formats import interval, missing, number, signed
 from llmaudit.registry import CHAPTERS
 from llmaudit.report.results_json import NAME as RESULTS_JSON
@@ -31,8 +32,8 @@ table.headlines .gate-failed { display: block; font-size: .75rem; font-weight: 6
 
 @dataclass(frozen=True)
 class HeadlineRow:
-    """One headline number as the report shows it: label, value, interval ('' without one), unit, meaning, and the
-    gate it fails ('' where it is no gate's number or passes it)."""
+    """One headline number as the report shows it: label, value, interval ('' without one), unit, meaning, the
+    gate it fails ('' where it is no gate's number or passes it) and why it has no value ('' where it has one)."""
 
     label: str
     value: str
@@ -40,6 +41,7 @@ class HeadlineRow:
     unit: str
     meaning: str
     failed_gate: str = ""
+    why: str = ""
 
 
 def failed_gate(name: str, row: Any, thresholds: Section) -> str:
@@ -70,15 +72,18 @@ def headline_rows(results: pd.DataFrame, thresholds: Section | None = None) -> d
             if bounds and not pd.isna(r.n):
                 bounds += f", n = {int(r.n)}"
             value = signed(r.value) if bounds else number(r.value)
-            meaning = r.note if missing(r.value) and r.note else h.meaning  # no value: why, in its note
-            rows.append(HeadlineRow(h.label, value, bounds, h.unit, meaning, failed_gate(h.name, r, thresholds)))
+            why = (r.note or UNEXPLAINED) if missing(r.value) else ""  # no value: why, in its note
+            rows.append(HeadlineRow(h.label, value, bounds, h.unit, h.meaning, failed_gate(h.name, r, thresholds), why))
         if rows:
             chosen[spec.title] = rows
     return chosen
 
 
-def _value(row: HeadlineRow) -> str:
-    """A headline value, marked where it fails its gate (the whole check in its tooltip)."""
+def _value(row: HeadlineRow, marks: Marks) -> str:
+    """A headline value, marked where it fails its gate (the whole check in its tooltip) or is missing (its reason's
+    footnote mark)."""
+    if row.why:
+        return marks.missing(row.why)
     if not row.failed_gate:
         return escape(row.value)
     return (f'{escape(row.value)}<span class="gate-failed" title="{escape(row.failed_gate)}">fails its gate: '
@@ -93,14 +98,16 @@ def headline_section(results: pd.DataFrame, card: dict[str, Any] | None = None) 
     thresholds = GateParams(**(card or {}).get("params", {}).get("gates", {}))
     tables = []
     for title, rows in headline_rows(results, thresholds).items():
+        marks = Marks()
         body = "\n".join(
-            f'<tr><td class="label">{escape(r.label)}</td><td class="num">{_value(r)}</td>'
+            f'<tr><td class="label">{escape(r.label)}</td><td class="num">{_value(r, marks)}</td>'
             f'<td class="num">{escape(r.interval)}</td><td>{escape(r.unit)}</td>'
             f'<td class="meaning">{escape(r.meaning)}</td></tr>'
             for r in rows
         )
         tables.append(f"<h3>{escape(title)}</h3>\n<table class=\"headlines\"><thead><tr><th>Result</th><th>Value</th>"
-                      f"<th>95% CI</th><th>Unit</th><th>Meaning</th></tr></thead><tbody>\n{body}\n</tbody></table>")
+                      f"<th>95% CI</th><th>Unit</th><th>Meaning</th></tr></thead><tbody>\n{body}\n</tbody></table>"
+                      + marks.html())
     files = (f'All {len(results)} numbers of this audit, with their notes: <a href="{RESULTS_CSV}">{RESULTS_CSV}</a> '
              f'and <a href="{RESULTS_JSON}">{RESULTS_JSON}</a> in this report\'s folder.')
     return ('<section id="summary"><h2>Headline numbers</h2>\n'

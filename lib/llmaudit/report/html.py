@@ -74,6 +74,7 @@ th, td { border: 1px solid var(--border); padding: .35rem .65rem; text-align: le
 thead th { background: var(--soft); font-weight: 600; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 td.num, table.dataframe td { text-align: right; }
+ul.why-missing { list-style: none; padding: 0; margin: -.5rem 0 1rem; font-size: .85rem; color: var(--muted); }
 table.dataframe td { max-width: 36em; }
 pre.stdout { white-space: pre-wrap; }
 pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; }

@@ -165,8 +165,9 @@ class Results:
     ) -> None:
         """Insert or replace the row (chapter, name) and write the file (the staged chapter's: its side file) under the
         lock; rows other writers added meanwhile are kept. A yes/no result (a bool) goes to the `flag` column, its
-        value left empty; `n` is the number of sampled units behind the interval (what the verdict page's power
-        figure scales); `meaning`: what the result means, in one line."""
+        value left empty; a missing value (None, NaN) needs a `note` saying why; `n` is the number of sampled units
+        behind the interval (what the verdict page's power figure scales); `meaning`: what the result means, in one
+        line."""
         if not chapter or not name:
             raise ValueError("a result needs a non-empty chapter and name")
         given: tuple[object, ...] = (lo, hi, n)  # as passed: numpy scalars, or anything, at run time
@@ -180,6 +181,8 @@ class Results:
         if n is not None and n < 1:
             raise ValueError(f"n counts the sampled units behind the interval: at least 1, got {n}")
         flag = FLAGS.get(bool(value), "") if isinstance(value, (bool, np.bool_)) else ""
+        if not flag and not _to_text(value) and not note.strip():
+            raise ValueError(f"result {chapter}.{name} has no value and no note: say in the note why it is missing")
         row = {
             "chapter": chapter,
             "name": name,

@@ -1,11 +1,12 @@
-"""Notebook tables as the report prints them: a missing value is an em dash (never NaN, nan, None or <NA>) and a
-pandas default index (a first column 0, 1, 2 ... under an empty head, which labels nothing) is left out."""
+"""Notebook tables as the report prints them: a missing value is an em dash with its reason's mark (never NaN, nan,
+None or <NA>; a table the chapter did not print through `chapters.display` carries no reason, and says so under it)
+and a pandas default index (a first column 0, 1, 2 ... under an empty head, which labels nothing) is left out."""
 
 from __future__ import annotations
 
 import re
 
-from llmaudit.formats import MISSING
+from llmaudit.footnotes import UNEXPLAINED, Marks
 
 _MISSING_CELL = re.compile(r"(<td[^>]*>)\s*(?:NaN|nan|None|&lt;NA&gt;|<NA>|NaT)\s*(</td>)")
 _TABLE = re.compile(r"<table\b.*?</table>", re.S)
@@ -24,7 +25,13 @@ def _without_range_index(table: str) -> str:
     return _HEAD_BLANK.sub(r"\1", head, count=1) + "<tbody>" + _BODY_INDEX.sub(r"\1", body)
 
 
+def _marked(table: str) -> str:
+    """The table with each missing cell as the em dash and the mark of `UNEXPLAINED`, said under it."""
+    marks = Marks()
+    table = _MISSING_CELL.sub(lambda m: f"{m[1]}{marks.missing(UNEXPLAINED)}{m[2]}", table)
+    return _without_range_index(table) + marks.html()
+
+
 def tidy(html: str) -> str:
-    """`html` (a notebook's table output) with missing values as an em dash and default indexes left out."""
-    html = _MISSING_CELL.sub(lambda m: f"{m[1]}{MISSING}{m[2]}", html)
-    return _TABLE.sub(lambda m: _without_range_index(m[0]), html)
+    """`html` (a notebook's table output) with missing values marked (`_marked`) and default indexes left out."""
+    return _TABLE.sub(lambda m: _marked(m[0]), html)

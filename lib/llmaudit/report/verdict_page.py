@@ -13,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from llmaudit.formats import count, interval, signed
+from llmaudit.footnotes import Marks
+from llmaudit.formats import count, interval, missing, signed
 from llmaudit.registry import verdict_tests
 from llmaudit.report.anchors import requirement_id, test_id
 from llmaudit.report.front import OUTCOMES, badge, p_value
@@ -33,6 +34,7 @@ details.method { margin: .5rem 0 1rem; max-width: 60rem; }
 details.method > summary { cursor: pointer; color: var(--muted); }
 """.strip()
 Links = Mapping[str, Sequence[tuple[str, str]]]  # per test name: (text, href) of its evidence
+NO_N = "its chapter recorded no n (a results file written before n was kept): rerun it"
 
 
 def _power(t: Any) -> str:
@@ -66,15 +68,25 @@ def _gates(texts: Sequence[str], summary: str) -> str:
     return f'<details class="gates"><summary>{summary} ({len(texts)}: {state})</summary><ul>{items}</ul></details>'
 
 
-def _row(t: Any, shared: set[str], metrics: Mapping[str, str], links: Links) -> str:
+def _numbers(t: Any, marks: Marks) -> tuple[str, str, str]:
+    """A test's n, value and interval as printed, each missing one as the em dash with its reason's mark (a test
+    without a score: its chapter's note; a score without n: a results file from before n was recorded)."""
+    if missing(t.score):
+        why = marks.missing(str(t.unmet[-1]).removeprefix(f"{t.name}: "))
+        return (why if missing(t.n) else count(t.n)), why, why
+    return (marks.missing(NO_N) if missing(t.n) else count(t.n)), signed(t.score), interval(t.lo, t.hi)
+
+
+def _row(t: Any, shared: set[str], metrics: Mapping[str, str], links: Links, marks: Marks) -> str:
     """One test's row: label (its own gates folded), metric and unit, n, value, interval, verdict, evidence."""
     own = _gates([g for g in t.gates if g not in shared], "its own gates")
+    n, value, bounds = _numbers(t, marks)
     evidence = "".join(f'<a href="{escape(href)}">{escape(text)}</a>' for text, href in links.get(t.name, ()))
     metric = escape(metrics.get(t.name, t.epsilon_unit))
     return (f'<tr id="{test_id(t.name)}"><td>{escape(t.test)}<span class="small">resampled: {escape(t.resampled)}'
             f"</span>{own}</td><td>{metric}<span class=\"small\">{escape(t.epsilon_unit)}, &epsilon; = {t.epsilon:g}"
-            f'</span></td><td class="num">{count(t.n)}</td><td class="num">{signed(t.score)}</td>'
-            f'<td class="num">{interval(t.lo, t.hi)}<span class="small">{_power(t)}</span></td>'
+            f'</span></td><td class="num">{n}</td><td class="num">{value}</td>'
+            f'<td class="num">{bounds}<span class="small">{_power(t)}</span></td>'
             f'<td>{_outcome(t)}</td><td class="evidence">{evidence}</td></tr>')
 
 
@@ -83,14 +95,15 @@ def _requirement(requirement: str, verdict: str, tests: pd.DataFrame, links: Lin
     gate_lists = [tuple(g) for g in tests["gates"]]
     shared = [g for g in gate_lists[0] if all(g in other for other in gate_lists[1:])] if len(tests) > 1 else []
     metrics = {t.name: t.metric for t in verdict_tests()}
-    rows = "\n".join(_row(t, set(shared), metrics, links) for t in tests.itertuples(index=False))
+    marks = Marks()
+    rows = "\n".join(_row(t, set(shared), metrics, links, marks) for t in tests.itertuples(index=False))
     head = ("<tr><th>Test</th><th>Metric</th><th>n</th><th>Value</th><th>95% CI, half-width</th><th>Verdict</th>"
             "<th>Evidence</th></tr>")
     anchor = requirement_id(requirement)
     return (f'<section class="requirement" id="{anchor}"><h3>{badge(verdict)}{escape(requirement)}</h3>\n'
             + _gates(shared, "Instrument gates shared by its tests")
             + f'\n<table class="results" id="{anchor}-tests"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
-            "</section>")
+            + marks.html() + "</section>")
 
 
 def method(table: pd.DataFrame) -> str:

@@ -14,21 +14,36 @@ from llmaudit.capabilities import NO_WEIGHTS
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit
 from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, competence, method
 from llmaudit.findings import results_frame
+from llmaudit.footnotes import explain
 from llmaudit.spec import result
 from llmaudit.stats import Estimate
 
 SPEAKERS = "speakers"  # a sweep figure's curve per speaker group (judicial), beside a vector's or stated group's
+# Why a task has no estimate of a kind where its design takes none (where it takes one and the estimate failed, the
+# reason is the estimate's own: `Estimates.why`)
+NOT_TAKEN = {
+    "black-box implicit": "the task has no implicit prompts: its group is only ever stated",
+    "white-box AAL speakers": "only the judicial tasks' prompts come in two speakers' dialects",
+    "white-box WME speakers": "only the judicial tasks' prompts come in two speakers' dialects",
+    "white-box concept removed": "the task's white-box prompts already have the concept removed",
+    "black-box dependence": "the task has no task-relevant variable to test dependence on",
+    "white-box dependence": "the task has no task-relevant variable to test dependence on",
+    "white-box exact at 0": "the exact derivative is taken on local models only",
+    "white-box Eq. 2": "the exact derivative is taken on local models only",
+}
+ONE_CASE = "a group of one case has no slope: the bootstrap resamples cases"
 
 
 @dataclass(frozen=True)
 class Estimates:
     """A chapter run's estimates: `table` (one row per task and method: value, lo, hi), `results` (indexed by
-    results-file name, for `Chapter.record_table`) and each task's competence (None: the task has no gold answer
-    or decisive fact)."""
+    results-file name, for `Chapter.record_table`), each task's competence (None: the task has no gold answer
+    or decisive fact) and why an estimate its task takes is missing (by task and method)."""
 
     table: pd.DataFrame
     results: pd.DataFrame
     competences: dict[str, Estimate | None]
+    why: dict[tuple[str, str], str]
 
 
 def _competence_note(audit: TaskAudit) -> str:
@@ -71,13 +86,16 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     competences = {name: audit.competence(boot, seed) for name, audit in audits.items()}
     rows: list[dict[str, Any]] = []
     found: list[dict[str, Any]] = []
+    why: dict[tuple[str, str], str] = {}
     for name, audit in audits.items():
         unmet = {f"black-box {variant}": unmeasured(audit, variant) for variant in ("explicit", "implicit")}
-        found += [{"name": method(name, ESTIMATES[label]), "value": None, "note": why}
-                  for label, why in unmet.items() if why]
+        found += [{"name": method(name, ESTIMATES[label]), "value": None, "note": reason}
+                  for label, reason in unmet.items() if reason]
+        why |= {(name, label): reason for label, reason in unmet.items() if reason}
         drawn = {f"black-box {variant}": None if unmet[f"black-box {variant}"] else audit.gap(variant, boot, seed)
                  for variant in ("explicit", "implicit")}
         if audit.sweep is None:  # not steered: the verdict page's white-box tests say why
+            why |= {(name, label): NO_WEIGHTS for label in ESTIMATES if label.startswith("white-box")}
             found += [{"name": method(name, test), "value": None, "note": NO_WEIGHTS}
                       for test in (Method.WHITEBOX_SLOPE, Method.WHITEBOX_DEPENDENCE)
                       if test == Method.WHITEBOX_SLOPE or audit.dependence is not None]
@@ -100,7 +118,7 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
         if (score := competences[name]) is not None:
             found.append({"name": competence(name), "value": score.value, "lo": score.lo, "hi": score.hi,
                           "note": _competence_note(audit), "n": int(audit.black["explicit"]["case"].nunique())})
-    return Estimates(pd.DataFrame(rows), results_frame(found), competences)
+    return Estimates(pd.DataFrame(rows), results_frame(found), competences, why)
 
 
 def group_slopes(audit: TaskAudit, boot: int, seed: int) -> pd.DataFrame:
@@ -108,8 +126,9 @@ def group_slopes(audit: TaskAudit, boot: int, seed: int) -> pd.DataFrame:
     behind each (no estimate for a group of one case)."""
     cases = audit.white.groupby("group")["case"].nunique().to_dict() | {None: audit.white["case"].nunique()}
     none = Estimate(float("nan"), float("nan"), float("nan"))  # one case: no interval to draw
-    return pd.DataFrame({group or "pooled": {**vars(audit.slope(boot, seed, group) if n > 1 else none), "cases": n}
-                         for group, n in cases.items()}).T
+    table = pd.DataFrame({group or "pooled": {**vars(audit.slope(boot, seed, group) if n > 1 else none), "cases": n}
+                          for group, n in cases.items()}).T
+    return explain(table, ONE_CASE)
 
 
 def dependence_table(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> pd.DataFrame:
@@ -142,7 +161,10 @@ def summary(found: Estimates, audits: Mapping[str, TaskAudit], verdicts: Sequenc
                           for name in wide.index]
     wide["cases"] = [audits[name].white["case"].nunique() for name in wide.index]
     first = ["verdict", "white-box slope", "white-box 95% CI", "competence", "answer mass", "cases"]
-    return wide[first + [column for column in wide.columns if column not in first]]
+    wide = wide[first + [column for column in wide.columns if column not in first]]
+    reasons = pd.DataFrame({label: [found.why.get((name, label), NOT_TAKEN.get(label)) for name in wide.index]
+                            for label in wide.columns}, index=wide.index)
+    return explain(wide, reasons)
 
 
 def per_dialect(audit: TaskAudit) -> bool:

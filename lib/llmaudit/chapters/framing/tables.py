@@ -23,6 +23,7 @@ from llmaudit.chapters.framing.mixed import PronounModel, pronoun_model
 from llmaudit.chapters.framing.pronouns import FAMILIES, deferred_gender, exclusion_table
 from llmaudit.chapters.framing.stimuli import ATTRIBUTES, Attribute
 from llmaudit.findings import Findings, results_frame
+from llmaudit.footnotes import explain
 from llmaudit.models.sampling.release import Decoding
 from llmaudit.stats import t_interval
 
@@ -33,6 +34,10 @@ NONE_KEPT = ("The 60% rule excludes every (task, condition) cell, so no sampled 
              "with the token probability.")  # what the choice-based tables, figures and results say when so
 NO_PAIR = "no (attribute, task) pair has both cells of an effect kept by the 60% rule"
 FLAT = "not defined: the token probability or the share is the same in every kept cell"
+NO_INSTR_PAIR = "the task has no Instr- prompt (paper 001, Table 3), so it has no InstrEffect"
+NOT_OFFERED = ("one prompt of the pair does not offer this pronoun (paper 001, Table 3), or its probability under the "
+               "factor's - prompt is 0, so there is no shift to read")
+NO_THEY = "no sampled answer in this condition was counted as they"
 
 
 def sample_attributes(per_tag: int | None, seed: int) -> list[Attribute]:
@@ -69,7 +74,8 @@ def framing_effects(tidy: Mapping[str, pd.DataFrame], prompts: Mapping[str, Sequ
              for form, frame in probability.items()]
     table = pd.concat({form: frame.groupby("task")[["gen_effect", "instr_effect"]].mean()
                        for form, frame in scores.items()}, axis=1)
-    return Findings(table, results_frame(found), pd.concat(scores, names=["form"]), cases)
+    why = {(form, "instr_effect"): NO_INSTR_PAIR for form in scores}
+    return Findings(explain(table, why), results_frame(found), pd.concat(scores, names=["form"]), cases)
 
 
 def decoding_used(decoding: Decoding, design: str) -> Findings:
@@ -141,7 +147,7 @@ def deferred(answers: pd.DataFrame, form: str) -> Findings:
     overall = table.set_index("condition").loc["all"]
     found = [{"name": f"{form}.they_names_gender", "value": overall["rate"],
               "note": f"of {int(overall['n_they'])} answers counted as they"}]
-    return Findings(table, results_frame(found))
+    return Findings(explain(table, NO_THEY), results_frame(found))
 
 
 def steering_span(steered: pd.DataFrame, lambdas: Sequence[float]) -> Findings:
@@ -184,4 +190,4 @@ def pronoun_levels(tokens: pd.DataFrame, form: str) -> tuple[Findings, PronounMo
                         + ("" if model.converged else " (fit did not converge)"),
                 "n": int(relative["attribute"].nunique())}
                for family in ("she", "they")]
-    return Findings(pd.DataFrame(rows), results_frame(results), relative), model
+    return Findings(pd.DataFrame(rows), results_frame(results), explain(relative, NOT_OFFERED)), model

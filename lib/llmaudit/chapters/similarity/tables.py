@@ -9,11 +9,19 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from llmaudit.chapters.similarity.bbq import INTERSECTIONAL, accuracy_cases, bias_scores, in_percent
+from llmaudit.chapters.similarity.bbq import (
+    ALL_UNKNOWN,
+    INTERSECTIONAL,
+    NO_QUESTIONS,
+    accuracy_cases,
+    bias_scores,
+    in_percent,
+)
 from llmaudit.chapters.similarity.compare import cka_summary, shared_answers
 from llmaudit.chapters.similarity.unqover import BBQ_CATEGORY
 from llmaudit.chapters.similarity.unqover_bias import MEASURES
 from llmaudit.findings import Findings, results_frame
+from llmaudit.footnotes import explain
 
 BBQ_COLUMNS = ("acc_amb", "acc_dis", "unk_amb", "unk_dis", "s_amb", "s_dis")
 STEREOSET_COLUMNS = ("lms", "ss", "icat")
@@ -92,8 +100,9 @@ def abstention_masks_bias(bbq_scores: Mapping[str, pd.DataFrame],
     """Paper 003's "abstention masks bias" per system and dimension (the systems both benchmarks scored, e.g. a
     model and its base model): BBQ's Unknown share and bias scores in the dimension's BBQ category (in percent)
     beside UnQover's mu and eta (x100), where no Unknown is offered."""
-    return pd.concat({name: _beside(bbq_scores[name], unqover_scores[name]) for name in bbq_scores
-                      if name in unqover_scores}, names=["system"])
+    table = pd.concat({name: _beside(bbq_scores[name], unqover_scores[name]) for name in bbq_scores
+                       if name in unqover_scores}, names=["system"])
+    return explain(table, {"bbq_unk_amb": NO_QUESTIONS, "bbq_s_amb": ALL_UNKNOWN, "bbq_s_dis": ALL_UNKNOWN})
 
 
 def _beside(bbq_scores: pd.DataFrame, unqover_scores: pd.DataFrame) -> pd.DataFrame:

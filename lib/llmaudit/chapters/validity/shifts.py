@@ -13,8 +13,11 @@ from llmaudit.chapters.decision_tasks.base import Task
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.validity.names import unnamed_items
 from llmaudit.findings import Findings, results_frame
+from llmaudit.footnotes import explain
 
 BASELINE = "no attribute"
+LEVEL_PER_CASE = ("every case drawn has its own value of the variable, so its first-order index is not defined "
+                  "(no two cases share a level to compare within)")
 
 
 def no_attribute(runner: TaskRunner, task: Task, n: int | None) -> pd.DataFrame:
@@ -55,4 +58,4 @@ def shifts(indices: pd.DataFrame) -> Findings:
               "note": f"largest change of Sob_i from the no-attribute baseline ({where[1]})"}
              for (name, method), where in largest.items()]
     top = wide.groupby(level="task", group_keys=False).apply(lambda t: t.nlargest(5, BASELINE))
-    return Findings(top, results_frame(found))
+    return Findings(explain(top, LEVEL_PER_CASE), results_frame(found))
