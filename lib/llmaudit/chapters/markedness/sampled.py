@@ -46,14 +46,16 @@ class Sampling:
 
 
 def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
-                 layers: list[int], desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
+                 layers: list[int], desc: str, followed: bool = False) -> tuple[list[str], dict[str, torch.Tensor]]:
     """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
     probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.ask`: batches
-    cached on their own under the model's runtime, its token budget and cache)."""
+    cached on their own under the model's runtime, its token budget and cache); `followed`: later texts continue
+    these answers (`SampleRequest.followed`)."""
     calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i) for i, text in enumerate(texts)]
     decoding = run.decoding
     out = ask(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=decoding.temperature,
-                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers, desc=desc))
+                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers, desc=desc,
+                                   followed=followed))
     read = {"tokens": torch.cat(list(out.tokens))}
     if labels is not None:
         read["probs"] = out.probs[0]
@@ -77,7 +79,7 @@ def sample_classify(
     if run.reasoning_tokens is not None:
         first = [prompt_text(model, reasoning_prompt(e.text), form) for e in examples]
         reasonings, _ = sample_texts(model, first, run, run.reasoning_tokens, labels=None, layers=[],
-                                     desc="sentiment reasoning")
+                                     desc="sentiment reasoning", followed=True)
         texts = [prompt_text(model, reasoned_prompt(e.text, r), form) for e, r in zip(examples, reasonings)]
     else:
         texts = [prompt_text(model, classification_prompt(e.text, demos, template=template), form) for e in examples]
