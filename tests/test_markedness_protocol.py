@@ -125,11 +125,11 @@ EXAMPLES = [Example(f"the {who} person is {what} .", gold, group, who, k)
 def test_sampled_answers_are_read_by_string_match(bind, labelled_model):
     bind(labelled_model, batch_tokens=512)
     run = Sampling(2024, Decoding(temperature=0.8), max_new_tokens=3)
-    frame = sample_classify(labelled_model, EXAMPLES * 4, run=run)
+    [frame] = sample_classify(labelled_model, EXAMPLES * 4, runs=[run])
     read = [p if isinstance(p, str) else None for p in frame["pred"]]  # a table holds None as NaN
     assert read == [parse_label(a) for a in frame["answer"]]
     assert frame["pred"].isna().any() and frame["pred"].notna().any()  # both kinds of answer occur
-    again = sample_classify(labelled_model, EXAMPLES * 4, run=run)
+    [again] = sample_classify(labelled_model, EXAMPLES * 4, runs=[run])
     assert again["answer"].tolist() == frame["answer"].tolist()  # seeded
     probs = torch.tensor(frame[[f"p_{label}" for label in LABELS]].to_numpy())
     assert frame["pred_argmax"].tolist() == [LABELS[i] for i in probs.argmax(-1).tolist()]
