@@ -78,12 +78,14 @@ def sample_texts(model: AuditModel, texts: Sequence[Sequence[str]], runs: Sequen
 def sample_classify(
     model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *,
     runs: Sequence[Sampling], template: FewShot = "paper", form: str = "plain", vector: SteeringVector | None = None,
+    followed: bool = False,
 ) -> list[pd.DataFrame]:
     """Per run (seeds of one regime and demonstrations: the same prompts, sampled together by `sample_texts`),
     `evaluate.classify`'s table from sampled answers (prompts in `form`): pred is the label the answer names
     (None: unparsable), pred_argmax the argmax reading of the same prompt (None where the engine reads no
     probabilities: an endpoint in sampled mode), answer the sampled text and reasoning the chain-of-thought step's
-    (empty without one); `vector`'s projection in the first run's table."""
+    (empty without one); `vector`'s projection in the first run's table; `followed`: later prompts begin as these
+    (`SampleRequest.followed`: chain-of-thought's reasoning prompts begin as zero-shot's)."""
     first = runs[0]
     layers = [vector.layer] if vector is not None else []
     reasonings = [[""] * len(examples) for _ in runs]
@@ -100,7 +102,7 @@ def sample_classify(
     words = [label_word(label, bool(demos), template) for label in LABELS]
     labels = answer_ids(model.tokenizer, words) if model.engine.can(Capability.PROBABILITIES) else None
     found = sample_texts(model, texts, runs, first.max_new_tokens, labels=labels, layers=layers,
-                         desc=f"sentiment {len(demos)}-shot sampled")
+                         desc=f"sentiment {len(demos)}-shot sampled", followed=followed)
     frames = []
     for k, ((answers, read), own, reasoning) in enumerate(zip(found, texts, reasonings)):
         frame = predictions(examples, own, read.get("probs"), read.get("acts"), vector if k == 0 else None)

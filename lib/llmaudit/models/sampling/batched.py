@@ -177,12 +177,15 @@ class _Prefill:
 def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
                budget: int, prefixes: PrefixCache) -> tuple[_Prefill, torch.Tensor]:
     """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once
-    (after the part of it `prefixes` keeps), their caches joined with room for `extra` positions
+    (after the part of it `prefixes` keeps), those that begin with a longer answer `prefixes` keeps after it
+    (`models.sampling.continuations`, in chunks of their own), their caches joined with room for `extra` positions
     (`models.sampling.reserved.joined`) and their masks left-padded to match: the logits, block outputs and states in
     the texts' order, the cache and mask in the chunks' order; and the row of each text in those."""
     found: list[Kept | None] = [None] * len(encoded)
-    if not keep and full_attention(model.hf):
-        found = prefixes.answers.take(model, encoded)
+    if not keep and full_attention(model.hf):  # a kept answer where it holds more than the texts' common beginning
+        shared = shareable(model.hf, encoded, extra)
+        found = [kept if kept is not None and len(kept.tokens) > shared else None
+                 for kept in prefixes.answers.take(model, encoded)]
     fresh = [t for t, kept in enumerate(found) if kept is None]
     chunks, parts = [], []
     if fresh:

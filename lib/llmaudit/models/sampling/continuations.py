@@ -1,12 +1,12 @@
-"""The sampler's kept answers: for a request marked `followed` (its texts' answers are continued by a later
-request's texts, e.g. chain-of-thought's answer step after its reasoning), each answer row's key/value cache over its
-text and the answer tokens the decode ran, so that a later text that begins with those tokens runs only the rest
-(each position's keys and values depend on the tokens before it only: a prefix of a kept row is what a run of that
-prefix gives, up to float rounding).
+"""The sampler's kept answers: for a request marked `followed` (later requests' texts begin as its texts or their
+answers do, e.g. chain-of-thought's answer step after its reasoning), each answer row's key/value cache over its
+text and the answer tokens the decode ran, so that a later text that begins with some of those tokens runs only the
+rest (each position's keys and values depend on the tokens before it only: a prefix of a kept row is what a run of
+that prefix gives, up to float rounding).
 
-Bounded: the entries hold at most `limit` bytes (the caller's: one decoding batch's memory), the oldest dropped
-first; an entry serves the first later text that continues it and then leaves; all are dropped when any weight of
-the model has changed in place since they ran. Full-attention models only (their caches left-pad and join)."""
+Bounded: the entries hold at most `limit` bytes (the caller's: one decoding batch's memory), the least recently used
+dropped first; all are dropped when any weight of the model has changed in place since they ran. Full-attention
+models only (their caches left-pad and join)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ class Kept:
 
 
 class Continuations:
-    """The kept answers, oldest first, with an index from each of their prefixes (its hash, as `ledger._prefixes`
-    makes them) to the latest entry holding it."""
+    """The kept answers, least recently used first, with an index from each of their prefixes (its hash, as
+    `ledger._prefixes` makes them) to the entries holding it."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple[int, ...], Kept] = OrderedDict()
-        self.index: dict[int, tuple[int, ...]] = {}
+        self.index: dict[int, dict[tuple[int, ...], None]] = {}
         self.held = 0
         self.weights: tuple[int, ...] = ()
 
@@ -60,21 +60,25 @@ class Continuations:
 
     def take(self, model: Handle, encoded: Sequence[Sequence[int]]) -> list[Kept | None]:
         """Per text, the kept entry holding its longest beginning (all its tokens but its last, at most), cut to
-        that beginning, and out of the cache; None where no entry holds any of it."""
+        that beginning (the entry used last); None where no entry holds any of it."""
         self._check(model)
+        if not self.entries:
+            return [None] * len(encoded)
         found: list[Kept | None] = []
         for ids in encoded:
-            best, h = None, 0
+            h, held = 0, []  # the lengths of its beginnings some entry holds (by their hashes)
             for length, token in enumerate(ids[:-1], start=1):
                 h = hash((h, token))
-                key = self.index.get(h)
-                if key is not None and key in self.entries and key[:length] == tuple(ids[:length]):
-                    best = (key, length)
+                if h in self.index:
+                    held.append((length, h))
+            best = next(((key, length) for length, h in reversed(held)
+                         for key in [next(reversed(self.index[h]))] if key[:length] == tuple(ids[:length])), None)
             if best is None:
                 found.append(None)
                 continue
             key, length = best
-            kept = self._drop(key)
+            self.entries.move_to_end(key)
+            kept = self.entries[key]
             found.append(Kept(key[:length], tuple((k[:, :, :length], v[:, :, :length]) for k, v in kept.blocks)))
         return found
 
@@ -86,7 +90,7 @@ class Continuations:
         h = 0
         for token in kept.tokens:
             h = hash((h, token))
-            self.index[h] = kept.tokens
+            self.index.setdefault(h, {})[kept.tokens] = None
 
     def _drop(self, key: tuple[int, ...]) -> Kept:
         kept = self.entries.pop(key)
@@ -94,7 +98,9 @@ class Continuations:
         h = 0
         for token in key:
             h = hash((h, token))
-            if self.index.get(h) == key:
+            holders = self.index[h]
+            del holders[key]
+            if not holders:
                 del self.index[h]
         return kept
 
