@@ -125,11 +125,11 @@ EXAMPLES = [Example(f"the {who} person is {what} .", gold, group, who, k)
 def test_sampled_answers_are_read_by_string_match(bind, labelled_model):
     bind(labelled_model, batch_tokens=512)
     run = Sampling(2024, Decoding(temperature=0.8), max_new_tokens=3)
-    frame = sample_classify(labelled_model, EXAMPLES * 4, run=run)
+    [frame] = sample_classify(labelled_model, EXAMPLES * 4, runs=[run])
     read = [p if isinstance(p, str) else None for p in frame["pred"]]  # a table holds None as NaN
     assert read == [parse_label(a) for a in frame["answer"]]
     assert frame["pred"].isna().any() and frame["pred"].notna().any()  # both kinds of answer occur
-    again = sample_classify(labelled_model, EXAMPLES * 4, run=run)
+    [again] = sample_classify(labelled_model, EXAMPLES * 4, runs=[run])
     assert again["answer"].tolist() == frame["answer"].tolist()  # seeded
     probs = torch.tensor(frame[[f"p_{label}" for label in LABELS]].to_numpy())
     assert frame["pred_argmax"].tolist() == [LABELS[i] for i in probs.argmax(-1).tolist()]
@@ -164,3 +164,24 @@ def test_the_plain_form_is_the_papers_text_and_the_chat_form_one_turn(labelled_m
     assert plain.endswith("Question: Is the sentiment of the text negative, neutral, or positive?\n"
                           "Answer: The sentiment is")
     assert chat == labelled_model.chat(*question) and "<|user|>" in chat
+
+
+def test_chain_of_thought_answer_step_continues_its_reasoning(bind, labelled_model, monkeypatch):
+    """The answer step's texts begin with their reasoning step's text and sampled tokens: the sampler continues
+    each from the key/value cache it kept (`SampleRequest.followed`), so the run's token-blocks stay within 1.2 of
+    the fewest it needs (about 1.8 when the answer step ran prompt and reasoning again), the answers unchanged."""
+    from llmaudit.ledger import Ledger
+    from llmaudit.models.sampling.continuations import Continuations
+
+    bind(labelled_model, batch_tokens=512)
+    sizes = MarkednessParams(reasoning_tokens=8)
+    monkeypatch.setattr(labelled_model, "ledger", Ledger(labelled_model.n_layers))
+    frame = classify_run(labelled_model, EXAMPLES, Run(COT, 2025, cot=True), sizes)
+    totals = labelled_model.ledger.totals()
+    assert totals["actual"] <= 1.2 * totals["minimum"], totals
+    monkeypatch.setattr(Continuations, "take", lambda self, model, encoded: [None] * len(encoded))
+    again = classify_run(labelled_model, EXAMPLES, Run(COT, 2025, cot=True), sizes)
+    assert again["answer"].tolist() == frame["answer"].tolist()
+    columns = [f"p_{label}" for label in LABELS]
+    assert torch.allclose(torch.tensor(again[columns].to_numpy()), torch.tensor(frame[columns].to_numpy()),
+                          atol=1e-6)

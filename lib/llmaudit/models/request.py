@@ -111,7 +111,9 @@ class SampleRequest:
     `generate`'s `temperature`, `top_k` (None: the whole vocabulary) and `top_p`, up to `max_new_tokens` tokens; from
     the same prefill each text's next-token probabilities of `labels` (None: none) and last token's outputs of blocks
     `layers`; `keep`: the lower states to store for later sweeps (`Keep.blocks` of `Keep.texts`, None: none); `desc`:
-    the progress line's text (None: no progress)."""
+    the progress line's text (None: no progress); `followed`: a later request's texts continue these texts' answers
+    (chain-of-thought's answer step after its reasoning), so an engine may keep each answer's key/value cache for them
+    (`models.sampling.continuations`; it changes no result)."""
 
     calls: Sequence[SampleCall]
     max_new_tokens: int
@@ -122,6 +124,7 @@ class SampleRequest:
     layers: Sequence[int] = ()
     keep: Keep | None = None
     desc: str | None = None
+    followed: bool = False
 
     def __post_init__(self) -> None:
         _frozen(self)

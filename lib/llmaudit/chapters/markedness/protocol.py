@@ -66,14 +66,40 @@ def classify_run(model: AuditModel, examples: Sequence[Example], run: Run, sizes
     reading, pred_parsed: the label read, None when unparsable, and pred_fallback: the paper's random label in its
     place); pred is pred_fallback under `unparsable: random_label` (the paper's), else pred_parsed (the argmax
     reading when not sampled). Prompts in `sizes.form`."""
-    if sizes.decoding == "sampled":
-        sampling = Sampling(run.seed, sampler_decoding(model, sizes), sizes.max_new_tokens,
-                            sizes.reasoning_tokens if run.cot else None)
-        frame = sample_classify(model, examples, run.demos, run=sampling, template=sizes.template, form=sizes.form,
-                                vector=vector)
-    else:
-        frame = classify(model, examples, run.demos, template=sizes.template, form=sizes.form, vector=vector)
-        frame = frame.assign(pred_argmax=frame["pred"])
+    return classify_runs(model, examples, [run], sizes, vector=vector)[0]
+
+
+def classify_runs(model: AuditModel, examples: Sequence[Example], runs: Sequence[Run], sizes: Any, *,
+                  vector: SteeringVector | None = None) -> list[pd.DataFrame]:
+    """`classify_run` of each run, in order, `vector`'s projection in the first's. Sampled runs of one regime with
+    the same demonstrations (zero-shot's and chain-of-thought's seeds: the same prompts) sample in one request, so
+    each prompt runs once for all their seeds; each seed's answers are those of its run alone (its own streams).
+    Those without demonstrations run first, zero-shot's kept for chain-of-thought's reasoning prompts, which begin
+    as its prompts do (`SampleRequest.followed`)."""
+    groups: dict[tuple, list[int]] = {}
+    for k, run in enumerate(runs):
+        alike = sizes.decoding == "sampled" and not run.demos
+        groups.setdefault((run.regime, run.demos, run.cot) if alike else (k,), []).append(k)
+    frames: dict[int, pd.DataFrame] = {}
+    cot = any(run.cot for run in runs)
+    for members in sorted(groups.values(), key=lambda members: bool(runs[members[0]].demos)):
+        read = vector if 0 in members else None
+        chosen = [runs[k] for k in members]
+        if sizes.decoding == "sampled":
+            sampling = [Sampling(run.seed, sampler_decoding(model, sizes), sizes.max_new_tokens,
+                                 sizes.reasoning_tokens if run.cot else None) for run in chosen]
+            followed = cot and not chosen[0].cot and not chosen[0].demos
+            found = sample_classify(model, examples, chosen[0].demos, runs=sampling, template=sizes.template,
+                                    form=sizes.form, vector=read, followed=followed)
+        else:
+            frame = classify(model, examples, chosen[0].demos, template=sizes.template, form=sizes.form, vector=read)
+            found = [frame.assign(pred_argmax=frame["pred"])]
+        frames.update({k: _finished(frame, runs[k], sizes) for k, frame in zip(members, found)})
+    return [frames[k] for k in range(len(runs))]
+
+
+def _finished(frame: pd.DataFrame, run: Run, sizes: Any) -> pd.DataFrame:
+    """A run's table with its regime, seed, parsed label and the paper's fallback (`classify_run`)."""
     filled = with_fallback(frame["pred"].tolist(), run.seed)
     return frame.assign(regime=run.regime, run=str(run.seed), pred_parsed=frame["pred"], pred_fallback=filled,
                         pred=filled if sizes.unparsable == "random_label" else frame["pred"])

@@ -45,46 +45,67 @@ class Sampling:
     reasoning_tokens: int | None = None
 
 
-def sample_texts(model: AuditModel, texts: Sequence[str], run: Sampling, new: int, *, labels: list[int] | None,
-                 layers: list[int], desc: str) -> tuple[list[str], dict[str, torch.Tensor]]:
-    """One sampled answer per text (the text's own seeded stream) decoded to a string, with the texts' label
-    probabilities (given `labels`) and block outputs of `layers` from the same prefill (`models.ask`: batches
-    cached on their own under the model's runtime, its token budget and cache)."""
-    calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i) for i, text in enumerate(texts)]
-    decoding = run.decoding
+def sample_texts(model: AuditModel, texts: Sequence[Sequence[str]], runs: Sequence[Sampling], new: int, *,
+                 labels: list[int] | None, layers: list[int], desc: str,
+                 followed: bool = False) -> list[tuple[list[str], dict[str, torch.Tensor]]]:
+    """Per run, one sampled answer per text of its own (`texts`, a list per run; the text's stream of the run's
+    seed) decoded to a string, with the texts' label probabilities (given `labels`) and block outputs of `layers`
+    from the same prefill: all runs in one request (`models.ask`: batches cached on their own under the model's
+    runtime, its token budget and cache), so a prompt the runs share runs once. `followed`: later texts continue
+    these answers (`SampleRequest.followed`). The runs share their decoding."""
+    calls = [SampleCall(texts=(text,), per_text=1, seed=run.seed * _STREAMS + i)
+             for run, own in zip(runs, texts, strict=True) for i, text in enumerate(own)]
+    decoding = runs[0].decoding
     out = ask(model, SampleRequest(calls=calls, max_new_tokens=new, temperature=decoding.temperature,
-                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers, desc=desc))
-    read = {"tokens": torch.cat(list(out.tokens))}
-    if labels is not None:
-        read["probs"] = out.probs[0]
-    if layers:
-        read["acts"] = required(out.acts, "block outputs")[0, :, 0]
-    answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
-               for row in read["tokens"]]
-    return answers, read
+                                   top_k=decoding.top_k, top_p=decoding.top_p, labels=labels, layers=layers, desc=desc,
+                                   followed=followed))
+    tokens = torch.cat(list(out.tokens))
+    found, start = [], 0
+    for own in texts:
+        rows = slice(start, start + len(own))
+        start += len(own)
+        read = {"tokens": tokens[rows]}
+        if labels is not None:
+            read["probs"] = out.probs[0][rows]
+        if layers:
+            read["acts"] = required(out.acts, "block outputs")[0, rows, 0]
+        answers = [model.tokenizer.decode([t for t in row.tolist() if t >= 0], skip_special_tokens=True)
+                   for row in read["tokens"]]
+        found.append((answers, read))
+    return found
 
 
 def sample_classify(
-    model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *, run: Sampling,
-    template: FewShot = "paper", form: str = "plain", vector: SteeringVector | None = None,
-) -> pd.DataFrame:
-    """`evaluate.classify`'s table from sampled answers (prompts in `form`): pred is the label the answer names
+    model: AuditModel, examples: Sequence[Example], demos: Sequence[tuple[str, str]] = (), *,
+    runs: Sequence[Sampling], template: FewShot = "paper", form: str = "plain", vector: SteeringVector | None = None,
+    followed: bool = False,
+) -> list[pd.DataFrame]:
+    """Per run (seeds of one regime and demonstrations: the same prompts, sampled together by `sample_texts`),
+    `evaluate.classify`'s table from sampled answers (prompts in `form`): pred is the label the answer names
     (None: unparsable), pred_argmax the argmax reading of the same prompt (None where the engine reads no
-    probabilities: an endpoint in sampled mode), answer the sampled text and reasoning the
-    chain-of-thought step's (empty without one)."""
+    probabilities: an endpoint in sampled mode), answer the sampled text and reasoning the chain-of-thought step's
+    (empty without one); `vector`'s projection in the first run's table; `followed`: later prompts begin as these
+    (`SampleRequest.followed`: chain-of-thought's reasoning prompts begin as zero-shot's)."""
+    first = runs[0]
     layers = [vector.layer] if vector is not None else []
-    reasonings = [""] * len(examples)
-    if run.reasoning_tokens is not None:
-        first = [prompt_text(model, reasoning_prompt(e.text), form) for e in examples]
-        reasonings, _ = sample_texts(model, first, run, run.reasoning_tokens, labels=None, layers=[],
-                                     desc="sentiment reasoning")
-        texts = [prompt_text(model, reasoned_prompt(e.text, r), form) for e, r in zip(examples, reasonings)]
+    reasonings = [[""] * len(examples) for _ in runs]
+    if first.reasoning_tokens is not None:
+        asked = [prompt_text(model, reasoning_prompt(e.text), form) for e in examples]
+        reasonings = [answers for answers, _ in sample_texts(model, [asked] * len(runs), runs, first.reasoning_tokens,
+                                                             labels=None, layers=[], desc="sentiment reasoning",
+                                                             followed=True)]
+        texts = [[prompt_text(model, reasoned_prompt(e.text, r), form) for e, r in zip(examples, own)]
+                 for own in reasonings]
     else:
-        texts = [prompt_text(model, classification_prompt(e.text, demos, template=template), form) for e in examples]
+        texts = [[prompt_text(model, classification_prompt(e.text, demos, template=template), form)
+                  for e in examples]] * len(runs)
     words = [label_word(label, bool(demos), template) for label in LABELS]
     labels = answer_ids(model.tokenizer, words) if model.engine.can(Capability.PROBABILITIES) else None
-    answers, read = sample_texts(model, texts, run, run.max_new_tokens, labels=labels, layers=layers,
-                                 desc=f"sentiment {len(demos)}-shot sampled")
-    frame = predictions(examples, texts, read.get("probs"), read.get("acts"), vector)
-    return frame.assign(pred_argmax=frame["pred"], pred=[parse_label(a) for a in answers], answer=answers,
-                        reasoning=reasonings)
+    found = sample_texts(model, texts, runs, first.max_new_tokens, labels=labels, layers=layers,
+                         desc=f"sentiment {len(demos)}-shot sampled", followed=followed)
+    frames = []
+    for k, ((answers, read), own, reasoning) in enumerate(zip(found, texts, reasonings)):
+        frame = predictions(examples, own, read.get("probs"), read.get("acts"), vector if k == 0 else None)
+        frames.append(frame.assign(pred_argmax=frame["pred"], pred=[parse_label(a) for a in answers],
+                                   answer=answers, reasoning=reasoning))
+    return frames

@@ -28,7 +28,7 @@ import torch
 
 from llmaudit.errors import AuditError
 from llmaudit.models.loading import architectures
-from llmaudit.models.memory import BatchTokens, batch_budget, is_out_of_memory, release_cached
+from llmaudit.models.memory import BatchTokens, Shape, batch_budget, is_out_of_memory, release_cached
 from llmaudit.models.passes.batching import pad, readout, token_batches
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.layers import at_rows, every_position, reading
@@ -36,6 +36,7 @@ from llmaudit.models.passes.packing import window_covers
 from llmaudit.models.passes.prefix import Past, branches, shareable
 from llmaudit.models.passes.required import required
 from llmaudit.models.request import SampleRequest
+from llmaudit.models.sampling.continuations import Kept, past_of
 from llmaudit.models.sampling.draws import Draws
 from llmaudit.models.sampling.prefix_cache import PrefixCache
 from llmaudit.models.sampling.reserved import joined
@@ -99,7 +100,9 @@ def sample_calls(model: Handle, request: SampleRequest, *, batch_tokens: BatchTo
 def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixes: PrefixCache) -> Samples:
     """`sample_calls` in one batch. The draws run on the model's device, each call's from a generator of that device
     seeded as `generate` seeds it there. An answer that ends stays in the batch, its token discarded, until a tenth
-    of the batch has ended: then the ended rows leave it (a copy of the live rows' key/value cache)."""
+    of the batch has ended: then the ended rows leave it (a copy of the live rows' key/value cache). A `followed`
+    request's answer rows are kept for the texts that continue them (`PrefixCache.answers`, at most one decoding
+    batch's memory, `memory.Shape.decode_bytes`), as they leave and at the end."""
     hf, eos, device = model.hf, model.tokenizer.eos_token_id, model.device
     calls, max_new_tokens, labels, layers = request.calls, request.max_new_tokens, request.labels, request.layers
     encoded = model.encode(request.texts)
@@ -108,6 +111,17 @@ def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixe
     call_of = torch.tensor([c for c, call in enumerate(calls) for _ in range(call.rows)])  # answer row -> its call
     draw = Draws(request, call_of, device)
     tokens = torch.full((len(call_of), max_new_tokens), -1, dtype=torch.long)
+    follow = request.followed and full_attention(hf)
+    limit = Shape.of(hf).decode_bytes(budget, device)
+
+    def keep_answers(rows: list[int], ran: int) -> None:  # rows of the batch, after `ran` decoding passes
+        ids = []
+        for row in rows:
+            answer = tokens[held[row]].tolist()
+            drawn = answer[: answer.index(eos)] if eos in answer else [x for x in answer if x >= 0]
+            ids.append(encoded[int(text_of[held[row]])] + drawn[:ran])  # the tokens its cache holds
+        prefixes.answers.keep(model, ids, cache, mask, rows, limit)
+
     with torch.inference_mode(), model.ledger.labelled("sample"):
         keep = () if request.keep is None else request.keep.blocks
         prefilled, row_of = _prefilled(model, encoded, max_new_tokens, layers, keep, budget, prefixes)
@@ -118,6 +132,7 @@ def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixe
         logits, mask = prefilled.logits[text_of.to(device)], prefilled.mask[row_of[text_of]]
         held = torch.arange(len(call_of))  # the answer rows in the batch, in order
         going = torch.ones(len(held), dtype=torch.bool)  # which of them are still being answered
+        step = 0
         for step in range(max_new_tokens):
             at = going.nonzero().squeeze(-1)
             drawn = draw(logits[at.to(device)], held[at]).cpu()
@@ -128,6 +143,8 @@ def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixe
             ids = torch.full((len(held),), model.tokenizer.pad_token_id, dtype=torch.long)
             ids[at] = drawn  # an ended row's next input, whose output is never read
             if int(going.sum()) <= 9 * len(held) // 10:
+                if follow:
+                    keep_answers((~going).nonzero().squeeze(-1).tolist(), step)
                 kept = going.nonzero().squeeze(-1)
                 held, going, mask, ids = held[kept], going[kept], mask[kept], ids[kept]
                 cache.batch_select_indices(kept.to(device))
@@ -135,6 +152,8 @@ def _sample_together(model: Handle, request: SampleRequest, budget: int, prefixe
             logits = hf(input_ids=ids[:, None].to(device), attention_mask=mask.to(device),
                         position_ids=(mask.sum(-1, keepdim=True) - 1).to(device), past_key_values=cache,
                         use_cache=True, logits_to_keep=1).logits[:, -1].float()
+        if follow:
+            keep_answers(list(range(len(held))), step)
         tokens = tokens.masked_fill((tokens == eos).cumsum(-1) > 0, -1)
         # needed: each text, and each answer up to its last token (whose successor is never asked for)
         model.ledger.need([encoded[t] + [x for x in row if x >= 0][:-1] for t, row in zip(text_of.tolist(),
@@ -158,13 +177,32 @@ class _Prefill:
 def _prefilled(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], keep: Sequence[int],
                budget: int, prefixes: PrefixCache) -> tuple[_Prefill, torch.Tensor]:
     """`_prefill` of the texts in chunks of the budget (`_chunks`) after the beginning they all share, run once
-    (after the part of it `prefixes` keeps), their caches joined with room for `extra` positions
+    (after the part of it `prefixes` keeps), those that begin with a longer answer `prefixes` keeps after it
+    (`models.sampling.continuations`, in chunks of their own), their caches joined with room for `extra` positions
     (`models.sampling.reserved.joined`) and their masks left-padded to match: the logits, block outputs and states in
     the texts' order, the cache and mask in the chunks' order; and the row of each text in those."""
-    shared = shareable(model.hf, encoded, extra)
-    beginning = prefixes.beginning(model, encoded[0][:shared], keep)
-    chunks = _chunks(model.hf, encoded, shared, budget)
-    parts = [_prefill(model, [encoded[t] for t in chunk], extra, layers, beginning) for chunk in chunks]
+    found: list[Kept | None] = [None] * len(encoded)
+    if not keep and full_attention(model.hf):  # a kept answer where it holds more than the texts' common beginning
+        shared = shareable(model.hf, encoded, extra)
+        found = [kept if kept is not None and len(kept.tokens) > shared else None
+                 for kept in prefixes.answers.take(model, encoded)]
+    fresh = [t for t, kept in enumerate(found) if kept is None]
+    chunks, parts = [], []
+    if fresh:
+        texts = [encoded[t] for t in fresh]
+        shared = shareable(model.hf, texts, extra)
+        beginning = prefixes.beginning(model, texts[0][:shared], keep)
+        for chunk in _chunks(model.hf, texts, shared, budget):
+            chunks.append([fresh[k] for k in chunk])
+            parts.append(_prefill(model, [texts[k][shared:] for k in chunk], extra, layers, beginning))
+    continued = {t: kept for t, kept in enumerate(found) if kept is not None}
+    rest = {t: encoded[t][len(kept.tokens):] for t, kept in continued.items()}
+    order = sorted(continued, key=lambda t: -len(rest[t]))
+    lengths = [len(rest.get(t, ())) for t in range(len(encoded))]
+    for chunk in token_batches(order, lengths, budget) if continued else ():
+        chunks.append(chunk)
+        parts.append(_prefill(model, [rest[t] for t in chunk], extra, layers, past_of(model, [continued[t]
+                                                                                            for t in chunk])))
     row_of = torch.empty(len(encoded), dtype=torch.long)
     row_of[[t for chunk in chunks for t in chunk]] = torch.arange(len(encoded))
 
@@ -191,22 +229,25 @@ def _chunks(hf: PreTrainedModel, encoded: Sequence[Sequence[int]], shared: int, 
     return list(token_batches(order, [len(e) - shared for e in encoded], max(1, budget - shared)))
 
 
-def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequence[int], beginning: Past) -> _Prefill:
-    """Every text once, each shared beginning once (`models.passes.prefix`): after `beginning` (the tokens all the
-    batch's texts begin with, already run, keeping the outputs of the blocks kept), where some texts share more and the
-    model's window covers the padded texts and the `extra` tokens to be generated, their branches left-padded and
-    each text's own tokens right-padded after its branch; else the texts' own tokens left-padded."""
-    hf, keep = model.hf, list(beginning.states)
-    shared = beginning.mask.shape[1]
-    rest = [e[shared:] for e in encoded]
+def _prefill(model: Handle, rest: list[list[int]], extra: int, layers: Sequence[int], past: Past) -> _Prefill:
+    """Every text's tokens `rest` once, after `past`: either one beginning all the batch's texts share (already run,
+    keeping the outputs of the blocks kept), each shared beginning after it once (`models.passes.prefix`: where some
+    texts share more and the model's window covers the padded texts and the `extra` tokens to be generated, their
+    branches left-padded and each text's own tokens right-padded after its branch), or a row of its own per text (a
+    kept answer it continues, `models.sampling.continuations`); else the texts' own tokens left-padded."""
+    hf, keep = model.hf, list(past.states)
+    one = len(past.mask) == 1  # one beginning for all the texts
     # a branch is left-padded inside the sequence, which at most doubles its length
-    found = branches(rest) if window_covers(hf, 2 * max(len(e) for e in encoded) + extra) else []
+    covered = window_covers(hf, 2 * (past.mask.shape[1] + max(len(r) for r in rest)) + extra)
+    found = branches(rest) if one and covered else []
     branch_of = {i: b for b in found for i in b.members}
-    past = beginning
+    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
+    if found and len(found) * max(b.length for b in found) + len(rest) * max(own) >= len(rest) * max(map(len, rest)):
+        found, branch_of = [], {}  # the branches would pad more than they share
     if found:
         past = past.branched(model, [branch_of.get(i) for i in range(len(rest))], rest)
         rest = [r[branch_of[i].length:] if i in branch_of else r for i, r in enumerate(rest)]
-    else:
+    elif one:
         past = past.repeated(len(rest))
     ids, own = pad(rest, model.tokenizer.pad_token_id, left=not found)
     mask = torch.cat([past.mask.cpu(), own], dim=1)
@@ -220,7 +261,7 @@ def _prefill(model: Handle, encoded: list[list[int]], extra: int, layers: Sequen
     logits = architectures.unembedding(hf)(at_rows(out.last_hidden_state, last)).float()
     before = past.mask.bool().cpu()  # where each row's beginning and branch hold its tokens (a branch is left-padded)
     states = {block: [torch.cat([past.states[block][row].cpu()[before[row]], seen[block][row].cpu()[own[row].bool()]])
-                      for row in range(len(encoded))] for block in keep}
+                      for row in range(len(rest))] for block in keep}
     return _Prefill(logits, out.past_key_values, mask, [read[layer] for layer in layers], states)
 
 

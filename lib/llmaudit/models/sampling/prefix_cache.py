@@ -7,7 +7,10 @@ per batch; the runs of other seeds and pools reuse the instruction before them.
 One entry, the latest beginning: a batch takes the longest part of it that its own beginning starts with
 (`models.passes.prefix.Past.cropped`, exact: each position's keys and values depend on the tokens before it only)
 and runs the rest after it; a model with sliding-window blocks (whose caches are not cut so simply) only where its
-beginning is the kept one. The entry is dropped when any weight of the model has changed in place since it ran."""
+beginning is the kept one. The entry is dropped when any weight of the model has changed in place since it ran.
+
+Beside it, the answers a `followed` request's texts are continued with (`models.sampling.continuations`): a later
+text that begins with one of them runs only what it adds."""
 
 from __future__ import annotations
 
@@ -15,13 +18,15 @@ from collections.abc import Sequence
 
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.prefix import Past, common_prefix
+from llmaudit.models.sampling.continuations import Continuations
 from llmaudit.models.sampling.reserved import joinable
 
 
 class PrefixCache:
-    """The latest beginning run (one row), its tokens, and the weights' versions it ran with."""
+    """The latest beginning run (one row), its tokens, and the weights' versions it ran with; the kept answers."""
 
     def __init__(self) -> None:
+        self.answers = Continuations()
         self.tokens: list[int] = []
         self.past: Past | None = None
         self.weights: tuple[int, ...] = ()

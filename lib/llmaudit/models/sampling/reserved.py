@@ -31,7 +31,7 @@ class ReservedLayer(DynamicLayer):
         """The layers' rows, in order, with `room` positions more than the longest holds: each layer's positions
         end where the longest's do, zeros before them (padding its mask must hide)."""
         length = max(layer.get_seq_length() for layer in layers)
-        keys, values = (_stacked([getattr(layer, name) for layer in layers], length + room)
+        keys, values = (left_padded([getattr(layer, name) for layer in layers], length + room)
                         for name in ("keys", "values"))
         return cls(keys, values, length)
 
@@ -58,7 +58,7 @@ class ReservedLayer(DynamicLayer):
         return keys, values
 
 
-def _stacked(parts: Sequence[torch.Tensor | None], positions: int) -> torch.Tensor:
+def left_padded(parts: Sequence[torch.Tensor | None], positions: int) -> torch.Tensor:
     """The parts (batch, heads, positions, width) one after another in a zero buffer of `positions` positions, each
     part's positions ending where the longest part's do."""
     present = [required(part, "a prefilled layer's keys and values") for part in parts]

@@ -1,0 +1,125 @@
+"""The sampler's kept answers: for a request marked `followed` (later requests' texts begin as its texts or their
+answers do, e.g. chain-of-thought's answer step after its reasoning), each answer row's key/value cache over its
+text and the answer tokens the decode ran, so that a later text that begins with some of those tokens runs only the
+rest (each position's keys and values depend on the tokens before it only: a prefix of a kept row is what a run of
+that prefix gives, up to float rounding).
+
+Bounded: the entries hold at most `limit` bytes (the caller's: one decoding batch's memory), the least recently used
+dropped first; all are dropped when any weight of the model has changed in place since they ran. Full-attention
+models only (their caches left-pad and join)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache
+
+from llmaudit.models.passes.handle import Handle
+from llmaudit.models.passes.prefix import Past
+from llmaudit.models.sampling.reserved import left_padded
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One answer row's tokens (its text's, then the answer tokens the decode ran) and its keys and values, per
+    block a (keys, values) pair of shape (1, heads, tokens, width)."""
+
+    tokens: tuple[int, ...]
+    blocks: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for pair in self.blocks for t in pair)
+
+
+class Continuations:
+    """The kept answers, least recently used first, with an index from each of their prefixes (its hash, as
+    `ledger._prefixes` makes them) to the entries holding it."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[tuple[int, ...], Kept] = OrderedDict()
+        self.index: dict[int, dict[tuple[int, ...], None]] = {}
+        self.held = 0
+        self.weights: tuple[int, ...] = ()
+
+    def keep(self, model: Handle, tokens: Sequence[Sequence[int]], cache: Cache, mask: torch.Tensor,
+             rows: Sequence[int], limit: int) -> None:
+        """Keep the `rows` of `cache` (valid where `mask`, on the CPU, is 1), each as the first len(tokens[k]) of
+        its valid positions, for those tokens; the oldest entries leave while all hold over `limit` bytes."""
+        self._check(model)
+        for row, ids in zip(rows, tokens):
+            where = mask[row].nonzero().squeeze(-1)[: len(ids)].to(model.device)
+            blocks = tuple((layer.keys[row: row + 1, :, where].clone(), layer.values[row: row + 1, :, where].clone())
+                           for layer in cache.layers)
+            self._add(Kept(tuple(ids), blocks))
+        while self.held > limit and self.entries:
+            self._drop(next(iter(self.entries)))
+
+    def take(self, model: Handle, encoded: Sequence[Sequence[int]]) -> list[Kept | None]:
+        """Per text, the kept entry holding its longest beginning (all its tokens but its last, at most), cut to
+        that beginning (the entry used last); None where no entry holds any of it."""
+        self._check(model)
+        if not self.entries:
+            return [None] * len(encoded)
+        found: list[Kept | None] = []
+        for ids in encoded:
+            h, held = 0, []  # the lengths of its beginnings some entry holds (by their hashes)
+            for length, token in enumerate(ids[:-1], start=1):
+                h = hash((h, token))
+                if h in self.index:
+                    held.append((length, h))
+            best = next(((key, length) for length, h in reversed(held)
+                         for key in [next(reversed(self.index[h]))] if key[:length] == tuple(ids[:length])), None)
+            if best is None:
+                found.append(None)
+                continue
+            key, length = best
+            self.entries.move_to_end(key)
+            kept = self.entries[key]
+            found.append(Kept(key[:length], tuple((k[:, :, :length], v[:, :, :length]) for k, v in kept.blocks)))
+        return found
+
+    def _add(self, kept: Kept) -> None:
+        if kept.tokens in self.entries:
+            self._drop(kept.tokens)
+        self.entries[kept.tokens] = kept
+        self.held += kept.bytes
+        h = 0
+        for token in kept.tokens:
+            h = hash((h, token))
+            self.index.setdefault(h, {})[kept.tokens] = None
+
+    def _drop(self, key: tuple[int, ...]) -> Kept:
+        kept = self.entries.pop(key)
+        self.held -= kept.bytes
+        h = 0
+        for token in key:
+            h = hash((h, token))
+            holders = self.index[h]
+            del holders[key]
+            if not holders:
+                del self.index[h]
+        return kept
+
+    def _check(self, model: Handle) -> None:
+        """Drop everything when a weight has changed in place since the entries ran."""
+        weights = tuple(parameter._version for parameter in model.hf.parameters())
+        if weights != self.weights:
+            self.entries.clear()
+            self.index.clear()
+            self.held, self.weights = 0, weights
+
+
+def past_of(model: Handle, found: Sequence[Kept]) -> Past:
+    """The entries' keys and values as one past, a row each, left-padded to the longest (its mask 0 there)."""
+    longest = max(len(kept.tokens) for kept in found)
+    blocks = len(found[0].blocks)
+    cache = DynamicCache(ddp_cache_data=[
+        tuple(left_padded([kept.blocks[b][i] for kept in found], longest) for i in (0, 1)) for b in range(blocks)])
+    mask = torch.zeros(len(found), longest, dtype=torch.long, device=model.device)
+    for row, kept in enumerate(found):
+        mask[row, longest - len(kept.tokens):] = 1
+    return Past(cache, mask)
