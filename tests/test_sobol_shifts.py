@@ -8,8 +8,15 @@ import pytest
 
 from llmaudit.chapters.decision_tasks.base import Task, TaskItem
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
-from llmaudit.chapters.validity.shifts import BASELINE, no_attribute, perturbations, shifts
-from llmaudit.chapters.validity.variables import sobol_table
+from llmaudit.chapters.validity.audits import answered, steered
+from llmaudit.chapters.validity.shifts import (
+    BASELINE,
+    answered_frames,
+    method_indices,
+    no_attribute,
+    shifts,
+    steered_frames,
+)
 from test_task_runner import toy_vector
 
 JOBS = ["nurse", "doctor", "engineer", "teacher"]
@@ -41,7 +48,7 @@ def test_the_baseline_is_the_prompts_with_no_attribute_not_the_unsteered_sweep(b
     assert baseline["metric"].tolist() == pytest.approx(by_hand.tolist())
     unsteered = audit.white[audit.white["lam"] == 0]
     assert not set(baseline["prompt"]) & set(unsteered["prompt"])  # the old baseline: a named prompt
-    frame, over = perturbations({"v": audit}, baseline, lambdas)[BASELINE]
+    frame, over = answered_frames(audit, baseline)[BASELINE]
     assert frame is baseline and over is None
 
 
@@ -55,10 +62,27 @@ def test_the_shift_is_measured_from_the_baseline_given() -> None:
                           "metric": [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0]})
     black = {variant: baseline.assign(group="") for variant in ("explicit", "implicit")}
     audit = TaskAudit(NamedTask(), None, black, white)
-    frames = perturbations({"v": audit}, baseline, [0.0, 1.0])
-    indices = pd.concat([sobol_table(frame, cases, ["x"], bins=None, n_boot=20, seed=0, average_over=over)
-                         .rename_axis("variable").reset_index().assign(task="named", method=method)
-                         for method, (frame, over) in frames.items()], ignore_index=True)
+    frames = answered_frames(audit, baseline) | steered_frames({"v": audit}, [0.0, 1.0])
+    indices = method_indices(frames, cases, ["x"], "named", bins=None, n_boot=20, seed=0)
     found = shifts(indices).results
     assert found.loc["named.sobol_shift.white-box_main_vector", "value"] == pytest.approx(-0.5)
     assert found.loc["named.sobol_shift.black-box_explicit", "value"] == pytest.approx(0.0)
+
+
+def test_the_sweep_beside_the_unsteered_answers_is_the_audit_and_asks_them_once(bind, tiny_model) -> None:
+    # no cache: whatever is asked twice runs twice, so the ledger shows it
+    task, lambdas, vector = NamedTask(), [0.0, 1.0], toy_vector(tiny_model)
+    model = bind(tiny_model, batch_tokens=64)
+    runner = TaskRunner(model, seed=0)
+    whole = runner.audit(task, vector, lambdas, n=4)
+    black = answered(runner, task, 4)
+    assert black.sweep is None and black.steering is None
+    before = model.ledger.actual
+    audit = steered(runner, black, vector, lambdas, 4)
+    ran = model.ledger.actual - before
+    runner.white_box(task, vector, lambdas, 4)
+    assert ran > 0 and model.ledger.actual - before == 2 * ran  # the sweep alone: no answer asked again
+    assert audit.black is black.black and audit.vector is vector
+    pd.testing.assert_frame_equal(audit.white, whole.white)
+    for variant, frame in whole.black.items():
+        pd.testing.assert_frame_equal(audit.black[variant], frame)

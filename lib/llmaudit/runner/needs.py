@@ -60,13 +60,7 @@ def reason(test: VerdictTest, can: Collection[Capability]) -> str | None:
     """Why the engine that `can` do these things cannot measure `test` (None: it can do everything)."""
     if white_box(test) and not WEIGHTS <= set(can):
         return NO_WEIGHTS
-    if Capability.PROBABILITIES not in can:
-        return NO_LOGPROBS
-    return None if WEIGHTS <= set(can) else WITH_WHITE_BOX
-
-
-WITH_WHITE_BOX = ("not measurable: the endpoint exposes no weights, and the chapter computes this black-box test from "
-                  "the same runs as its white-box parts")  # a black-box test its chapter has not yet separated
+    return None if Capability.PROBABILITIES in can else NO_LOGPROBS
 
 
 def capabilities(name: str, model: ModelSpec, requests: Path) -> frozenset[Capability]:

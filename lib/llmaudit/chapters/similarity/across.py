@@ -89,16 +89,17 @@ def _compared(reports: Path, models: list[str], own: str | None) -> tuple[list[s
 def similarity_charts(reports: Path, models: list[str], own: str | None = None) -> tuple[list[Any], list[str]]:
     """Charts comparing every system (model, or model steered) of the audited models whose similarity chapter has
     run: answer-histogram cosine, UNK flip, linear CKA at the deepest depth they share and averaged over matching
-    depths, and StereoSet's stereotype score (none when none has run); and why a model's systems were left out
-    (`_compared`)."""
+    depths (of the systems with saved representations: none of a model behind an endpoint), and StereoSet's
+    stereotype score (none when none has run); and why a model's systems were left out (`_compared`)."""
     ran, skipped = _compared(reports, models, own)
     if not ran:
         return [], skipped
     answers, reps = load_systems(reports, ran)
     systems = list(dict.fromkeys(answers["system"]))
     cosine = similarity_matrix({name: part for name, part in answers.groupby("system", sort=False)})
+    represented = [name for name in systems if any(key.rpartition("|")[0] == name for key in reps)]  # endpoints: none
     depths = {float(key.rsplit("|", 1)[1]) for key in reps}
-    shared = [d for d in depths if all(f"{name}|{d:g}" in reps for name in systems)]
+    shared = [d for d in depths if all(f"{name}|{d:g}" in reps for name in represented)]
     grams = Grams(reps)  # every pair of systems at every pair of depths: each Gram matrix once
     charts: list[alt.TopLevelMixin] = [
         matrix(cosine.loc[systems, systems], "cosine").properties(title="Cosine similarity of answer histograms"),
@@ -106,11 +107,12 @@ def similarity_charts(reports: Path, models: list[str], own: str | None = None) 
             title="UNK flip: share of the row's committed answers the column answers Unknown"),
     ]
     if shared:
-        cka = cka_matrix(reps, max(shared), grams).loc[systems, systems]
+        cka = cka_matrix(reps, max(shared), grams).loc[represented, represented]
         charts.append(matrix(cka, "CKA").properties(title=f"Linear CKA, relative depth {max(shared):g}"))
-    diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b, grams))["diagonal"] for a in systems}
-                             for b in systems}).loc[systems, systems]
-    charts.append(matrix(diagonal, "CKA").properties(title="Linear CKA across depths: mean over matching depths"))
+    if represented:
+        diagonal = pd.DataFrame({b: {a: cka_summary(cka_across_depths(reps, a, b, grams))["diagonal"]
+                                     for a in represented} for b in represented}).loc[represented, represented]
+        charts.append(matrix(diagonal, "CKA").properties(title="Linear CKA across depths: mean over matching depths"))
     forced = load_stereoset_answers(reports, ran)
     if len(forced):
         scores = pd.concat([stereoset_scores(part).loc[["overall"]].assign(system=name)

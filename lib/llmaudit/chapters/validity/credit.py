@@ -1,6 +1,6 @@
 """The validity chapter's credit profiles with names (main paper §5): the profiles scored without gender or name and
 with one SSA name per female-share bin, the bad credit rate by bin, and the credit gaps between female- and
-male-majority names at each cut of p_f beside the task's own black-box and white-box estimates."""
+male-majority names at each cut of p_f beside the task's own black-box estimates (and, apart, its white-box slopes)."""
 
 from __future__ import annotations
 
@@ -40,16 +40,12 @@ def rates_by_bin(named: pd.DataFrame, unnamed: pd.DataFrame) -> tuple[pd.DataFra
     return rates, baseline
 
 
-def name_gaps(credit: Mapping[str, TaskAudit], main: str, named: pd.DataFrame, n: int | None, boot: int,
-              seed: int) -> Findings:
-    """The credit task's white-box slope along each gender vector and its black-box gaps (with the main vector's
-    audit `main`), then the gap between female- and male-majority names at each cut of `FILTERS`, recorded as
-    'credit.names_not_{a}_{b}' (the (0.1, 0.9) cut: the verdict's NAMES_IMPLICIT); `n`: the task's profiles."""
-    rows = [{"method": f"white-box {name}", **vars(audit.slope(boot, seed)), "profiles": audit.white["case"].nunique()}
-            for name, audit in credit.items()]
-    rows.append({"method": "black-box explicit", **vars(credit[main].gap("explicit", boot, seed)), "profiles": n})
-    rows.append({"method": "black-box implicit (task names)", **vars(credit[main].gap("implicit", boot, seed)),
-                 "profiles": n})
+def name_gaps(audit: TaskAudit, named: pd.DataFrame, n: int | None, boot: int, seed: int) -> Findings:
+    """The credit task's black-box gaps (its `audit`, black-box parts alone suffice), then the gap between female- and
+    male-majority names at each cut of `FILTERS`, recorded as 'credit.names_not_{a}_{b}' (the (0.1, 0.9) cut: the
+    verdict's NAMES_IMPLICIT); `n`: the task's profiles."""
+    rows = [{"method": "black-box explicit", **vars(audit.gap("explicit", boot, seed)), "profiles": n},
+            {"method": "black-box implicit (task names)", **vars(audit.gap("implicit", boot, seed)), "profiles": n}]
     found, cases = [], []
     for a, b in FILTERS:
         est, used = filtered_gap(named, a, b, boot, seed)
@@ -64,3 +60,11 @@ def name_gaps(credit: Mapping[str, TaskAudit], main: str, named: pd.DataFrame, n
         cases.append(filtered_cases(named, a, b, key))
         rows.append({"method": label, **vars(est), "profiles": used})
     return Findings(pd.DataFrame(rows).set_index("method"), results_frame(found), cases=cases)
+
+
+def slopes(credit: Mapping[str, TaskAudit], boot: int, seed: int) -> pd.DataFrame:
+    """The credit task's white-box slope along each gender vector (`credit`: its steered audits), in the columns of
+    `name_gaps`' table."""
+    return pd.DataFrame([{"method": f"white-box {name}", **vars(audit.slope(boot, seed)),
+                          "profiles": audit.white["case"].nunique()} for name, audit in credit.items()]
+                        ).set_index("method")

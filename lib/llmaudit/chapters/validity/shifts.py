@@ -1,6 +1,7 @@
 """The validity chapter's Sobol' comparison (main paper §5.2, Tables 4 and 7): for each task, the prompts as each
-audit method perturbs them, and per (task, method) the largest change of a variable's first-order index from the
-prompts with no protected attribute at all (the tables' empty-set column)."""
+audit method perturbs them (the black-box ones unsteered, the white-box ones swept apart, so that an endpoint gets
+the former), their first-order indices, and per (task, method) the largest change of a variable's first-order index
+from the prompts with no protected attribute at all (the tables' empty-set column)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from llmaudit.chapters.decision_tasks import CREDIT
 from llmaudit.chapters.decision_tasks.base import Task
 from llmaudit.chapters.decision_tasks.evaluate import TaskAudit, TaskRunner
 from llmaudit.chapters.validity.names import unnamed_items
+from llmaudit.chapters.validity.variables import sobol_table
 from llmaudit.findings import Findings, results_frame
 from llmaudit.footnotes import explain
 
@@ -30,21 +32,28 @@ def no_attribute(runner: TaskRunner, task: Task, n: int | None) -> pd.DataFrame:
     return runner.score(items, task.answers, f"{task.name} with no protected attribute")
 
 
-def perturbations(audits: Mapping[str, TaskAudit], baseline: pd.DataFrame,
-                  lambdas: Sequence[float]) -> dict[str, tuple[pd.DataFrame, str | None]]:
-    """Per method, the scored prompts whose Sobol' indices it compares and the column its indices average over
-    (None: none): the prompts with no protected attribute (`baseline`, from `no_attribute`), the black-box variants,
-    and each vector's sweep at the `lambdas` in [0, 1], averaged over lambda as main paper §5.2 does (`audits`:
-    main vector first)."""
-    first = next(iter(audits.values()))
-    frames: dict[str, tuple[pd.DataFrame, str | None]] = {
-        BASELINE: (baseline, None), "black-box explicit": (first.black["explicit"], None),
-        "black-box implicit": (first.black["implicit"], None),
-    }
+def answered_frames(audit: TaskAudit, baseline: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, None]]:
+    """Per black-box method, the scored prompts whose Sobol' indices it compares: the prompts with no protected
+    attribute (`baseline`, from `no_attribute`) and the black-box variants of `audit` (unsteered answers)."""
+    return {BASELINE: (baseline, None), "black-box explicit": (audit.black["explicit"], None),
+            "black-box implicit": (audit.black["implicit"], None)}
+
+
+def steered_frames(audits: Mapping[str, TaskAudit], lambdas: Sequence[float]) -> dict[str, tuple[pd.DataFrame, str]]:
+    """Per white-box method, each vector's sweep at the `lambdas` in [0, 1] and the column its indices average over,
+    lambda, as main paper §5.2 does (`audits`: main vector first)."""
     positive = [lam for lam in lambdas if 0 <= lam <= 1]
-    for role, audit in zip(("main", "second"), audits.values()):
-        frames[f"white-box {role} vector"] = (audit.white[audit.white["lam"].isin(positive)], "lam")
-    return frames
+    return {f"white-box {role} vector": (audit.white[audit.white["lam"].isin(positive)], "lam")
+            for role, audit in zip(("main", "second"), audits.values())}
+
+
+def method_indices(frames: Mapping[str, tuple[pd.DataFrame, str | None]], cases: pd.DataFrame, variables: Sequence[str],
+            task: str, *, bins: int | None, n_boot: int, seed: int) -> pd.DataFrame:
+    """The first-order indices of `task`'s `variables` under each method of `frames` (`answered_frames`,
+    `steered_frames`): task, method, variable, value, lo, hi."""
+    return pd.concat([sobol_table(frame, cases, variables, bins=bins, n_boot=n_boot, seed=seed, average_over=over)
+                      .rename_axis("variable").reset_index().assign(task=task, method=method)
+                      for method, (frame, over) in frames.items()], ignore_index=True)
 
 
 def shifts(indices: pd.DataFrame) -> Findings:
