@@ -95,11 +95,14 @@ def group_gap(
 
 
 def case_slopes(frame: pd.DataFrame) -> pd.Series:
-    """OLS slope of metric on lambda within each case (columns case, lam, metric)."""
+    """OLS slope of metric on lambda within each case (columns case, lam, metric), over the rows that have a metric
+    (a sampled read has none where no answer named an answer word); a case with its metric at fewer than two
+    lambdas has no slope and is left out."""
+    frame = frame.dropna(subset=["metric"])
     lam = frame["lam"] - frame.groupby("case")["lam"].transform("mean")
     y = frame["metric"] - frame.groupby("case")["metric"].transform("mean")
     parts = pd.DataFrame({"case": frame["case"], "xy": lam * y, "xx": lam * lam}).groupby("case").sum()
-    return parts["xy"] / parts["xx"]
+    return (parts["xy"] / parts["xx"])[parts["xx"] > 0]
 
 
 def sweep_slope(
