@@ -27,9 +27,10 @@ from servers import transformers_serve
 
 KEY = "sk-test-3b9e71d04c5a4f28"  # what a real key looks like; the test scans every written file for it
 # ci sizes, markedness cut to two templates per probe set without the chain-of-thought run, sampled over the whole
-# vocabulary (transformers serve refuses the pipeline sampler's top_k)
+# vocabulary (transformers serve refuses the pipeline sampler's top_k); the decision tasks' prompts sampled five times
+# each (at the ci profile's few cases the margin asks the cap, 100: some 15,000 requests)
 SETTINGS = ["markedness.sampler=full_vocabulary", "markedness.cot=false",
-            "markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}"]
+            "markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}", "model.max_samples=5"]
 
 
 def _audit(url: str, standin, reports, *extra: str) -> int:

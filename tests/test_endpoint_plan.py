@@ -6,6 +6,7 @@ tokens the server sent back; the dry run asks the server nothing and writes only
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -13,6 +14,7 @@ from transformers import AutoTokenizer
 
 from llmaudit.chapters.decision_tasks import TASKS, answer_ids
 from llmaudit.cli import main
+from llmaudit.models.engines.planner import PlanLedger
 from llmaudit.models.loading.standin import build
 from servers import completion, scripted
 
@@ -20,11 +22,15 @@ CHAPTERS = ("decision_tasks", "framing")  # scored reads (decision tasks) and sa
 
 
 def _reply(words: list[str]):
-    """A server's answer: the answer words in its window for a scored read, a one-token answer for a sampled one."""
+    """A server's answer: the answer words in its window for a scored read; for a sampled one a pronoun, chosen by
+    the prompt and the seed (framing reads answers that differ between prompts)."""
     window = {word: math.log(1 / (len(words) + 1)) for word in words}
 
     def reply(request: dict) -> dict:
-        return completion("he", window if request.get("logprobs") else None)
+        if request.get("logprobs"):
+            return completion("he", window)
+        chosen = hashlib.sha256(f"{request['prompt']}{request.get('seed')}".encode()).digest()[0] % 3
+        return completion((" he", " she", " they")[chosen])
     return reply
 
 
@@ -59,3 +65,17 @@ def test_the_dry_run_of_an_endpoint_plans_the_requests_and_tokens_its_run_asks(t
         ran = _ledger(tmp_path / "reports" / "tiny", chapter, tokenizer)
         assert ran["requests"] > 0 and ran["answered"] <= ran["completion"], chapter
         assert {key: ran[key] for key in plan} == plan, chapter
+
+
+def test_a_request_asked_again_is_planned_once() -> None:
+    """An endpoint answers a repeated request from its engine's reads or its request ledger, asking nothing: the
+    plan counts it once; a sampled answer with another seed or index is another request."""
+    ledger = PlanLedger(blocks=2)
+    ledger.ask("explicit", [[1, 2, 3], [4, 5]], 1)
+    ledger.ask("implicit", [[1, 2, 3], [6]], 1)  # the first prompt again: one read
+    ledger.ask("sample", [[1, 2, 3]] * 2, 4, [(1.0, 1.0, None, 7, 0), (1.0, 1.0, None, 7, 1)])
+    ledger.ask("sample", [[1, 2, 3]], 4, [(1.0, 1.0, None, 7, 0)])  # the same seed and index: asked before
+    asked = ledger.totals()["plan"]["requests"]
+    assert asked["explicit"] == {"requests": 2, "prompt": 5, "completion": 2}
+    assert asked["implicit"] == {"requests": 1, "prompt": 1, "completion": 1}
+    assert asked["sample"] == {"requests": 2, "prompt": 6, "completion": 8}

@@ -74,5 +74,6 @@ def test_cases_with_answers_are_estimated_and_the_rest_left_out() -> None:
     assert found.at["credit.blackbox_explicit", "n"] == 4  # cases 2-5: named in both groups
     assert found.at["credit.blackbox_dependence", "value"] == pytest.approx(0.1 * (1 + 2 + 3 + 4 + 5) / 5)
     assert found.at["credit.blackbox_dependence", "n"] == 5
+    assert found.at["medical_gender.competence", "n"] == 5  # case 1 named no answer word
     assert found.at["medical_gender.competence", "value"] == pytest.approx(
         pd.Series([0.25, 0.425, 0.525, 0.625, 0.725]).mean() - TASKS["medical_gender"].chance)

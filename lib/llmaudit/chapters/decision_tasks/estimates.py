@@ -118,7 +118,8 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
         found.append({"name": result(name, "answer_mass"), "value": audit.mass()})
         if (score := competences[name]) is not None:
             found.append({"name": competence(name), "value": score.value, "lo": score.lo, "hi": score.hi,
-                          "note": _competence_note(audit), "n": int(audit.black["explicit"]["case"].nunique())})
+                          "note": _competence_note(audit),
+                          "n": int(audit.black["explicit"].dropna(subset=["metric"])["case"].nunique())})
     return Estimates(pd.DataFrame(rows, columns=["task", "method", "value", "lo", "hi"]), results_frame(found),
                      competences)
 
