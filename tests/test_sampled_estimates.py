@@ -44,7 +44,11 @@ def _audits(black, contrasts) -> dict[str, TaskAudit]:
 
 
 def test_no_answer_word_named_leaves_every_black_box_estimate_not_measurable_with_the_reason() -> None:
-    found = estimates(_audits(lambda case, group: NAN, lambda case, score: NAN), 200, 0)
+    audits = _audits(lambda case, group: NAN, lambda case, score: NAN)
+    found = estimates(audits, 200, 0)
+    records = audits["credit"].cases({"explicit": "credit.blackbox_explicit",
+                                      "dependence_black": "credit.blackbox_dependence"})
+    assert len(records) == 12 + 18 and records["value"].isna().all()  # every item's case outside the score
     results = found.results
     for name in ("credit.blackbox_explicit", "medical_gender.blackbox_explicit"):
         assert results.at[name, "note"] == f"{UNANSWERED} in both groups", name

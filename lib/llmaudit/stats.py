@@ -75,12 +75,12 @@ def case_clusters(frame: pd.DataFrame, clusters: np.ndarray | None, cases: pd.In
 
 
 def paired_gaps(frame: pd.DataFrame, a: str, b: str) -> pd.Series:
-    """Per case (index): metric(group a) - metric(group b) (columns case, group, metric); cases lacking a group are
-    left out."""
-    wide = frame.pivot_table(index="case", columns="group", values="metric")
-    missing = {a, b} - set(wide.columns)
+    """Per case (index): metric(group a) - metric(group b) (columns case, group, metric); cases lacking a group's
+    metric are left out (a sampled read has none where no answer named an answer word)."""
+    missing = {a, b} - set(frame["group"])
     if missing:
         raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
+    wide = frame.pivot_table(index="case", columns="group", values="metric").reindex(columns=[a, b])
     return (wide[a] - wide[b]).dropna()
 
 
