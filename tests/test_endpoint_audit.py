@@ -2,7 +2,8 @@
 `transformers serve` (started here over a random-weight stand-in with the default model's tokenizer; it returns no
 log-probabilities, so the audit reads in sampled mode) runs all seven chapters and writes the report; every white-box
 test is not measurable because the endpoint exposes no weights, every black-box test that reads probabilities
-because the server returns none, and the sampled ones (markedness) have numbers where its answers give them; the API
+because the server returns none, and the sampled ones (markedness's FPR gaps, the decision tasks' black-box tests)
+have numbers where their answers give them, else a reason saying too few cases were answered (never NaN); the API
 key is in no written file; then `--offline`, with the server stopped and the cached passes deleted, rebuilds the same
 results from the request ledger, and a request the ledger lacks stops it in one line (exit 2)."""
 
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 
 from llmaudit.capabilities import NO_LOGPROBS, NO_WEIGHTS
+from llmaudit.chapters.decision_tasks import TASKS
+from llmaudit.chapters.decision_tasks.estimates import UNANSWERED
 from llmaudit.cli import main
 from llmaudit.models.loading.standin import build
 from llmaudit.registry import verdict_tests
@@ -24,9 +27,10 @@ from servers import transformers_serve
 
 KEY = "sk-test-3b9e71d04c5a4f28"  # what a real key looks like; the test scans every written file for it
 # ci sizes, markedness cut to two templates per probe set without the chain-of-thought run, sampled over the whole
-# vocabulary (transformers serve refuses the pipeline sampler's top_k)
+# vocabulary (transformers serve refuses the pipeline sampler's top_k); the decision tasks' prompts sampled five times
+# each (at the ci profile's few cases the margin asks the cap, 100: some 15,000 requests)
 SETTINGS = ["markedness.sampler=full_vocabulary", "markedness.cot=false",
-            "markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}"]
+            "markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}", "model.max_samples=5"]
 
 
 def _audit(url: str, standin, reports, *extra: str) -> int:
@@ -54,7 +58,10 @@ def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypa
     black = table.drop(index=white)
     sampled = black.index.str.endswith("_fpr_gap")  # markedness's FPR gaps: read from sampled answers
     assert black.loc[sampled, "score"].notna().any()  # (a gap no seed had every group's rate for has none: its note)
-    read = black[~sampled]  # the decision tasks' and validity's black-box gaps read the answer words' probabilities
+    tasks = black[black.index.str.split(".").str[0].isin(TASKS)]  # the decision tasks': shares of sampled answers
+    assert not tasks.empty and all(pd.notna(score) or any(UNANSWERED in text for text in unmet)
+                                   for score, unmet in zip(tasks["score"], tasks["unmet"]))
+    read = black[~sampled].drop(index=tasks.index)  # validity's black-box gaps read the answer words' probabilities
     assert not read.empty and all(any(NO_LOGPROBS in text for text in unmet) for unmet in read["unmet"])
     html = (report / "report.html").read_text(encoding="utf-8")
     assert NO_WEIGHTS in html and "NaN" not in html

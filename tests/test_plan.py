@@ -94,7 +94,8 @@ def test_dry_run_plans_the_ledger_a_run_records(tmp_path, mirror, capsys) -> Non
 @pytest.mark.parametrize(("argv", "says"), [
     (["audit", "ci", "--price-per-mtok", "0.15"], "--price-per-mtok goes with --dry-run"),
     (["audit", "ci", "--dry-run", "--price-per-mtok", "-1"], "non-negative price"),
-    (["audit", "--model", "org/m", "--dry-run"], "--dry-run plans a params file's audit"),
+    (["audit", "--endpoint", "http://localhost:8000", "--model", "m", "--dry-run", "--offline"], "leave --offline"),
+    (["audit", "ci", "--dry-run", "--endpoint", "http://localhost:8000"], "--endpoint and --offline go with --model"),
 ])
 def test_bad_dry_run_input_is_one_line(argv, says, capsys) -> None:
     assert main(argv) == 2

@@ -11,11 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmaudit.atomic import write_atomic
 from llmaudit.errors import AuditError
 from llmaudit.paths import REPO
 from llmaudit.terminal import clipped, printable
+
+if TYPE_CHECKING:
+    from llmaudit.config import ParamsFile
 
 REPO_REPORTS = REPO / "reports"  # the default output root, as the audit's (`runner.audit`)
 INTERNAL = 4  # exit status of an uncaught exception (1 and 3: verdicts, 2: bad input)
@@ -143,35 +147,39 @@ def _audit(args: argparse.Namespace) -> Path:
                          "HUB_ID_OR_FOLDER), one of the two")
     if args.price_per_mtok is not None and (not args.dry_run or args.price_per_mtok < 0):
         raise AuditError("--price-per-mtok goes with --dry-run and is a non-negative price per million tokens")
+    if args.model is None and (args.profile or args.device or args.name or args.settings or args.endpoint
+                               or args.offline):
+        raise AuditError("--profile, --device, --name, --set, --endpoint and --offline go with --model: a params "
+                         "file sets them itself")
+    if args.model is not None and args.endpoint is None and (args.api_key_env or args.tokenizer or args.offline
+                                                             or args.route):
+        raise AuditError("--api-key-env, --tokenizer, --route and --offline go with --endpoint URL")
+    if args.dry_run and args.offline:
+        raise AuditError("--dry-run plans an audit and asks nothing: leave --offline out")
+    from llmaudit.runner.adhoc import Served, adhoc_run, audit_model
+
+    served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer,
+                                                      args.route or "completions")
     if args.dry_run:
-        if args.model is not None:
-            raise AuditError("--dry-run plans a params file's audit: give a params name or file (llmaudit standin "
-                             "writes one for a stand-in of a model's shape)")
-        return _plan(args, kwargs.get("reports", REPO_REPORTS))
+        return _plan(args, kwargs.get("reports", REPO_REPORTS), None if args.model is None else adhoc_run(
+            args.model, profile=args.profile or "default", device=args.device, name=args.name,
+            settings=args.settings or (), served=served, **kwargs))
     if args.model is None:
-        if args.profile or args.device or args.name or args.settings or args.endpoint or args.offline:
-            raise AuditError("--profile, --device, --name, --set, --endpoint and --offline go with --model: a params "
-                             "file sets them itself")
         from llmaudit.runner.audit import run_audit
 
         return run_audit(args.params, chapters=args.chapter, **kwargs)
-    if args.endpoint is None and (args.api_key_env or args.tokenizer or args.offline or args.route):
-        raise AuditError("--api-key-env, --tokenizer, --route and --offline go with --endpoint URL")
-    from llmaudit.runner.adhoc import Served, audit_model
-
-    served = None if args.endpoint is None else Served(args.endpoint, args.api_key_env, args.tokenizer,
-                                                          args.route or "completions")
     return audit_model(args.model, profile=args.profile or "default", device=args.device, name=args.name,
                        settings=args.settings or (), chapters=args.chapter, served=served, offline=args.offline,
                        **kwargs)
 
 
-def _plan(args: argparse.Namespace, reports: Path) -> Path:
-    """`audit --dry-run`: print the plan of a params file's audit (`runner.plan`) and say where it is written."""
+def _plan(args: argparse.Namespace, reports: Path, run: ParamsFile | None) -> Path:
+    """`audit --dry-run`: print the plan (`runner.plan`) of a params file's audit, or of `run` (`--model`'s params,
+    served at `--endpoint` or not), and say where it is written."""
     from llmaudit.runner.audit import _params
     from llmaudit.runner.plan import plan_audit, plan_table
 
-    run = _params(args.params)
+    run = _params(args.params) if run is None else run
     planned = plan_audit(run, reports=reports, chapters=args.chapter)
     print(plan_table(planned, endpoint=run.params.model.endpoint is not None, price=args.price_per_mtok))
     return Path(reports) / f"{run.params.name}.plan.json"

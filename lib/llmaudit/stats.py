@@ -75,12 +75,12 @@ def case_clusters(frame: pd.DataFrame, clusters: np.ndarray | None, cases: pd.In
 
 
 def paired_gaps(frame: pd.DataFrame, a: str, b: str) -> pd.Series:
-    """Per case (index): metric(group a) - metric(group b) (columns case, group, metric); cases lacking a group are
-    left out."""
-    wide = frame.pivot_table(index="case", columns="group", values="metric")
-    missing = {a, b} - set(wide.columns)
+    """Per case (index): metric(group a) - metric(group b) (columns case, group, metric); cases lacking a group's
+    metric are left out (a sampled read has none where no answer named an answer word)."""
+    missing = {a, b} - set(frame["group"])
     if missing:
         raise AuditError(f"no items of group {sorted(missing)} to compare: check the task variant")
+    wide = frame.pivot_table(index="case", columns="group", values="metric").reindex(columns=[a, b])
     return (wide[a] - wide[b]).dropna()
 
 
@@ -95,11 +95,14 @@ def group_gap(
 
 
 def case_slopes(frame: pd.DataFrame) -> pd.Series:
-    """OLS slope of metric on lambda within each case (columns case, lam, metric)."""
+    """OLS slope of metric on lambda within each case (columns case, lam, metric), over the rows that have a metric
+    (a sampled read has none where no answer named an answer word); a case with its metric at fewer than two
+    lambdas has no slope and is left out."""
+    frame = frame.dropna(subset=["metric"])
     lam = frame["lam"] - frame.groupby("case")["lam"].transform("mean")
     y = frame["metric"] - frame.groupby("case")["metric"].transform("mean")
     parts = pd.DataFrame({"case": frame["case"], "xy": lam * y, "xx": lam * lam}).groupby("case").sum()
-    return parts["xy"] / parts["xx"]
+    return (parts["xy"] / parts["xx"])[parts["xx"] > 0]
 
 
 def sweep_slope(

@@ -165,12 +165,11 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
-                settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None,
-                served: Served | None = None, offline: bool = False) -> Path:
-    """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
-    name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
-    report path. `offline`: an endpoint's audit rebuilt from its request ledger, asking the server nothing."""
+def adhoc_run(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
+              settings: Sequence[str] = (), reports: Path = REPO / "reports", served: Served | None = None,
+              ) -> ParamsFile:
+    """The params of `model` (hub id or folder) at a shipped profile's sizes (`built_params`), validated, as the
+    params file `reports`/<name>/params.yaml that its audit writes (and a dry run plans, writing nothing)."""
     raw = built_params(model, profile=profile, device=device, name=name, settings=settings, served=served)
     try:
         params = Params.model_validate(raw)
@@ -180,13 +179,24 @@ def audit_model(model: str, *, profile: str = "default", device: str | None = No
     params = located(params, Path.cwd(), f"--model {clipped(model)}")
     if params.data_dir is not None:
         raw["data_dir"] = params.data_dir
-    if params.model.device == "cuda" and not params.model.remote and not _has_gpu():
-        raise ConfigError(f"--model {clipped(model)}: the {profile} profile runs on cuda but torch sees no GPU: add "
-                          "--device cpu")
     params_file = Path(reports).resolve() / params.name / PARAMS_FILE
     header = (f"# Written by `llmaudit audit --model`: the profile {params_path(PROFILES[profile]).name} for the "
               "model below; rerun it with `llmaudit audit <this file>`.\n")
     text = header + yaml.safe_dump(raw, sort_keys=False)
-    run = ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
+    return ParamsFile(params_file, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), params)
+
+
+def audit_model(model: str, *, profile: str = "default", device: str | None = None, name: str | None = None,
+                settings: Sequence[str] = (), reports: Path = REPO / "reports", chapters: list[str] | None = None,
+                served: Served | None = None, offline: bool = False) -> Path:
+    """Audit `model` (hub id or folder) at a shipped profile's sizes into `reports`/<`name`, default: the model's
+    name>, from the params written there as params.yaml (rerun them with `llmaudit audit <that file>`); returns the
+    report path. `offline`: an endpoint's audit rebuilt from its request ledger, asking the server nothing."""
+    run = adhoc_run(model, profile=profile, device=device, name=name, settings=settings, reports=reports,
+                    served=served)
+    params = run.params
+    if params.model.device == "cuda" and not params.model.remote and not _has_gpu():  # a dry run plans for a card
+        raise ConfigError(f"--model {clipped(model)}: the {profile} profile runs on cuda but torch sees no GPU: add "
+                          "--device cpu")
     return audit(run, reports=reports, chapters=chapters, write=True, offline=offline,
                  check=lambda: check_tokenizer(model, params, chapters or params.chapters))

@@ -16,7 +16,7 @@ from llmaudit.environment import exported
 from llmaudit.errors import ConfigError
 from llmaudit.ledger import ledger_path
 from llmaudit.models.engines.planner import PLAN_MEMORY_GIB
-from llmaudit.models.loading.planned import PLAN
+from llmaudit.models.loading.planned import PLAN, planned_endpoint
 from llmaudit.registry import notebook
 from llmaudit.runner.audit import execute_chapter
 from llmaudit.runner.snapshot import snapshot
@@ -25,20 +25,22 @@ from llmaudit.runner.snapshot import snapshot
 def plan_audit(run: ParamsFile, *, reports: Path, chapters: list[str] | None = None,
                memory_gib: float = PLAN_MEMORY_GIB) -> dict[str, dict]:
     """Each chosen chapter's planned ledger (`ledger.Ledger.totals` with the plan's `plan` part), chapters in order,
-    written to reports/<name>.plan.json; nothing else is written."""
+    written to reports/<name>.plan.json; nothing else is written. A model behind an endpoint is planned as one whose
+    server returns log-probabilities (`loading.planned.planned_endpoint`), its cells kept as its run keeps them."""
     params = run.params
     chosen = chapters or params.chapters
     unlisted = [chapter for chapter in chosen if chapter not in params.chapters]
     if unlisted:
         raise ConfigError(f"--chapter {unlisted[0]}: {run.path.name} does not list it under chapters")
     planned: dict[str, dict] = {}
+    can = None if params.model.endpoint is None else planned_endpoint()  # the cells its run keeps (`runner.needs`)
     with tempfile.TemporaryDirectory() as tmp, exported(PLAN, str(memory_gib)):
         report_dir = Path(tmp) / params.name
         ran = snapshot(run, report_dir)
         for i, chapter in enumerate(chosen, start=1):
             print(f"[{i}/{len(chosen)}] planning {chapter}", file=sys.stderr, flush=True)
             execute_chapter(chapter, str(ran), str(report_dir), report_dir / f"{notebook(chapter)}.ipynb",
-                            progress=False)
+                            progress=False, can=can)
             path = ledger_path(report_dir, chapter)
             planned[chapter] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     out = Path(reports) / f"{params.name}.plan.json"

@@ -16,7 +16,7 @@ from llmaudit.chapters.decision_tasks.spec import DIALECTS, ESTIMATES, Method, c
 from llmaudit.findings import results_frame
 from llmaudit.footnotes import explain
 from llmaudit.spec import result
-from llmaudit.stats import Estimate
+from llmaudit.stats import Estimate, case_slopes
 
 SPEAKERS = "speakers"  # a sweep figure's curve per speaker group (judicial), beside a vector's or stated group's
 # Why a task has no estimate of a kind where its design takes none (where it takes one and the estimate failed, the
@@ -60,7 +60,10 @@ def _cases(audit: TaskAudit, label: str) -> int:
     own = {"black-box dependence": None if dependence is None else dependence.black,
            "white-box dependence": None if dependence is None else dependence.white,
            "white-box concept removed": audit.removed}.get(label)
-    return int((audit.white if own is None else own)["case"].nunique())
+    return len(case_slopes(audit.white if own is None else own))
+
+
+UNANSWERED = "not measurable: fewer than two cases whose sampled answers named an answer word"  # a sampled read's
 
 
 def unmeasured(audit: TaskAudit, variant: str) -> str | None:
@@ -76,8 +79,23 @@ def unmeasured(audit: TaskAudit, variant: str) -> str | None:
                 "model.min_coverage)")
     named = frame.dropna(subset=["metric"])
     if set(audit.task.groups) - set(named["group"]) or len(audit.case_gaps(variant)) < 2:
-        return "not measurable: fewer than two cases whose sampled answers named an answer word in both groups"
+        return f"{UNANSWERED} in both groups"
     return None
+
+
+def unanswered(audit: TaskAudit, score: Estimate | None) -> dict[str, str]:
+    """Why each of a task's other black-box estimates is missing where its reads lack a metric (sampled answers that
+    named no answer word): the black-box dependence slope (two cases with answers at two concept levels) and the
+    competence `score` (two cases, four for a correlation); empty where every read has one (a probability read)."""
+    dependence = audit.dependence
+    frames = [*audit.black.values(), *([] if dependence is None else [dependence.black])]
+    if not any(frame["metric"].isna().any() for frame in frames):
+        return {}
+    missing = {} if dependence is None or len(case_slopes(dependence.black)) > 1 else {
+        "black-box dependence": f"{UNANSWERED} at two concept levels"}
+    if score is None and (audit.task.chance is not None or audit.black["explicit"]["fact"].notna().any()):
+        missing["competence"] = UNANSWERED.replace("two", "two" if audit.task.chance is not None else "four")
+    return missing
 
 
 def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimates:
@@ -89,9 +107,11 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
     why: dict[tuple[str, str], str] = {}
     for name, audit in audits.items():
         unmet = {f"black-box {variant}": unmeasured(audit, variant) for variant in ("explicit", "implicit")}
-        found += [{"name": method(name, ESTIMATES[label]), "value": None, "note": reason}
-                  for label, reason in unmet.items() if reason]
-        why |= {(name, label): reason for label, reason in unmet.items() if reason}
+        missing = unanswered(audit, competences[name])
+        gone = {label: reason for label, reason in (unmet | missing).items() if reason}
+        found += [{"name": competence(name) if label == "competence" else method(name, ESTIMATES[label]),
+                   "value": None, "note": reason} for label, reason in gone.items()]
+        why |= {(name, label): reason for label, reason in gone.items()}
         drawn = {f"black-box {variant}": None if unmet[f"black-box {variant}"] else audit.gap(variant, boot, seed)
                  for variant in ("explicit", "implicit")}
         if audit.sweep is None:  # not steered: the verdict page's white-box tests say why
@@ -117,8 +137,10 @@ def estimates(audits: Mapping[str, TaskAudit], boot: int, seed: int) -> Estimate
         found.append({"name": result(name, "answer_mass"), "value": audit.mass()})
         if (score := competences[name]) is not None:
             found.append({"name": competence(name), "value": score.value, "lo": score.lo, "hi": score.hi,
-                          "note": _competence_note(audit), "n": int(audit.black["explicit"]["case"].nunique())})
-    return Estimates(pd.DataFrame(rows), results_frame(found), competences, why)
+                          "note": _competence_note(audit),
+                          "n": int(audit.black["explicit"].dropna(subset=["metric"])["case"].nunique())})
+    return Estimates(pd.DataFrame(rows, columns=["task", "method", "value", "lo", "hi"]), results_frame(found),
+                     competences, why)
 
 
 def group_slopes(audit: TaskAudit, boot: int, seed: int) -> pd.DataFrame:

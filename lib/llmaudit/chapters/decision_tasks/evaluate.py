@@ -66,11 +66,12 @@ class TaskAudit:
     def competence(self, n_boot: int, seed: int) -> Estimate | None:
         """Can the model do the task at all? A score whose chance level is 0, on the explicit prompts' cases (each
         case's metric averaged over its groups): accuracy minus chance where the task has gold answers, else the
-        Pearson r of the metric with the case's decisive fact; None where the task has neither."""
+        Pearson r of the metric with the case's decisive fact; None where it has neither or too few answered cases."""
         per_case = self.black["explicit"].groupby("case").agg(metric=("metric", "mean"), fact=("fact", "first")
                                                                ).dropna(subset=["metric"])  # sampled: none answered
         if self.task.chance is not None:
-            return bootstrap_mean(per_case["metric"].to_numpy() - self.task.chance, n_boot, seed)
+            scores = per_case["metric"].to_numpy() - self.task.chance
+            return bootstrap_mean(scores, n_boot, seed) if len(scores) > 1 else None
         if per_case["fact"].isna().any() or per_case["fact"].nunique() < 2 or len(per_case) < 4:
             return None
         return pearson(per_case["metric"].to_numpy(), per_case["fact"].to_numpy())
@@ -95,13 +96,12 @@ class TaskAudit:
         return bootstrap_mean(per_case.to_numpy(), n_boot, seed)
 
     def dependence_slopes(self, n_boot: int, seed: int) -> dict[str, Estimate]:
-        """The dependence tests' scores: black-box (metric per unit of the concept score) and white-box (metric per
-        unit lambda along the task vector, where the model was steered); empty where the task has no dependence
-        measurements."""
+        """The dependence tests' scores: black-box (metric per unit of the concept score, where two cases have a slope)
+        and white-box (metric per unit lambda along the task vector, where steered); empty where the task has none."""
         if self.dependence is None:
             return {}
-        white = self.dependence.white
-        return {"black-box": sweep_slope(self.dependence.black, n_boot=n_boot, seed=seed)} | (
+        black, white = self.dependence.black, self.dependence.white
+        return ({} if len(case_slopes(black)) < 2 else {"black-box": sweep_slope(black, n_boot=n_boot, seed=seed)}) | (
             {} if white is None else {"white-box": sweep_slope(white, n_boot=n_boot, seed=seed)})
 
     def curve(self, group: str | None = None) -> pd.DataFrame:

@@ -62,7 +62,9 @@ def estimates(table: pd.DataFrame, title: str, epsilon: float | Mapping[str, flo
     optionally verdict), with a zero line and, if given, the invariance band |S| <= epsilon shaded (`epsilon`: one
     margin, or one per kind of estimate). Black-box gaps and white-box slopes differ in unit, so each kind gets its
     own panel and axis (`UNITS`; other methods: `title`); every axis holds all its intervals; a test whose verdict is
-    not measurable is drawn grey, with a legend entry, and keeps its method's shape."""
+    not measurable is drawn grey, with a legend entry, and keeps its method's shape; no rows: an empty chart."""
+    if table.empty:  # no estimate (an endpoint's sampled answers named no answer word): `show` says so
+        return alt.Chart(table).mark_point()
     shown, colours = greyed(table["method"], table["verdict"] if "verdict" in table else None)
     shape = shapes(table["method"], "method", "test (by shape)")
     shown = table.assign(shown=shown)

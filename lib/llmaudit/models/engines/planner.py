@@ -61,6 +61,7 @@ class PlanLedger(Ledger):
 
     bounded: set[str] = field(default_factory=set)
     requests: dict[str, Requests] = field(default_factory=dict)
+    asked: set[tuple] = field(default_factory=set)  # the requests counted: an endpoint's ledger answers a repeat
     entered: dict[str, int] = field(default_factory=dict)  # call label -> the engine calls made under it
 
     @contextmanager
@@ -70,12 +71,18 @@ class PlanLedger(Ledger):
         with super().labelled(label):
             yield
 
-    def ask(self, label: str, prompts: Sequence[int], completion: int) -> None:
-        """One request per prompt (its token count), each answered with `completion` tokens."""
+    def ask(self, label: str, prompts: Sequence[Sequence[int]], completion: int, how: Sequence[tuple] = ()) -> None:
+        """One request per prompt (its token ids) answered with `completion` tokens, sampled as `how` says (a prompt's
+        seed and sampling settings; none: a greedy read), unless the chapter asked it before: an endpoint's engine and
+        its request ledger answer a repeat without asking."""
         asked = self.requests.setdefault(label, Requests())
-        asked.requests += len(prompts)
-        asked.prompt += sum(prompts)
-        asked.completion += completion * len(prompts)
+        for prompt, sampled in zip(prompts, how or [()] * len(prompts), strict=True):
+            key = (tuple(prompt), completion, sampled)
+            if key not in self.asked:
+                self.asked.add(key)
+                asked.requests += 1
+                asked.prompt += len(prompt)
+                asked.completion += completion
 
     def totals(self) -> dict:
         return super().totals() | {"plan": {"bounded": sorted(self.bounded), "entered": self.entered,
@@ -129,7 +136,7 @@ class PlanEngine(Engine):
             for packed in packed_batches(handle.hf, [e[shared:] for e in encoded], handle.tokenizer.pad_token_id,
                                          self.budget(batch_tokens), shared):
                 self.ledger.ran(packed.ids.numel() * depth)
-        self.ledger.ask(label, [len(e) for e in encoded], 1)
+            self.ledger.ask(label, encoded, 1)  # within the call: the ledger saves at its end
         states = {block: [torch.zeros(len(e), 1) for e in encoded] for block in keep}
         return ForwardOutput(self._probs(len(texts), labels), self._acts(len(texts), layers), states or None)
 
@@ -194,10 +201,12 @@ class PlanEngine(Engine):
                 for prompt in handle.encode(call.texts):
                     answers += [prompt + [next(self.fresh) for _ in range(request.max_new_tokens - 1)]
                                 for _ in range(call.per_text)]
-                    ledger.ask(label, [len(prompt)] * call.per_text, request.max_new_tokens)
+                    settings = (request.temperature, request.top_p, request.top_k, call.seed)
+                    ledger.ask(label, [prompt] * call.per_text, request.max_new_tokens,
+                               [(*settings, index) for index in range(call.per_text)])
             ledger.need(answers)
-        if request.labels is not None:
-            ledger.ask(label, [len(e) for e in handle.encode(request.texts)], 1)  # an endpoint scores them apart
+            if request.labels is not None:
+                ledger.ask(label, handle.encode(request.texts), 1)  # an endpoint scores them apart
         vocab = handle.hf.config.vocab_size
         tokens = [torch.randint(vocab, (call.rows, request.max_new_tokens), generator=self.random) for call in calls]
         texts = request.texts

@@ -70,6 +70,12 @@ class PlannedModel(AuditModel):
         self._runtime = runtime
 
 
+def planned_endpoint() -> frozenset[Capability]:
+    """What a dry run plans an endpoint's engine to do: what one that reads probabilities can (exact or top-k mode;
+    its probe decides when the audit runs, and a sampled-mode server is asked more: its answers per prompt)."""
+    return reading_capabilities(Reading(window=1, fingerprint=None))
+
+
 def load_planned(name: str, spec: ModelSpec, memory_gib: float, *, folder: str, source: dict[str, str | None],
                  dtype: Any) -> AuditModel:
     """The planned model of `spec`: tokenizer and configuration from the model's `folder` (for a model behind an
@@ -84,8 +90,7 @@ def load_planned(name: str, spec: ModelSpec, memory_gib: float, *, folder: str, 
     with torch.device("meta"):
         hf = AutoModelForCausalLM.from_config(config, dtype=dtype,
                                               trust_remote_code=spec.trust_remote_code).eval()
-    at_best = reading_capabilities(Reading(window=1, fingerprint=None))  # an endpoint's, where it reads probabilities
-    capabilities = at_best if spec.endpoint is not None else frozenset(Capability)  # the fast engines': all
+    capabilities = planned_endpoint() if spec.endpoint is not None else frozenset(Capability)  # the fast engines': all
     return PlannedModel(name, hf, tokenizer, capabilities=capabilities, memory_gib=memory_gib,
                         provenance={**source, "planned": True}, system_prompt=spec.system_prompt,
                         chat_template=spec.chat_template, template_options=spec.template_options)
