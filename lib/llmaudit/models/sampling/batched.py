@@ -241,8 +241,8 @@ def _prefill(model: Handle, rest: list[list[int]], extra: int, layers: Sequence[
     covered = window_covers(hf, 2 * (past.mask.shape[1] + max(len(r) for r in rest)) + extra)
     found = branches(rest) if one and covered else []
     branch_of = {i: b for b in found for i in b.members}
-    own = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
-    if found and len(found) * max(b.length for b in found) + len(rest) * max(own) >= len(rest) * max(map(len, rest)):
+    alone = [len(r) - (branch_of[i].length if i in branch_of else 0) for i, r in enumerate(rest)]
+    if found and len(found) * max(b.length for b in found) + len(rest) * max(alone) >= len(rest) * max(map(len, rest)):
         found, branch_of = [], {}  # the branches would pad more than they share
     if found:
         past = past.branched(model, [branch_of.get(i) for i in range(len(rest))], rest)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.prefix import Past
@@ -53,7 +54,7 @@ class Continuations:
         for row, ids in zip(rows, tokens):
             where = mask[row].nonzero().squeeze(-1)[: len(ids)].to(model.device)
             blocks = tuple((layer.keys[row: row + 1, :, where].clone(), layer.values[row: row + 1, :, where].clone())
-                           for layer in cache.layers)
+                           for layer in cast("list[DynamicLayer]", cache.layers))  # full attention's (`full_attention`)
             self._add(Kept(tuple(ids), blocks))
         while self.held > limit and self.entries:
             self._drop(next(iter(self.entries)))
