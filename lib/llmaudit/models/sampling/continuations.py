@@ -20,6 +20,7 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.prefix import Past
+from llmaudit.models.passes.required import required
 from llmaudit.models.sampling.reserved import left_padded
 
 
@@ -53,7 +54,8 @@ class Continuations:
         self._check(model)
         for row, ids in zip(rows, tokens):
             where = mask[row].nonzero().squeeze(-1)[: len(ids)].to(model.device)
-            blocks = tuple((layer.keys[row: row + 1, :, where].clone(), layer.values[row: row + 1, :, where].clone())
+            blocks = tuple((required(layer.keys, "keys")[row: row + 1, :, where].clone(),
+                            required(layer.values, "values")[row: row + 1, :, where].clone())
                            for layer in cast("list[DynamicLayer]", cache.layers))  # full attention's (`full_attention`)
             self._add(Kept(tuple(ids), blocks))
         while self.held > limit and self.entries:
