@@ -52,9 +52,9 @@ lint: install
 	$(VENV)/bin/mypy
 
 # One thread, as the nbval references are made (`make nbval-reference`): a printed number at a rounding boundary
-# can differ in its last digit between thread counts.
+# can differ in its last digit between thread counts. The log ends with the 40 slowest tests (what CI's time goes to).
 test: install lint
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest $(NBVAL) tests
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest $(NBVAL) --durations=40 tests
 
 # The shipped paper-size profile through all seven chapters with a tiny random-weight stand-in (tests/scale): ~30 min at
 # one thread; then the whole audit of a model behind a real `transformers serve`, online and offline (a few minutes),
