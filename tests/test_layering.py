@@ -73,13 +73,51 @@ def test_grouping_packages_import_nothing(group: str) -> None:
     assert not [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
+def run_at_import(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements a module runs when it is imported: outside functions and `if TYPE_CHECKING:` blocks."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found += [n for child in node.orelse for n in run_at_import(ast.Module(body=[child], type_ignores=[]))]
+            continue
+        found += [node] if isinstance(node, ast.Import | ast.ImportFrom) else run_at_import(node)
+    return found
+
+
+def loaded_by(module: str) -> set[str]:
+    """The llmaudit modules `import module` loads, read from the sources (no interpreter started): each module's
+    packages, and what every loaded module imports at import time, transitively."""
+    paths = {module_of(path): path for path in PACKAGE.rglob("*.py")}
+    loaded, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in loaded or name not in paths:
+            continue
+        loaded.add(name)
+        todo += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]  # its packages
+        for node in run_at_import(ast.parse(paths[name].read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                todo += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+    return loaded
+
+
 @pytest.mark.parametrize("part", [p for p in parts() if p != "__main__"])
 def test_part_imports_only_lower_layers(part: str) -> None:
-    script = (f"import sys, llmaudit.{part}\n"
-              "print('\\n'.join(m for m in sys.modules if m.startswith('llmaudit.')))")
-    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
-    above = sorted({part_of(m) for m in loaded} - set(GROUPS) - {part} - {p for p in LEVEL if LEVEL[p] < LEVEL[part]})
+    loaded = loaded_by(f"llmaudit.{part}")
+    above = sorted({part_of(m) for m in loaded if m != "llmaudit"} - set(GROUPS) - {part}
+                   - {p for p in LEVEL if LEVEL[p] < LEVEL[part]})
     assert not above, f"llmaudit.{part} imports {above}, which are not below it"
+
+
+def test_the_sources_read_the_imports_an_interpreter_runs() -> None:
+    """`loaded_by` against one interpreter's import of a part high in the layers (its loads are a subset)."""
+    script = "import sys, llmaudit.runner.audit\nprint('\\n'.join(m for m in sys.modules if m.startswith('llmaudit')))"
+    ran = set(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split())
+    assert ran <= loaded_by("llmaudit.runner.audit") and len(ran) > 50
 
 
 @pytest.mark.parametrize("module", sorted((PACKAGE / "verdict").glob("*.py")), ids=lambda p: p.stem)

@@ -119,7 +119,8 @@ def test_derivative_rows_are_local_only_not_different(compare, local, tmp_path) 
         if folder != local:
             report(folder, 0.123456, torch.tensor([0.5, 0.5, 0.5, 0.5]), "remote: x")
         results = Results(folder / "results.csv", staged="decision_tasks")
-        results.record("decision_tasks", "credit.whitebox_eq2", value)
+        results.record("decision_tasks", "credit.whitebox_eq2", value,
+                       note="" if folder == local else "the exact derivative is taken on local models only")
         results.record("decision_tasks", "credit.competence", 0.45 if folder == local else 0.4505)
         results.commit("decision_tasks")
     rows = compare.compare_rows(compare._rows(local, None), compare._rows(tmp_path / "remote", None)).set_index("name")

@@ -21,7 +21,7 @@ PACKAGE = REPO / "lib" / "llmaudit"
 CI_RESULTS = REPO / "tests" / "notebooks" / "results.csv"  # the ci audit's results, saved with the nbval references
 # Parts that run on cached tensors or render them: never part of what a forward pass computes.
 NOT_COMPUTING = {"atomic", "cache", "capabilities", "chapters.display", "chapters.summaries", "config", "environment",
-                 "errors", "findings", "formats", "ledger",
+                 "errors", "findings", "footnotes", "formats", "ledger",
                  "paths", "reading", "records", "registry", "report", "runner", "sealed", "sections", "spec", "stats",
                  "verdict"}
 GROUPS = ("chapters",)  # packages whose parts are their subpackages and modules: 'chapters.decision_tasks'
