@@ -59,7 +59,7 @@ class Ledger:
             depth = block + 1
         before = self.minimum
         for tokens in encoded:
-            for prefix in _prefixes(tokens):
+            for prefix in prefix_hashes(tokens):
                 known = self._depth.get(prefix, 0)
                 if depth > known:
                     self.minimum += depth - known
@@ -75,7 +75,7 @@ class Ledger:
         if depth <= 0:  # nothing given (a sweep from the tokens): no prefix to walk
             return
         for tokens in encoded:
-            for prefix in _prefixes(tokens):
+            for prefix in prefix_hashes(tokens):
                 self._depth[prefix] = max(self._depth.get(prefix, 0), depth)
 
     @contextmanager
@@ -130,7 +130,7 @@ def call_label(engine: str, desc: str | None) -> str:
     return engine if desc is None else f"{engine}: {desc}"
 
 
-def _prefixes(tokens: Sequence[int]) -> Iterator[int]:
+def prefix_hashes(tokens: Sequence[int]) -> Iterator[int]:
     """A hash of each non-empty prefix of a token sequence (prefixes of equal tokens hash equal)."""
     h = 0
     for token in tokens:

@@ -27,6 +27,11 @@ class Handle:
     n_layers: int
     width: int
 
+    def weight_versions(self) -> tuple[int, ...]:
+        """Each weight's in-place version counter: what a kept cache checks before it is reused (a steering edit or
+        a reload changes it)."""
+        return tuple(parameter._version for parameter in self.hf.parameters())
+
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of chat-formatted texts, each tokenised on its own (`loading.tokens.encode`)."""
         return encode(self.tokenizer, texts)

@@ -18,6 +18,7 @@ from typing import cast
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from llmaudit.ledger import prefix_hashes
 from llmaudit.models.passes.handle import Handle
 from llmaudit.models.passes.prefix import Past
 from llmaudit.models.passes.required import required
@@ -39,7 +40,7 @@ class Kept:
 
 class Continuations:
     """The kept answers, least recently used first, with an index from each of their prefixes (its hash, as
-    `ledger._prefixes` makes them) to the entries holding it."""
+    `ledger.prefix_hashes` makes them) to the entries holding it."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple[int, ...], Kept] = OrderedDict()
@@ -69,11 +70,8 @@ class Continuations:
             return [None] * len(encoded)
         found: list[Kept | None] = []
         for ids in encoded:
-            h, held = 0, []  # the lengths of its beginnings some entry holds (by their hashes)
-            for length, token in enumerate(ids[:-1], start=1):
-                h = hash((h, token))
-                if h in self.index:
-                    held.append((length, h))
+            # the lengths of its beginnings some entry holds (by their hashes)
+            held = [(length, h) for length, h in enumerate(prefix_hashes(ids[:-1]), start=1) if h in self.index]
             best = next(((key, length) for length, h in reversed(held)
                          for key in [next(reversed(self.index[h]))] if key[:length] == tuple(ids[:length])), None)
             if best is None:
@@ -90,17 +88,13 @@ class Continuations:
             self._drop(kept.tokens)
         self.entries[kept.tokens] = kept
         self.held += kept.bytes
-        h = 0
-        for token in kept.tokens:
-            h = hash((h, token))
+        for h in prefix_hashes(kept.tokens):
             self.index.setdefault(h, {})[kept.tokens] = None
 
     def _drop(self, key: tuple[int, ...]) -> Kept:
         kept = self.entries.pop(key)
         self.held -= kept.bytes
-        h = 0
-        for token in key:
-            h = hash((h, token))
+        for h in prefix_hashes(key):
             holders = self.index[h]
             del holders[key]
             if not holders:
@@ -109,7 +103,7 @@ class Continuations:
 
     def _check(self, model: Handle) -> None:
         """Drop everything when a weight has changed in place since the entries ran."""
-        weights = tuple(parameter._version for parameter in model.hf.parameters())
+        weights = model.weight_versions()
         if weights != self.weights:
             self.entries.clear()
             self.index.clear()

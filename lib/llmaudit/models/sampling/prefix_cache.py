@@ -35,7 +35,7 @@ class PrefixCache:
         """`Past.beginning(model, tokens, keep)`, continuing the kept beginning where `tokens` start as it does
         (and it kept the outputs of blocks `keep`); it then keeps this one."""
         tokens = list(tokens)
-        weights = tuple(parameter._version for parameter in model.hf.parameters())
+        weights = model.weight_versions()
         past = self.past
         usable = past is not None and weights == self.weights and set(keep) <= set(past.states) and bool(tokens)
         reused = common_prefix([self.tokens + [-1], tokens + [-2]]) if usable else 0
