@@ -11,7 +11,7 @@ export LLMAUDIT_DATA := $(abspath $(DATA))
 endif
 NBVAL := --nbval --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=1800
 
-.PHONY: install second-model audit lint test scale-test check unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote test-endpoints clean
+.PHONY: install second-model audit lint test scale-test check unit book nbval-reference benchmark gpu-check ndif ndif-stop test-remote test-endpoints audit-llama clean
 
 install: $(VENV)/.installed
 
@@ -120,6 +120,14 @@ test-remote: install
 test-endpoints: install
 	$(PY) -m pip install --quiet 'llama-cpp-python[server]'
 	$(PY) -m pytest -m llama_server tests/test_endpoint_llama.py
+
+# The default model's audit through llama-cpp-python's OpenAI-compatible server over the packaged GGUF, started for it
+# on port 8089, then its verdicts against the local audit's (make audit first): scripts/llama_audit.py writes
+# reports/smollm2-135m-instruct-llama-cpp/agreement.md and exits 1 where a verdict differs. LLAMA_AUDIT="--profile ci
+# --local tests/notebooks" runs it at the regression tests' sizes against their reference instead.
+audit-llama: install
+	$(PY) -m pip install --quiet 'llama-cpp-python[server]'
+	$(PY) scripts/llama_audit.py $(LLAMA_AUDIT)
 
 clean:
 	rm -rf reports _build

@@ -130,9 +130,11 @@ def bind(monkeypatch):
 
 
 def pytest_sessionstart(session) -> None:
-    """nbval: start from the results file the reference notebooks were made with. An audit commits each chapter's rows
-    before the next chapter runs, and later chapters read them (the verdict page's gates in Table 2.1); nbval executes
-    the notebooks without committing, so their report folder is given the ci audit's results instead."""
+    """nbval: start from the results file the reference notebooks were made with, and no cached passes. An audit
+    commits each chapter's rows before the next chapter runs, and later chapters read them (the verdict page's gates in
+    Table 2.1); nbval executes the notebooks without committing, so their report folder is given the ci audit's results
+    instead. The chapters share one cache within the session, as an audit's do (robustness reads the decision tasks'
+    passes), and none from an earlier session, which another version of the libraries may have computed."""
     if not session.config.getoption("nbval", default=False):
         return
     import shutil
@@ -142,6 +144,7 @@ def pytest_sessionstart(session) -> None:
     folder = here.parent / "reports" / "nbval"
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(here / "notebooks" / "results.csv", folder / "results.csv")
+    shutil.rmtree(folder / "cache", ignore_errors=True)
     for pending in folder.glob(".results.csv.*.pending"):  # rows of an earlier session: compared by none of this one's
         pending.unlink()
 

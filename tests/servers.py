@@ -5,39 +5,25 @@ no real server produces on demand (`scripted`)."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-STARTUP = 90  # seconds a server may take to answer /health before its tests are skipped
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from llmaudit.errors import AuditError
+from llmaudit.models.endpoint.launch import llama_cpp_command, served, transformers_serve_command
 
 
 @contextmanager
 def transformers_serve(folder: Path, log: Path) -> Iterator[str]:
     """`transformers serve` preloading the model in `folder`; yields its base URL; skips the test where it cannot
-    start (the serving extra missing, or no answer within STARTUP seconds)."""
-    command = Path(sys.executable).parent / "transformers"
-    if not command.exists():
-        pytest.skip("transformers serve is not installed (pip install 'transformers[serving]')")
-    with _served([str(command), "serve", str(folder), "--device", "cpu", "--host", "127.0.0.1", "--port"], log,
-                 "/health") as url:
+    start (the serving extra missing, or no answer in time)."""
+    with _skipped_unless_served(lambda: transformers_serve_command(folder), log) as url:
         yield url
 
 
@@ -45,42 +31,22 @@ def transformers_serve(folder: Path, log: Path) -> Iterator[str]:
 def llama_cpp_server(gguf: Path, log: Path) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server over `gguf`; yields its base URL; skips the test where it is not
     installed (make test-endpoints builds it) or does not start."""
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
-        pytest.skip("llama-cpp-python's server is not installed: pip install 'llama-cpp-python[server]'")
-    with _served([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                  "--logits_all", "true", "--n_ctx", "2048", "--port"], log, "/v1/models") as url:
+    with _skipped_unless_served(lambda: llama_cpp_command(gguf), log) as url:
         yield url
 
 
 @contextmanager
-def _served(command: list[str], log: Path, health: str) -> Iterator[str]:
-    """A server started by `command` followed by a free port; yields its base URL once GET `health` answers."""
-    port = free_port()
-    with log.open("w") as out:
-        server = subprocess.Popen([*command, str(port)], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+def _skipped_unless_served(command: Callable[[], tuple[list[str], str]], log: Path) -> Iterator[str]:
+    """`launch.served` over `command()`'s server; the test is skipped with the launcher's line where the server is
+    not installed or does not start."""
+    stack = ExitStack()
     try:
-        if not _healthy(url + health, server):
-            pytest.skip(f"{command[0]} did not start within {STARTUP} s: {log.read_text()[-300:]}")
+        argv, health = command()
+        url = stack.enter_context(served(argv, health, log))
+    except AuditError as err:
+        pytest.skip(str(err))
+    with stack:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _healthy(url: str, server: subprocess.Popen) -> bool:
-    """Whether the server answers GET `url` before it exits or STARTUP seconds pass."""
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    return False
 
 
 def completion(text: str = "yes", top: dict[str, float] | None = None, fingerprint: str = "fp-1") -> dict:

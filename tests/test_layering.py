@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner.chapter", "runner.snapshot", "runner.owner"),
     ("runner.needs",),
     ("runner.audit", "runner.book", "runner.bookcaptions", "runner.bookreader", "runner.contents"),
-    ("runner.adhoc", "runner.bookreports", "runner.plan"),
+    ("runner.adhoc", "runner.agreement", "runner.bookreports", "runner.plan"),
     ("cli",),
     ("__main__",),
 )

@@ -1,5 +1,6 @@
-"""Regenerate the nbval reference notebooks: every chapter executed on params/ci.yaml without caches, with the
-outputs nbval does not compare (SVG charts, stderr progress, papermill timings) stripped to keep them small.
+"""Regenerate the nbval reference notebooks: every chapter executed on params/ci.yaml, from no cached passes but sharing
+them between chapters as an audit does (as `make test` runs them: tests/conftest.py), with the outputs nbval does not
+compare (SVG charts, stderr progress, papermill timings) stripped to keep them small.
 Run `make nbval-reference` after changing a chapter or anything that changes its numbers; name chapters to
 regenerate only those (after the steering chapter's reference exists: later chapters read its vectors)."""
 
@@ -41,11 +42,12 @@ def main(chapters: list[str], into: Path = HERE, report: Path = REPORT) -> None:
     """Execute the named chapters (all when none) into `into`, their report folder being `report`."""
     if not chapters:  # a whole regeneration starts from an empty report folder, as an audit of a new model does
         shutil.rmtree(REPO / report, ignore_errors=True)
+    shutil.rmtree(REPO / report / "cache", ignore_errors=True)
     for chapter, stem in ((key, notebook(key)) for key in KEYS):
         if chapters and chapter not in chapters:
             continue
         output = into / f"{stem}.ipynb"
-        execute_chapter(chapter, "ci", report, output, use_cache=False)
+        execute_chapter(chapter, "ci", report, output)
         strip(output)
         print(output)
     shutil.copy(REPO / report / "results.csv", into / RESULTS.name)  # every chapter's latest rows

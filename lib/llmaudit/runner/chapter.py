@@ -77,7 +77,7 @@ class Chapter:
 
     @property
     def cache(self) -> TensorCache | None:
-        """The chapter's cached forward passes (None when caching is off, e.g. in regression runs): a folder per
+        """The chapter's cached forward passes (None when caching is off): a folder per
         version of the code that computes them (`registry.cache_packages`), read along with the folders of the
         chapters whose passes it repeats (`ChapterSpec.reuses`)."""
         if not self.use_cache:

@@ -1,0 +1,54 @@
+"""The default model's audit through llama-cpp-python's OpenAI-compatible server over the packaged GGUF, started here,
+then its verdicts against the local audit's (`make audit` writes that): `make audit-llama`. The server computes on the
+quantized weights, the local engine on their float32 de-quantization. Its port is fixed (--port), because the request
+ledger keys each answer on the endpoint: a killed run started again asks nothing twice. Writes REPORTS/NAME/ (the
+endpoint audit), REPORTS/NAME/agreement.md and the server's log REPORTS/NAME.llama-server.log; exits 0 when every test
+agrees, 1 when not, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from llmaudit.cli import main as llmaudit
+from llmaudit.errors import AuditError
+from llmaudit.models.endpoint.launch import llama_cpp_command, served
+from llmaudit.models.loading.embedded import locate_gguf
+from llmaudit.models.loading.standin import DEFAULT_GGUF, tokenizer_folder
+from llmaudit.paths import REPO
+from llmaudit.runner.agreement import compare_reports, markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve, audit, compare; the comparison's exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=Path, default=REPO / "reports", help="output root (default: reports/)")
+    parser.add_argument("--local", type=Path, default=None, help="the local audit's folder, or any holding its "
+                        "results.csv (default: REPORTS/smollm2-135m-instruct; at ci sizes tests/notebooks, the "
+                        "regression reference)")
+    parser.add_argument("--name", default="smollm2-135m-instruct-llama-cpp", help="the endpoint audit's folder name")
+    parser.add_argument("--port", type=int, default=8089, help="the server's port (default 8089)")
+    parser.add_argument("--profile", default="default", help="the sizes, as the local audit's (default: default)")
+    parser.add_argument("--chapter", action="append", default=None, help="only this chapter (repeatable)")
+    args = parser.parse_args(argv)
+    command, health = llama_cpp_command(locate_gguf(DEFAULT_GGUF))
+    with served(command, health, args.reports / f"{args.name}.llama-server.log", port=args.port) as url:
+        status = llmaudit(["audit", "--model", "smollm2", "--endpoint", url, "--tokenizer", str(tokenizer_folder()),
+                           "--profile", args.profile, "--name", args.name, "--reports", str(args.reports),
+                           *(arg for chapter in args.chapter or () for arg in ("--chapter", chapter))])
+    if status != 0:
+        return status
+    table = compare_reports(args.local or args.reports / "smollm2-135m-instruct", args.reports / args.name)
+    text = markdown(table)
+    (args.reports / args.name / "agreement.md").write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 0 if table["agree"].all() else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except AuditError as err:
+        print(f"llama_audit: error: {err}", file=sys.stderr)
+        sys.exit(2)
