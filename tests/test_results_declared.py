@@ -1,6 +1,7 @@
 """Every result a chapter records is declared beside it (`ChapterSpec.results`): the ci audit's recorded rows all
 match a declaration of their chapter, `Chapter.record` refuses any other name, and `record_table` records a table
-exactly as the one-by-one calls would."""
+exactly as the one-by-one calls would; every declared unit says whether it has a range (`llmaudit.units`), and no
+row's value or interval lies outside it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.report import Results
 from llmaudit.runner.chapter import Chapter
 from llmaudit.spec import Result, declared
+from llmaudit.units import RANGES, outside
 
 REFERENCE = Path(__file__).resolve().parent / "notebooks" / "results.csv"
 
@@ -123,3 +125,32 @@ def test_a_missing_value_is_recorded_empty_with_why(run: Chapter) -> None:
     rows = {r["name"]: r for r in csv.DictReader((run.report_dir / ".results.csv.decision_tasks.pending").open())}
     assert rows["credit.answer_mass"]["value"] == "" and rows["credit.answer_mass"]["note"].startswith("not measured")
     assert (rows["credit.whitebox_slope"]["value"], rows["credit.whitebox_slope"]["note"]) == ("", "no sweep ran")
+
+
+def test_every_declared_unit_says_whether_it_has_a_range() -> None:
+    unlisted = sorted({(spec.key, r.unit) for spec in CHAPTERS for r in spec.results if r.unit not in RANGES})
+    assert not unlisted
+
+
+def test_every_reference_row_lies_within_its_units_range() -> None:
+    """The ci audit's values and intervals never claim what their quantity cannot take (a share in [0, 1], a gap
+    of two rates in [-1, 1]): caught markedness's t-intervals on one degree of freedom (FPR gaps to -4.8),
+    steering's span of P(T+) - P(T-) declared a probability and validity's rate and Sobol' index gaps declared as
+    the rate and the index."""
+    beyond = []
+    for row in csv.DictReader(REFERENCE.open()):
+        unit = chapter(row["chapter"]).declared(row["name"]).unit
+        numbers = {part: float(row[part]) for part in ("value", "lo", "hi") if row[part]}
+        beyond += [(row["name"], unit, found) for found in outside(unit, **numbers)]
+    assert not beyond
+
+
+def test_a_value_or_interval_outside_its_units_range_is_refused(run: Chapter) -> None:
+    with pytest.raises(AuditError, match=r"'credit.blackbox_explicit' with lo = -1.2, outside what its unit "
+                                         r"\(metric difference\) can take, \(-1.0, 1.0\)"):
+        run.record("credit.blackbox_explicit", 0.1, -1.2, 0.3, n=2)
+    with pytest.raises(AuditError, match=r"'credit.answer_mass' with value = 1.5"):
+        run.record("credit.answer_mass", 1.5)
+    run.record("credit.blackbox_explicit", 0.1, -1.0, 1.0, n=2)
+    run.record("credit.answer_mass", 1 + 1e-12)  # a mean of shares a few ulps past 1
+    run.record("credit.whitebox_slope", 3.5, 2.0, 5.0, n=4)  # a slope has no bound
