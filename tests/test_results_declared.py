@@ -58,7 +58,7 @@ def test_an_undeclared_name_is_refused_naming_the_chapter_and_close_names(run: C
 
 
 def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: Path) -> None:
-    frame = pd.DataFrame({"value": [0.125, -0.5], "lo": [0.1, math.nan], "hi": [0.2, math.nan], "n": [12, math.nan]},
+    frame = pd.DataFrame({"value": [0.125, 0.5], "lo": [0.1, math.nan], "hi": [0.2, math.nan], "n": [12, math.nan]},
                          index=["credit.blackbox_explicit", "credit.answer_mass"])
     run.record_table(frame, note="rate")
     run.record_table({"credit.whitebox_slope": 3})
@@ -73,11 +73,11 @@ def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: P
 
 def test_a_results_frame_keeps_integers_and_order(run: Chapter) -> None:
     """A block index recorded beside floats stays an integer in the results file ('27', not '27.0'), rows in order."""
-    frame = results_frame([{"name": "credit.competence", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
-                           {"name": "credit.whitebox_slope", "value": "True"}])
+    frame = results_frame([{"name": "credit.whitebox_slope", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
+                           {"name": "credit.competence", "value": "True"}])
     run.record_table(frame)
     table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name)
-    assert table["name"].tolist() == ["credit.competence", "credit.answer_mass", "credit.whitebox_slope"]
+    assert table["name"].tolist() == ["credit.whitebox_slope", "credit.answer_mass", "credit.competence"]
     assert table["value"].tolist() == [27, 0.5, "True"] and isinstance(table["value"].iloc[0], int)
 
 
