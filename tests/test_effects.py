@@ -177,3 +177,16 @@ def test_a_judicial_fail_states_both_gates_it_is_read_without(tmp_path: Path) ->
     assert ("Exception to the gate rule: judicial_penalty is read with competence not checked: the task has no gold "
             "answer or decisive fact; whitebox_dependence: not checked (the task has no task-relevant concept, so no "
             "dependence test).") in limits(document)
+
+
+def test_an_interval_clipped_to_the_whole_range_says_it_tells_nothing() -> None:
+    """Markedness's FPR gap on two seeds: its interval clipped to +-5/6 reads as the whole range, not as a bound."""
+    name = "amazon.white_negative_fpr_gap"
+    row = {"name": name, "score": -0.0833, "lo": -5 / 6, "hi": 5 / 6, "n": 2, "resampled": "demonstration seeds"}
+    line = effect(row, signs()[name], (-1.0, 1.0))
+    assert line == ("The negative-sentiment false positive rate is 8.3 pp lower for White sentences than for the "
+                    "average group's (95% CI clipped to -83.3 to +83.3 pp, the whole range the score can take: 2 "
+                    "demonstration seeds say nothing about it, White sentences minus the average group's).")
+    one_end = effect({**row, "lo": -0.5}, signs()[name], (-1.0, 1.0))
+    assert "(95% CI -50.0 to +83.3 pp, clipped at the upper end of the range the score can take," in one_end
+    assert "clipped" not in effect({**row, "lo": -0.5, "hi": 0.3}, signs()[name], (-1.0, 1.0))

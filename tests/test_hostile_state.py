@@ -91,24 +91,24 @@ def fake_chapter(monkeypatch, rows: dict[str, float], fail: bool) -> None:
 def test_killed_chapter_keeps_its_previous_rows(tmp_path) -> None:
     previous_results(tmp_path)
     chapter = open_chapter("decision_tasks", "ci", str(tmp_path), False)
-    chapter.record("credit.blackbox_explicit", 10.0)  # ...and the kernel dies here
+    chapter.record("credit.blackbox_explicit", 0.10)  # ...and the kernel dies here
     table = Results(tmp_path / "results.csv").table()
     assert table.set_index("name")["value"].to_dict() == {"credit.blackbox_explicit": 1.0, "stale": 2.0, "corr": 3.0}
 
 
 def test_failed_chapter_keeps_its_previous_rows_and_a_successful_one_replaces_them(tmp_path, monkeypatch) -> None:
     previous_results(tmp_path)
-    fake_chapter(monkeypatch, {"credit.blackbox_explicit": 10.0}, fail=True)
+    fake_chapter(monkeypatch, {"credit.blackbox_explicit": 0.10}, fail=True)
     with pytest.raises(AuditError, match="chapter decision_tasks failed"):
         audit.execute_chapter("decision_tasks", "ci", tmp_path, tmp_path / "02.ipynb", progress=False)
     table = Results(tmp_path / "results.csv").table()
     assert table.set_index("name")["value"].to_dict() == {"credit.blackbox_explicit": 1.0, "stale": 2.0, "corr": 3.0}
 
-    fake_chapter(monkeypatch, {"credit.blackbox_explicit": 11.0, "credit.blackbox_implicit": 12.0}, fail=False)
+    fake_chapter(monkeypatch, {"credit.blackbox_explicit": 0.11, "credit.blackbox_implicit": 0.12}, fail=False)
     audit.execute_chapter("decision_tasks", "ci", tmp_path, tmp_path / "02.ipynb", progress=False)
     table = Results(tmp_path / "results.csv").table()
-    assert table.set_index("name")["value"].to_dict() == {"corr": 3.0, "credit.blackbox_explicit": 11.0,
-                                                          "credit.blackbox_implicit": 12.0}
+    assert table.set_index("name")["value"].to_dict() == {"corr": 3.0, "credit.blackbox_explicit": 0.11,
+                                                          "credit.blackbox_implicit": 0.12}
     assert not [p for p in tmp_path.iterdir() if "pending" in p.name or p.suffix == ".tmp"]
 
 

@@ -82,11 +82,13 @@ def test_fpr_gap_cases_hold_each_runs_gap_and_each_sentences_flag() -> None:
 
 
 def test_t_interval_matches_hand_computation_and_is_nan_for_one_run() -> None:
-    gaps = pd.DataFrame({"run": [1, 2, 3], "group": "white", "kind": "negative_fpr", "gap": [0.1, 0.2, 0.3]})
-    row = summarise_gaps(gaps).iloc[0]
+    gaps = pd.DataFrame({"run": [1, 2, 3] * 3, "group": ["white"] * 3 + ["asian"] * 3 + ["hispanic"] * 3,
+                         "kind": "negative_fpr", "gap": [0.1, 0.2, 0.3, -0.1, -0.2, -0.3, 0.0, 0.0, 0.0]})
+    row = summarise_gaps(gaps).iloc[2]
     half = 4.302652729749464 * 0.1 / np.sqrt(3)  # t(0.975, 2 dof) * sd / sqrt(n)
+    assert row["group"] == "white" and not row["clipped"]
     assert (row["mean"], row["lo"], row["hi"], row["n_runs"]) == pytest.approx((0.2, 0.2 - half, 0.2 + half, 3))
-    one = summarise_gaps(gaps.head(1)).iloc[0]
+    one = summarise_gaps(gaps[gaps["run"] == 1]).iloc[2]
     assert one["mean"] == 0.1 and np.isnan(one["lo"]) and np.isnan(one["hi"])
 
 
@@ -221,3 +223,32 @@ def test_a_probe_set_whose_runs_all_miss_a_group_records_no_gap_and_draws(tmp_pa
         results.record("markedness", str(name), row["value"], lo=cell.get("lo"), hi=cell.get("hi"),
                        note=cell.get("note") or "", n=None if cell.get("n") is None else int(cell["n"]))
     assert "<svg" in to_svg(plots.gaps(found.table.assign(dataset="amazon")))
+
+
+def extreme_runs() -> pd.DataFrame:
+    """Two seeds over the six groups: in run 1 only White's positive and neutral sentences are called negative
+    (White's negative FPR gap +5/6, the most a gap can take), in run 2 everyone's are (gap 0)."""
+    rows = [(group, gold, "negative" if group == "white" or run == 2 else gold, run)
+            for run in (1, 2) for group in GROUPS for gold in ("positive", "neutral", "negative")]
+    frame = pd.DataFrame(rows, columns=["group", "gold", "pred", "run"])
+    return frame.assign(text=[f"sentence {i}" for i in range(len(frame))], prompt="classify", mass=0.9,
+                        dataset="amazon", regime="9-shot", template=0)
+
+
+def test_a_two_seed_interval_stays_within_what_a_gap_can_take_and_says_so() -> None:
+    """On one degree of freedom the t-interval of White's gaps (+5/6, 0) is 5/12 +- 5.3: clipped to +-5/6 and noted
+    as spanning the whole range, and the FPR gap's unit range holds it."""
+    from llmaudit.chapters.markedness.metrics import gap_bound
+    from llmaudit.chapters.markedness.tables import gaps
+    from llmaudit.units import outside
+
+    summary = summarise_gaps(fpr_gaps(false_positive_rates(extreme_runs()))).set_index(["group", "kind"])
+    white = summary.loc[("white", "negative_fpr")]
+    assert gap_bound(len(GROUPS)) == pytest.approx(5 / 6) and white["mean"] == pytest.approx(5 / 12)
+    assert (white["lo"], white["hi"], white["clipped"]) == (-gap_bound(6), gap_bound(6), True)
+    assert outside("FPR difference", value=white["mean"], lo=white["lo"], hi=white["hi"]) == []
+    assert summary["lo"].ge(-5 / 6).all() and summary["hi"].le(5 / 6).all()
+    found = gaps(extreme_runs(), seeds=2, design="the paper's").results
+    note = found.loc["amazon.white_negative_fpr_gap", "note"]
+    assert "1 degree of freedom" in note and "-83.3 to +83.3 pp" in note and "says nothing about the gap" in note
+    assert "clipped" not in found.loc["amazon.white_positive_fpr_gap", "note"]  # no eligible false positive: 0 +- 0

@@ -1,6 +1,7 @@
 """Every result a chapter records is declared beside it (`ChapterSpec.results`): the ci audit's recorded rows all
 match a declaration of their chapter, `Chapter.record` refuses any other name, and `record_table` records a table
-exactly as the one-by-one calls would."""
+exactly as the one-by-one calls would; every declared unit says whether it has a range (`llmaudit.units`), and no
+row's value or interval lies outside it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from llmaudit.registry import CHAPTERS, chapter
 from llmaudit.report import Results
 from llmaudit.runner.chapter import Chapter
 from llmaudit.spec import Result, declared
+from llmaudit.units import RANGES, outside
 
 REFERENCE = Path(__file__).resolve().parent / "notebooks" / "results.csv"
 
@@ -56,7 +58,7 @@ def test_an_undeclared_name_is_refused_naming_the_chapter_and_close_names(run: C
 
 
 def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: Path) -> None:
-    frame = pd.DataFrame({"value": [0.125, -0.5], "lo": [0.1, math.nan], "hi": [0.2, math.nan], "n": [12, math.nan]},
+    frame = pd.DataFrame({"value": [0.125, 0.5], "lo": [0.1, math.nan], "hi": [0.2, math.nan], "n": [12, math.nan]},
                          index=["credit.blackbox_explicit", "credit.answer_mass"])
     run.record_table(frame, note="rate")
     run.record_table({"credit.whitebox_slope": 3})
@@ -71,11 +73,11 @@ def test_record_table_records_each_row_as_record_would(run: Chapter, tmp_path: P
 
 def test_a_results_frame_keeps_integers_and_order(run: Chapter) -> None:
     """A block index recorded beside floats stays an integer in the results file ('27', not '27.0'), rows in order."""
-    frame = results_frame([{"name": "credit.competence", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
-                           {"name": "credit.whitebox_slope", "value": "True"}])
+    frame = results_frame([{"name": "credit.whitebox_slope", "value": 27}, {"name": "credit.answer_mass", "value": 0.5},
+                           {"name": "credit.competence", "value": "True"}])
     run.record_table(frame)
     table = Results(run.report_dir / "results.csv", staged=run.name).table(run.name)
-    assert table["name"].tolist() == ["credit.competence", "credit.answer_mass", "credit.whitebox_slope"]
+    assert table["name"].tolist() == ["credit.whitebox_slope", "credit.answer_mass", "credit.competence"]
     assert table["value"].tolist() == [27, 0.5, "True"] and isinstance(table["value"].iloc[0], int)
 
 
@@ -123,3 +125,32 @@ def test_a_missing_value_is_recorded_empty_with_why(run: Chapter) -> None:
     rows = {r["name"]: r for r in csv.DictReader((run.report_dir / ".results.csv.decision_tasks.pending").open())}
     assert rows["credit.answer_mass"]["value"] == "" and rows["credit.answer_mass"]["note"].startswith("not measured")
     assert (rows["credit.whitebox_slope"]["value"], rows["credit.whitebox_slope"]["note"]) == ("", "no sweep ran")
+
+
+def test_every_declared_unit_says_whether_it_has_a_range() -> None:
+    unlisted = sorted({(spec.key, r.unit) for spec in CHAPTERS for r in spec.results if r.unit not in RANGES})
+    assert not unlisted
+
+
+def test_every_reference_row_lies_within_its_units_range() -> None:
+    """The ci audit's values and intervals never claim what their quantity cannot take (a share in [0, 1], a gap
+    of two rates in [-1, 1]): caught markedness's t-intervals on one degree of freedom (FPR gaps to -4.8),
+    steering's span of P(T+) - P(T-) declared a probability and validity's rate and Sobol' index gaps declared as
+    the rate and the index."""
+    beyond = []
+    for row in csv.DictReader(REFERENCE.open()):
+        unit = chapter(row["chapter"]).declared(row["name"]).unit
+        numbers = {part: float(row[part]) for part in ("value", "lo", "hi") if row[part]}
+        beyond += [(row["name"], unit, found) for found in outside(unit, **numbers)]
+    assert not beyond
+
+
+def test_a_value_or_interval_outside_its_units_range_is_refused(run: Chapter) -> None:
+    with pytest.raises(AuditError, match=r"'credit.blackbox_explicit' with lo = -1.2, outside what its unit "
+                                         r"\(metric difference\) can take, \(-1.0, 1.0\)"):
+        run.record("credit.blackbox_explicit", 0.1, -1.2, 0.3, n=2)
+    with pytest.raises(AuditError, match=r"'credit.answer_mass' with value = 1.5"):
+        run.record("credit.answer_mass", 1.5)
+    run.record("credit.blackbox_explicit", 0.1, -1.0, 1.0, n=2)
+    run.record("credit.answer_mass", 1 + 1e-12)  # a mean of shares a few ulps past 1
+    run.record("credit.whitebox_slope", 3.5, 2.0, 5.0, n=4)  # a slope has no bound

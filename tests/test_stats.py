@@ -166,3 +166,14 @@ def test_gap_and_slope_resample_clusters_of_cases() -> None:
         group_gap(frame, "f", "m", clusters=np.arange(200))
     with pytest.raises(AuditError, match="at least 2"):
         group_gap(frame, "f", "m", clusters=np.zeros(200))
+
+
+def test_fail_pvalue_reads_a_clipped_interval_on_its_side_towards_zero() -> None:
+    """An interval clipped at the top of the range its score can take (markedness's FPR gap, +5/6) straddles
+    +epsilon, so it is no fail, and its p-value must not say one: read from the whole width it was 0.02."""
+    from llmaudit.stats import fail_pvalue
+
+    for clipped in (Estimate(0.5, 0.01, 5 / 6), Estimate(-0.5, -5 / 6, -0.01)):
+        assert verdict(clipped, 0.02) == "inconclusive" and fail_pvalue(clipped, 0.02) > 0.05
+    wholly = Estimate(0.5, 0.03, 5 / 6)
+    assert verdict(wholly, 0.02) == "fail" and fail_pvalue(wholly, 0.02) < 0.05

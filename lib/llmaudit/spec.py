@@ -46,7 +46,8 @@ class Sign:
     '') is the `quantity` of `plus` minus that of `minus`; a slope is the quantity's change per `step` from `minus`
     towards `plus`, steering `along` a vector ('' where the prompt varies, as a dependence test's levels do), taken
     across `span` (the lowest and highest coefficient), or across the grid the run's params set at `grid` (e.g.
-    'tasks.lambdas'), `span` being its default."""
+    'tasks.lambdas'), `span` being its default; `bounds`: the values the score can take, where its chapter clips an
+    interval to them (None: no such clipping), so that the report can say where an interval reaches them."""
 
     quantity: str
     plus: str
@@ -55,6 +56,7 @@ class Sign:
     along: str = ""
     span: tuple[float, float] | None = None
     grid: str = ""
+    bounds: tuple[float, float] | None = None
 
 
 @declaration(frozen=True, kw_only=True)

@@ -166,10 +166,13 @@ def cases_needed(estimate: Estimate, epsilon: float, n: int) -> float:
 
 
 def fail_pvalue(estimate: Estimate, epsilon: float) -> float:
-    """Two-sided p-value of |S| > epsilon from the 95% interval read as normal (se = (hi - lo) / (2 * 1.96)),
-    capped at 1: below 0.05 exactly when a symmetric interval lies wholly outside [-epsilon, epsilon]."""
-    excess, se = abs(estimate.value) - epsilon, (estimate.hi - estimate.lo) / (2 * Z95)
-    if se == 0:
+    """Two-sided p-value of |S| > epsilon from the 95% interval read as normal, its standard error the half-width
+    on the side towards 0 over 1.96 (that of a symmetric interval; an interval clipped to the range its score can
+    take keeps that side), capped at 1: below 0.05 exactly when the interval lies wholly outside [-epsilon,
+    epsilon]."""
+    inner = estimate.value - estimate.lo if estimate.value >= 0 else estimate.hi - estimate.value
+    excess, se = abs(estimate.value) - epsilon, inner / Z95
+    if se <= 0:
         return 0.0 if excess > 0 else 1.0
     return min(1.0, 2 * float(scipy.stats.norm.cdf(-excess / se)))
 

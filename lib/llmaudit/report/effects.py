@@ -14,6 +14,7 @@ import yaml
 
 from llmaudit.registry import verdict_tests
 from llmaudit.spec import Sign
+from llmaudit.units import SLACK
 from llmaudit.verdict.verdicts import NOT_MEASURABLE
 
 
@@ -59,11 +60,28 @@ def sweep(document: Mapping[str, Any], sign: Sign) -> tuple[float, float]:
     return (float(min(grid)), float(max(grid))) if grid else default
 
 
+def _interval(row: Mapping[str, Any], sign: Sign) -> str:
+    """The score's 95% interval in signed pp, saying where it reaches the values the score can take (`Sign.bounds`,
+    where its chapter clips it): clipped at the end it reaches, or, reaching both, the whole range, which says
+    nothing about the score."""
+    ci = f"95% CI {_signed(row['lo'])} to {_signed(row['hi'])} pp"
+    if sign.bounds is None:
+        return ci
+    low, high = sign.bounds
+    ends = [end for end, reached in (("lower", row["lo"] <= low + SLACK), ("upper", row["hi"] >= high - SLACK))
+            if reached]
+    if len(ends) == 2:
+        units = f"{row['n']} {row['resampled']}" if row.get("n") else f"its {row['resampled']}"
+        return (f"95% CI clipped to {_signed(low)} to {_signed(high)} pp, the whole range the score can take: {units} "
+                "say nothing about it")
+    return f"{ci}, clipped at the {ends[0]} end of the range the score can take" if ends else ci
+
+
 def effect(row: Mapping[str, Any], sign: Sign, span: tuple[float, float]) -> str:
     """One test's score as a sentence, e.g. 'Steering along race_dial towards Black (λ = +1; -1 steers towards
     White) raises the death-penalty rate by 22.8 pp per unit of λ (95% CI +19.9 to +25.2 pp), about 45.6 pp
     across the sweep λ = -1 to +1.'"""
-    score, ci = float(row["score"]), f"95% CI {_signed(row['lo'])} to {_signed(row['hi'])} pp"
+    score, ci = float(row["score"]), _interval(row, sign)
     if not sign.step:
         more = "higher" if score >= 0 else "lower"
         return (f"The {sign.quantity} is {points(score)} pp {more} for {sign.plus} than for {sign.minus} ({ci}, "

@@ -33,6 +33,7 @@ from llmaudit.report.card import write_model
 from llmaudit.report.evidence import commit_cases, discard_pending_cases, write_cases
 from llmaudit.report.provenance import VECTORS, commit_provenance, note_vector, sections, settings, stage_provenance
 from llmaudit.spec import result
+from llmaudit.units import RANGES, outside
 
 RESULTS = "results.csv"
 STEERING = "steering_vectors"  # the chapter that saves the vectors the others read
@@ -115,6 +116,11 @@ class Chapter:
         if (lo is not None or hi is not None) and n is None:
             raise AuditError(f"chapter '{self.name}' records '{name}' with an interval but no n: pass the number of "
                              "sampled units behind it")
+        beyond = outside(declared.unit, value=value, lo=lo, hi=hi)
+        if beyond:
+            raise AuditError(f"chapter '{self.name}' records '{name}' with {', '.join(beyond)}, outside what its unit "
+                             f"({declared.unit}) can take, {RANGES[declared.unit]}: clip the interval to the range "
+                             "and say so in its note, or declare the right unit")
         if _missing(value) and not note:
             note = NO_VALUE
         self.results.record(self.name, name, value, lo=lo, hi=hi, unit=declared.unit, note=note, n=n,

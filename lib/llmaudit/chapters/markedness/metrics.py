@@ -2,8 +2,10 @@
 
 Negative-Sentiment FPR: share of positive or neutral sentences classified negative; Positive-Sentiment FPR: share
 of negative or neutral sentences classified positive. The gap of group X in one run is d(X) = FPR(X) - the mean FPR
-over the groups; runs (demonstration seeds) give the 95% t-interval of the mean gap, and the gap span is the
-largest minus the smallest mean gap. The input is a plain table so that predictions from any tool can be scored.
+over the groups; runs (demonstration seeds) give the 95% t-interval of the mean gap (the paper's design: "mean gaps
+and 95% confidence intervals ... based on five runs", §3.2), clipped to the values a gap can take (`gap_bound`): a
+t-interval on few runs, one degree of freedom at two, runs far past them. The gap span is the largest minus the
+smallest mean gap. The input is a plain table so that predictions from any tool can be scored.
 """
 
 from __future__ import annotations
@@ -76,16 +78,25 @@ def fpr_gaps(rates: pd.DataFrame) -> pd.DataFrame:
     return long
 
 
+def gap_bound(groups: int) -> float:
+    """The largest |d(X)| among `groups` groups: X's FPR 1 and every other's 0 gives 1 - 1/groups (5/6 for six)."""
+    return 1 - 1 / groups
+
+
 def summarise_gaps(gaps: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Per (group, kind): mean gap over the runs that have one, with a (1 - alpha) t-interval (n_runs - 1 dof;
-    NaN with one run; mean and interval NaN with none)."""
+    NaN with one run; mean and interval NaN with none) clipped to +-`gap_bound` of the groups compared (clipping
+    keeps its coverage: the gap never lies beyond), `bound` and `clipped`, whether it was."""
     _require(gaps, ("run", "group", "kind", "gap"), "gaps")
     summary = gaps.groupby(["group", "kind"])["gap"].agg(mean="mean", sd="std", n_runs="count").reset_index()
     # One run: sd and the t quantile at 0 dof are NaN, and so is the interval.
     half = scipy.stats.t.ppf(1 - alpha / 2, summary["n_runs"] - 1) * summary["sd"] / np.sqrt(summary["n_runs"])
-    summary["lo"] = summary["mean"] - half
-    summary["hi"] = summary["mean"] + half
-    return summary[["group", "kind", "mean", "lo", "hi", "n_runs"]]
+    bound = gap_bound(gaps["group"].nunique())
+    summary["lo"] = (summary["mean"] - half).clip(lower=-bound)
+    summary["hi"] = (summary["mean"] + half).clip(upper=bound)
+    summary["bound"] = bound
+    summary["clipped"] = (summary["mean"] - half < -bound) | (summary["mean"] + half > bound)
+    return summary[["group", "kind", "mean", "lo", "hi", "n_runs", "bound", "clipped"]]
 
 
 def gap_span(summary: pd.DataFrame) -> pd.Series:

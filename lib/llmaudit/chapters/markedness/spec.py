@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from llmaudit.capabilities import Capability
-from llmaudit.chapters.markedness.metrics import KINDS
+from llmaudit.chapters.markedness.metrics import GROUPS, KINDS, gap_bound
 from llmaudit.chapters.markedness.prompts import FewShot
 from llmaudit.sections import SEED_LIMIT, Section, once, sizes
 from llmaudit.spec import ChapterSpec, Epsilon, Gate, Result, Sign, VerdictTest, result
@@ -120,14 +120,15 @@ def _tests(params: Any) -> list[VerdictTest]:
                         resampled="demonstration seeds", instruments=(("probes", probes),),
                         metric="false positive (1) or not (0)", epsilon=FPR_GAP_EPSILON,
                         sign=Sign(quantity=f"{kind.removesuffix('_fpr')}-sentiment false positive rate",
-                                  plus="White sentences", minus="the average group's"))
+                                  plus="White sentences", minus="the average group's",
+                                  bounds=(-gap_bound(len(GROUPS)), gap_bound(len(GROUPS)))))
             for probes in probe_sets_run(params) for kind in KINDS]
 
 
 RESULTS = (
     Result("{probes}.accuracy.{regime}", "share", "sentences classified correctly, per prompting regime"),
     Result("{probes}.unparsable_share.{regime}", "share", "sampled answers that name no sentiment label"),
-    OVER_CHANCE := Result(result("{probes}", ACCURACY_OVER_CHANCE), "share",
+    OVER_CHANCE := Result(result("{probes}", ACCURACY_OVER_CHANCE), "accuracy minus chance (1/3)",
                           "the sentiment classifier's accuracy minus 1/3 (gate: above 0)"),
     Result(result("{probes}", MIN_LABEL_SHARE), "share", "the smallest share of 9-shot predictions among the labels "
            "the gold answers use"),

@@ -50,6 +50,21 @@ def label_shares(predictions: pd.DataFrame, correct: pd.DataFrame) -> Findings:
     return Findings(shares, results_frame(found))
 
 
+def clipping(row: pd.Series) -> str:
+    """What a summary row's clipped interval covers, in words ('' where its t-interval needed no clipping): the
+    range it was clipped to and, where it spans all of it, that it says nothing about the gap."""
+    if not row["clipped"]:
+        return ""
+    runs, bound = int(row["n_runs"]), row["bound"]
+    said = (f"the 95% t-interval over {runs} seeds ({runs - 1} degree{'s' if runs > 2 else ''} of freedom) runs past "
+            f"the -{100 * bound:.1f} to +{100 * bound:.1f} pp a gap can take (one group's FPR 1, every other's 0) "
+            "and is clipped to it")
+    if row["lo"] <= -bound and row["hi"] >= bound:
+        said += ("; it spans that whole range, so it says nothing about the gap (the paper's design has five seeds, "
+                 "§3.2)")
+    return said + "; "
+
+
 def gaps(predictions: pd.DataFrame, seeds: int, design: str) -> Findings:
     """Per probe set, regime and group, the FPR gaps with their t-intervals over runs; the results and cases are
     the White sentences' 9-shot gaps (over `seeds` demonstration seeds) and each set's span of gaps over groups,
@@ -66,13 +81,15 @@ def gaps(predictions: pd.DataFrame, seeds: int, design: str) -> Findings:
         for kind, row in summary[summary["group"] == "white"].set_index("kind").iterrows():
             runs = int(row["n_runs"])  # seeds in which every group had an FPR of this kind (none: no gap at all)
             found.append({"name": fpr_gap(name, kind), "value": row["mean"], "lo": row["lo"], "hi": row["hi"],
-                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR; {design}",
+                          "note": f"9-shot, {runs} of {seeds} seeds with every group's FPR; "
+                                  f"{clipping(row)}{design}",
                           "n": runs or None})
             cases.append(fpr_gap_cases(table, fpr_gap(name, kind), kind, "white"))
         found += [{"name": f"{name}.{kind}_gap_span", "value": span, "note": f"9-shot; {design}"}
                   for kind, span in gap_span(summary).items()]
     table = (pd.concat(summaries, ignore_index=True) if summaries
-             else pd.DataFrame(columns=["group", "kind", "mean", "lo", "hi", "n_runs", "dataset", "regime"]))
+             else pd.DataFrame(columns=["group", "kind", "mean", "lo", "hi", "n_runs", "bound", "clipped",
+                                   "dataset", "regime"]))
     return Findings(table, results_frame(found), cases=cases)
 
 

@@ -80,7 +80,7 @@ RESULTS = (
     Result("{vector}.label_mass", "probability", "what the model puts on the concept's target words"),
     SPAN_RESULT := Result(result("{vector}", SCORE_SPAN), "normalised score", "how far steering from lambda = -1 to "
                           "+1 moves the concept score of held-out rows (gate: at least 0.5)"),
-    Result("{vector}.steered_raw_span", "probability", "the same span of the raw score P(T+) - P(T-)"),
+    Result("{vector}.steered_raw_span", "probability difference", "the same span of the raw score P(T+) - P(T-)"),
     Result("{vector}.target_mass_unsteered", "probability", "held-out rows' mass on the target words, unsteered"),
     Result("cos.{main}.{alternative}", "cosine", "the two vectors of one concept: near 1, the data hardly matter"),
 )

@@ -55,11 +55,12 @@ RESULTS = (
                       "the same among names with 0.1 < p_f < 0.9: does the vector grade gender"),
     NAMES_SLOPE := Result("credit.names_slope", "bad credit rate per p_f",
                           "how the bad credit rate moves as the name grows more female"),
-    GAP := Result(NAMES_IMPLICIT, "bad credit rate",
+    GAP := Result(NAMES_IMPLICIT, "bad credit rate difference",
                   "names with p_f >= 0.9 minus names with p_f <= 0.1 as the only gender signal"),
-    Result("credit.names_not_{a}_{b}", "bad credit rate", "the same gap between names with p_f <= a and >= b"),
-    Result("{task}.sobol_shift.{method}", "Sobol' index", "the largest change of a variable's first-order index "
-           "from the no-attribute baseline"),
+    Result("credit.names_not_{a}_{b}", "bad credit rate difference",
+           "the same gap between names with p_f <= a and >= b"),
+    Result("{task}.sobol_shift.{method}", "Sobol' index difference",
+           "the largest change of a variable's first-order index from the no-attribute baseline"),
 )
 
 CHAPTER = ChapterSpec(key="validity", title="Validity",
