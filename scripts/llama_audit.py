@@ -19,6 +19,10 @@ from llmaudit.models.loading.standin import DEFAULT_GGUF, tokenizer_folder
 from llmaudit.paths import REPO
 from llmaudit.runner.agreement import compare_reports, markdown
 
+# llama-cpp-python's server answers one request at a time: concurrent ones only queue there, and a queued request's
+# wait counts against its timeout (at 8 at a time on two busy cores, validity's long credit prompts waited past 60 s)
+SERVER = ("--set", "model.concurrency=1", "--set", "model.timeout=600")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Serve, audit, compare; the comparison's exit status."""
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     command, health = llama_cpp_command(locate_gguf(DEFAULT_GGUF))
     with served(command, health, args.reports / f"{args.name}.llama-server.log", port=args.port) as url:
         status = llmaudit(["audit", "--model", "smollm2", "--endpoint", url, "--tokenizer", str(tokenizer_folder()),
-                           "--profile", args.profile, "--name", args.name, "--reports", str(args.reports),
+                           "--profile", args.profile, "--name", args.name, "--reports", str(args.reports), *SERVER,
                            *(arg for chapter in args.chapter or () for arg in ("--chapter", chapter))])
     if status != 0:
         return status
