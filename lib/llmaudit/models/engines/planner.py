@@ -50,11 +50,13 @@ WORD = re.compile(r" [a-z]{2,}")  # a whole lower-case word with the space befor
 def whole_words(tokenizer) -> torch.Tensor:
     """The ids of the tokens that are a whole word with its space (' house') and that the tokenizer reads back as
     themselves: any run of them decodes to a text that re-tokenises, after a prompt's last word too, as the same
-    tokens, so a planned answer built into a later prompt counts its greatest length."""
+    tokens, so a planned answer built into a later prompt counts its greatest length; every id for a tokenizer with
+    no such token (a character-level one)."""
     spelled = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
     found = [i for i, text in enumerate(spelled) if WORD.fullmatch(text)]
-    read = tokenizer([spelled[i] for i in found], add_special_tokens=False)["input_ids"]
-    return torch.tensor([i for i, ids in zip(found, read) if ids == [i]])
+    read = tokenizer([spelled[i] for i in found], add_special_tokens=False)["input_ids"] if found else []
+    words = [i for i, ids in zip(found, read) if ids == [i]]
+    return torch.tensor(words) if words else torch.arange(len(tokenizer))
 
 
 @dataclass
