@@ -20,9 +20,9 @@ from llmaudit.models.engines.planner import PlanLedger, whole_words
 from llmaudit.models.loading.standin import build
 from servers import completion, scripted
 
-# Every chapter an endpoint audit runs in exact mode, in two runs (each a dry run and a run, a kernel per chapter: about
-# 2.5 and 4 minutes on two loaded cores): the decision tasks and markedness (two templates per probe set, its
-# chain-of-thought kept: prompts built on sampled answers) in `make test`, the others in `make scale-test`
+# Every chapter an endpoint audit runs in exact mode, in two runs (each a dry run and a run, a kernel per chapter; the
+# first took 98 s of CPU, 252 s on two loaded cores): the decision tasks and markedness (two templates per probe set,
+# its chain-of-thought kept: prompts built on sampled answers) in `make test`, the others in `make scale-test`
 SMALL = ("markedness.templates={amazon: 2, ns_prompts: 2, regard: 2}",)
 RUNS = [pytest.param(("decision_tasks", "markedness"), SMALL, id="decisions-markedness"),
         pytest.param(("validity", "framing", "similarity"), (), id="others", marks=pytest.mark.whole_audit)]
