@@ -1,12 +1,15 @@
 """Paper 001 §5.3's mixed-effects model of the pronoun-level shifts and its Tukey HSD comparisons, on a synthetic
-frame whose effects are known."""
+frame whose effects are known, and not measurable, with its reason, where the shifts cannot support it."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from llmaudit.chapters.framing.mixed import long_shifts, pronoun_model
-from llmaudit.errors import AuditError
+from llmaudit.chapters.framing.mixed import TOO_FEW, long_shifts, pronoun_model
+from llmaudit.chapters.framing.stimuli import prompts
+from llmaudit.chapters.framing.tables import pronoun_levels
+from llmaudit.footnotes import footnoted
+from llmaudit.formats import MISSING
 
 EFFECTS = {"he": -0.10, "she": 0.01, "they": 0.15}  # the paper's ordering: they > she > he (+0.11, +0.25 over he)
 
@@ -47,12 +50,37 @@ def test_no_effect_is_not_significant():
     assert fixed.loc["she - he", "lo"] < 0 < fixed.loc["she - he", "hi"]
 
 
-def test_undefined_shifts_are_dropped_and_too_few_attributes_refused():
+def test_undefined_shifts_are_dropped():
     frame = synthetic(attributes=3)
     frame.loc[0, "they"] = np.nan  # a relative shift from a zero probability
     assert len(long_shifts(frame)) == 3 * 4 * 3 - 1
-    with pytest.raises(AuditError, match="at least 2 attributes"):
-        pronoun_model(frame[frame["attribute"] == "a0"])
+
+
+@pytest.mark.parametrize("data", ["one attribute", "no shift of they"])
+def test_shifts_that_cannot_support_the_model_make_it_not_measurable_with_the_reason(data):
+    """One attribute (no random intercept to fit), or a pronoun with no shift anywhere (its probability 0 under every
+    - prompt, as from a server whose window holds no pronoun): the chapter goes on, the model's tables and recorded
+    differences empty, each saying why."""
+    frame = synthetic(attributes=3)
+    frame = frame[frame["attribute"] == "a0"] if data == "one attribute" else frame.assign(they=np.nan)
+    fit = pronoun_model(frame)
+    assert fit.why == TOO_FEW and fit.status() == TOO_FEW and not fit.converged
+    for table in (fit.fixed, fit.tukey):
+        shown, marks = footnoted(table)
+        assert table.select_dtypes("number").isna().all().all() and marks.text() == f"\n¹ {MISSING} {TOO_FEW}."
+    assert list(fit.fixed["term"]) == ["he (intercept)", "she - he", "they - he"] and len(fit.tukey) == 3
+
+
+def test_a_model_that_never_offers_she_or_they_leaves_the_pronoun_model_not_measurable():
+    """Every cell's whole pronoun mass on he (a server whose log-probability window held no other pronoun): she and
+    they have no relative shift anywhere, and the chapter records the model's differences empty with its reason."""
+    cells = pd.DataFrame([{"attribute": p.attribute, "task": p.task, "gender": p.gender, "instr": p.instr,
+                           "he": 1.0, "she": 0.0, "they": 0.0} for a in ("sideburns", "a beard") for p in prompts(a)])
+    levels, fit = pronoun_levels(cells, "plain")
+    assert fit.why == TOO_FEW
+    results = levels.results
+    assert list(results.index) == ["plain.pronoun_model.she_minus_he", "plain.pronoun_model.they_minus_he"]
+    assert results["value"].isna().all() and (results["note"] == TOO_FEW).all()
 
 
 def test_a_singular_fit_gives_nan_estimates_not_a_failed_chapter(monkeypatch):

@@ -16,19 +16,30 @@ from statsmodels.stats.multicomp import pairwise_tukeyhsd
 from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
 from llmaudit.chapters.framing.pronouns import FAMILIES
-from llmaudit.errors import AuditError
+from llmaudit.footnotes import explain
 
 REFERENCE = "he"  # the paper's baseline: "compared to masculine pronouns"
+TOO_FEW = ("not measurable: the pronoun model needs shifts of he, she and they from at least 2 attributes (raise "
+           "per_tag in the params file)")  # its estimates' note where the shifts cannot support the fit
+TERMS = {"Intercept": f"{REFERENCE} (intercept)", **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]":
+                                                     f"{f} - {REFERENCE}" for f in FAMILIES if f != REFERENCE}}
 
 
 @dataclass(frozen=True)
 class PronounModel:
     """The mixed model's fixed effects (term, estimate, se, p, lo, hi; 'she' and 'they' are differences from 'he'),
-    whether its fit converged, and the Tukey HSD table (a, b, difference b - a, p, lo, hi)."""
+    whether its fit converged, the Tukey HSD table (a, b, difference b - a, p, lo, hi) and why nothing was fitted
+    (None: it was; else both tables' numbers are missing, explained by it)."""
 
     fixed: pd.DataFrame
     converged: bool
     tukey: pd.DataFrame
+    why: str | None = None
+
+    def status(self) -> str:
+        """One sentence on the fit: converged, not converged, or why it was not measurable."""
+        return self.why or ("fit converged" if self.converged
+                            else "the fit did not converge: read the estimates with care")
 
 
 def long_shifts(levels: pd.DataFrame, unit: str = "attribute") -> pd.DataFrame:
@@ -41,11 +52,14 @@ def long_shifts(levels: pd.DataFrame, unit: str = "attribute") -> pd.DataFrame:
 
 def pronoun_model(levels: pd.DataFrame, *, unit: str = "attribute", alpha: float = 0.05) -> PronounModel:
     """Fit shift ~ pronoun with a random intercept per `unit` (REML) on the pronoun-level shifts, and compare every
-    pair of pronouns by Tukey HSD, as paper 001 §5.3 does across models."""
+    pair of pronouns by Tukey HSD, as paper 001 §5.3 does across models; not measurable (`TOO_FEW`) where the shifts
+    lack a pronoun or come from fewer than 2 attributes (a random intercept per attribute needs two)."""
     data = long_shifts(levels, unit)
     if data["unit"].nunique() < 2 or set(data["pronoun"]) != set(FAMILIES):
-        raise AuditError("the pronoun model needs shifts of he, she and they from at least 2 attributes: "
-                         "raise per_tag in the params file")
+        pairs = list(combinations(sorted(FAMILIES), 2))
+        tukey = pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
+                              **{column: np.nan for column in ("difference", "p", "lo", "hi")}})
+        return PronounModel(explain(_unfitted(), TOO_FEW), False, explain(tukey, TOO_FEW), TOO_FEW)
     fixed, converged = _fixed_effects(data, alpha)
     hsd = pairwise_tukeyhsd(data["shift"], data["pronoun"], alpha=alpha)
     pairs = list(combinations(hsd.groupsunique, 2))  # statsmodels' order of the comparisons
@@ -57,18 +71,20 @@ def pronoun_model(levels: pd.DataFrame, *, unit: str = "attribute", alpha: float
 def _fixed_effects(data: pd.DataFrame, alpha: float) -> tuple[pd.DataFrame, bool]:
     """The REML fit's fixed effects (term, estimate, se, p, lo, hi) and whether it converged; a fit whose matrices
     are singular (few attributes, shifts that do not vary) gives NaN rows and False, not a failed chapter."""
-    names = {"Intercept": f"{REFERENCE} (intercept)", **{f"C(pronoun, Treatment('{REFERENCE}'))[T.{f}]":
-                                                         f"{f} - {REFERENCE}" for f in FAMILIES if f != REFERENCE}}
     try:
         fit, converged = _reml(smf.mixedlm(f"shift ~ C(pronoun, Treatment('{REFERENCE}'))", data, groups=data["unit"]))
     except np.linalg.LinAlgError:
-        columns = ["estimate", "se", "p", "lo", "hi"]
-        return pd.DataFrame(np.nan, index=pd.Index(list(names.values()), name="term"),
-                            columns=columns).reset_index(), False
+        return _unfitted(), False
     terms, bounds = fit.fe_params.index, fit.conf_int(alpha)
     fixed = pd.DataFrame({"estimate": fit.fe_params, "se": fit.bse_fe, "p": fit.pvalues[terms],
                           "lo": bounds.loc[terms, 0], "hi": bounds.loc[terms, 1]})
-    return fixed.rename(index=names).rename_axis("term").reset_index(), converged
+    return fixed.rename(index=TERMS).rename_axis("term").reset_index(), converged
+
+
+def _unfitted() -> pd.DataFrame:
+    """The fixed-effects table of a model not fitted: every term, its numbers NaN."""
+    return pd.DataFrame(np.nan, index=pd.Index(list(TERMS.values()), name="term"),
+                        columns=["estimate", "se", "p", "lo", "hi"]).reset_index()
 
 
 def _reml(model: MixedLM) -> tuple[MixedLMResults, bool]:

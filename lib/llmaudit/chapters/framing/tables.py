@@ -174,7 +174,7 @@ def pronoun_levels(tokens: pd.DataFrame, form: str) -> tuple[Findings, PronounMo
     """Paper 001 §5.3 on the cell means of prompts in `form`: the relative pronoun-level shifts per matched pair
     (`estimates`), their mean with a 95% t-interval over attributes per pronoun beside the absolute reading (`table`),
     and the mixed model of the relative shifts with its Tukey HSD comparisons; the results are the model's she - he
-    and they - he differences with their intervals."""
+    and they - he differences with their intervals (missing, with the model's reason, where it was not fitted)."""
     relative, absolute = pronoun_level_shift(tokens), pronoun_level_shift(tokens, relative=False)
     rows = []
     for reading, levels in (("relative (paper)", relative), ("absolute", absolute)):
@@ -186,8 +186,8 @@ def pronoun_levels(tokens: pd.DataFrame, form: str) -> tuple[Findings, PronounMo
     fixed = model.fixed.set_index("term")
     results = [{"name": f"{form}.pronoun_model.{family}_minus_he", "value": fixed.loc[f"{family} - he", "estimate"],
                 "lo": fixed.loc[f"{family} - he", "lo"], "hi": fixed.loc[f"{family} - he", "hi"],
-                "note": "mixed model of the relative shifts, random intercept per attribute"
-                        + ("" if model.converged else " (fit did not converge)"),
+                "note": model.why or ("mixed model of the relative shifts, random intercept per attribute"
+                                      + ("" if model.converged else " (fit did not converge)")),
                 "n": int(relative["attribute"].nunique())}
                for family in ("she", "they")]
     return Findings(pd.DataFrame(rows), results_frame(results), explain(relative, NOT_OFFERED)), model

@@ -12,13 +12,15 @@ taken as all different, of what is needed. An endpoint's requests: one per score
 sampled answer (`max_new_tokens` back, a bound).
 
 Outputs. Placeholders of the right shapes, seeded random numbers (as a random-weight stand-in's): probabilities that
-sum to one, block outputs of the model's width, sampled answers of random tokens at their greatest length, so that
-a step that builds its prompts on earlier answers (markedness's answer after its reasoning) plans with the longest
-prompts. Lower states kept for later sweeps are stored one number wide: a later sweep finds them where the fast
-engine would, and starts from the same block."""
+sum to one, block outputs of the model's width, sampled answers of random whole words at their greatest length (one
+token each, which the tokenizer reads back as the same tokens: `whole_words`), so that a step that builds its prompts
+on earlier answers (markedness's answer after its reasoning) plans with the longest prompts, each of them different
+as a sampled answer's almost always is. Lower states kept for later sweeps are stored one number wide: a later sweep
+finds them where the fast engine would, and starts from the same block."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +44,19 @@ from llmaudit.models.sampling.batched import Samples
 from llmaudit.models.sampling.sample_batches import call_batches
 
 PLAN_MEMORY_GIB = 80.0  # `batch_tokens: auto` is planned for a card of this much memory (an H100's), less the weights
+WORD = re.compile(r" [a-z]{2,}")  # a whole lower-case word with the space before it
+
+
+def whole_words(tokenizer) -> torch.Tensor:
+    """The ids of the tokens that are a whole word with its space (' house') and that the tokenizer reads back as
+    themselves: any run of them decodes to a text that re-tokenises, after a prompt's last word too, as the same
+    tokens, so a planned answer built into a later prompt counts its greatest length; every id for a tokenizer with
+    no such token (a character-level one)."""
+    spelled = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    found = [i for i, text in enumerate(spelled) if WORD.fullmatch(text)]
+    read = tokenizer([spelled[i] for i in found], add_special_tokens=False)["input_ids"] if found else []
+    words = [i for i, ids in zip(found, read) if ids == [i]]
+    return torch.tensor(words) if words else torch.arange(len(tokenizer))
 
 
 @dataclass
@@ -104,6 +119,7 @@ class PlanEngine(Engine):
         self.auto = False  # whether the run's batch_tokens is auto (`loading.planned.PlannedModel`)
         self.random = torch.Generator().manual_seed(seed)
         self.fresh = count(-1, -1)  # token ids no prompt holds, for sampled answers' tokens (all different)
+        self.words: torch.Tensor | None = None  # `whole_words` of the model's tokenizer, found at the first answer
 
     @property
     def ledger(self) -> PlanLedger:
@@ -207,8 +223,7 @@ class PlanEngine(Engine):
             ledger.need(answers)
             if request.labels is not None:
                 ledger.ask(label, handle.encode(request.texts), 1)  # an endpoint scores them apart
-        vocab = handle.hf.config.vocab_size
-        tokens = [torch.randint(vocab, (call.rows, request.max_new_tokens), generator=self.random) for call in calls]
+        tokens = [self._answers(call.rows, request.max_new_tokens) for call in calls]
         texts = request.texts
         keep = () if request.keep is None else request.keep.blocks
         states = {block: [torch.zeros(len(e), 1) for e in handle.encode(texts)] for block in keep}
@@ -217,7 +232,7 @@ class PlanEngine(Engine):
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None) -> str:
         """The traced greedy continuation's counts (`passes.traced.Tracer.generate`: each step reruns the whole
-        sequence), at its greatest length (an upper bound); a continuation of random tokens."""
+        sequence), at its greatest length (an upper bound); a continuation of random whole words."""
         handle, ledger, label = self.parts.handle, self.ledger, "generate"
         ids = handle.encode([text])[0]
         new = [next(self.fresh) for _ in range(max_new_tokens)]
@@ -226,9 +241,13 @@ class PlanEngine(Engine):
             ledger.ran(sum(len(ids) + k for k in range(max_new_tokens)) * handle.n_layers)
             ledger.need([ids + new], steered=None if intervention is None else (intervention.layer,
                                                                                  [edit_key(intervention)]))
-        vocab = handle.hf.config.vocab_size
-        return handle.tokenizer.decode(torch.randint(vocab, (max_new_tokens,), generator=self.random).tolist(),
-                                       skip_special_tokens=True)
+        return handle.tokenizer.decode(self._answers(1, max_new_tokens)[0].tolist(), skip_special_tokens=True)
+
+    def _answers(self, rows: int, length: int) -> torch.Tensor:
+        """Random answers (rows, length) of whole words (`whole_words`): any two almost surely different texts."""
+        if self.words is None:
+            self.words = whole_words(self.parts.handle.tokenizer)
+        return self.words[torch.randint(len(self.words), (rows, length), generator=self.random)]
 
     def _probs(self, n: int, labels: Sequence[int] | None) -> torch.Tensor:
         """Random next-token probabilities of `labels` (None: the vocabulary), each row summing to one."""
