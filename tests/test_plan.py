@@ -66,6 +66,34 @@ def test_the_plan_counts_what_the_fast_engines_run(tiny_model_dir, tmp_path, bud
     assert sorted(planned.ledger.totals()["plan"]["bounded"]) == sorted(BOUNDED)
 
 
+def _reasoned(model, texts: list[str], seed: int) -> None:
+    """Markedness's chain of thought in small: sampled reasoning after a shared beginning, kept (`followed`), then an
+    answer step whose texts continue each text with its own reasoning."""
+    calls = [SampleCall(texts=(text,), per_text=1, seed=seed + i) for i, text in enumerate(texts)]
+    out = ask(model, SampleRequest(calls=calls, max_new_tokens=8, followed=True))
+    reasoned = [text + model.tokenizer.decode([t for t in row[0].tolist() if t >= 0], skip_special_tokens=True)
+                + " So the answer is" for text, row in zip(texts, out.tokens)]
+    ask(model, SampleRequest(calls=[SampleCall(texts=(text,), per_text=1, seed=seed) for text in reasoned],
+                             max_new_tokens=3))
+
+
+def test_the_plan_follows_the_samplers_shared_beginnings_and_kept_answers(tiny_model_dir) -> None:
+    """Sampled calls planned as the sampler runs them: the demonstrations all texts begin with once, the answer
+    step after the reasoning it continues; at least what runs (answers at their greatest length), and within a
+    fifth of it (planned at every text's whole length, the count was several times what ran)."""
+    spec = ModelSpec(path=str(tiny_model_dir))
+    real = load_model("tiny", spec)
+    with exported(PLAN, "80"):
+        planned = load_model("tiny", spec)
+    demos = " ".join(f"Example {k}: the {'old ' * (k % 3)}man is a doctor. Sentiment: neutral." for k in range(12))
+    texts = [f"{demos} Text: the man {i} is a nurse. Reasoning:" for i in range(12)]
+    for model in (real, planned):
+        model.runtime = Runtime(batch_tokens=2048)
+        _reasoned(model, texts, seed=7)
+    ran, plan = real.ledger.totals()["calls"]["sample"], planned.ledger.totals()["calls"]["sample"]
+    assert ran["actual"] <= plan["actual"] <= 1.2 * ran["actual"], (ran, plan)
+
+
 def test_dry_run_plans_the_ledger_a_run_records(tmp_path, mirror, capsys) -> None:
     """The ci profile's steering vectors and decision tasks on a tiny stand-in (about 3 minutes at one thread): every
     call label of the run in the plan; unsteered scored passes equal; every sweep of the plan's own vectors, whose

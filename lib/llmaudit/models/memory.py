@@ -98,7 +98,12 @@ class Shape:
         """Device memory one answer row of a sampler's decoding steps holds at `length` tokens: its keys and values
         in every block, and per vocabulary entry its next-token logit and probability (float32) and its draw (on a
         GPU a float32 exponential; on a CPU an int64 uniform, its float32 bound and a flag: `models.sampling.race`)."""
-        return length * 2 * self.blocks * self.keys * self.item + self.vocab * (4 + 4 + 8 + 4 + 1)
+        return length * self.kv_bytes + self.vocab * (4 + 4 + 8 + 4 + 1)
+
+    @property
+    def kv_bytes(self) -> int:
+        """The keys and values one token holds in every block's cache."""
+        return 2 * self.blocks * self.keys * self.item
 
     def decode_bytes(self, batch_tokens: int, device: str | torch.device) -> int:
         """The memory a sampler's decoding steps may hold: what a pass of `batch_tokens` tokens plans for (each step's

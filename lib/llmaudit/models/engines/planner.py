@@ -6,8 +6,9 @@ audit at its sizes in seconds.
 Counts. A scored pass and a sweep (with its exact derivative) count what the fast engines run, by their own batch
 planning (`packing.packed_batches`, `batching.token_batches`) at the run's token budget: exactly, for the same prompts,
 budget and lower states kept. A sampled answer counts at its greatest length (`max_new_tokens`, never ending early),
-its prefill as every text padded to its batch's longest, no beginning shared: an upper bound of what runs (loose
-where prompts share long beginnings, as markedness's demonstrations: the sampler runs those once), and, its tokens
+its prefill as the sampler's: a batch's common beginning once (after what the latest one holds), the answers a
+`followed` request keeps continued (markedness's chain of thought after its reasoning), each chunk padded to its
+longest: an upper bound of what runs for answers no longer than that, and, its tokens
 taken as all different, of what is needed. An endpoint's requests: one per scored prompt (one token back) and one per
 sampled answer (`max_new_tokens` back, a bound).
 
@@ -40,8 +41,9 @@ from llmaudit.models.passes.required import required
 from llmaudit.models.passes.states import LowerStates, store_states
 from llmaudit.models.passes.sweep import SweepOutput
 from llmaudit.models.request import Request, Runtime, SampleRequest
-from llmaudit.models.sampling.batched import Samples
-from llmaudit.models.sampling.sample_batches import call_batches
+from llmaudit.models.sampling.batched import Samples, _chunks
+from llmaudit.models.sampling.continuations import Continuations, Kept
+from llmaudit.models.sampling.sample_batches import call_batches, full_attention
 
 PLAN_MEMORY_GIB = 80.0  # `batch_tokens: auto` is planned for a card of this much memory (an H100's), less the weights
 WORD = re.compile(r" [a-z]{2,}")  # a whole lower-case word with the space before it
@@ -119,6 +121,8 @@ class PlanEngine(Engine):
         self.auto = False  # whether the run's batch_tokens is auto (`loading.planned.PlannedModel`)
         self.random = torch.Generator().manual_seed(seed)
         self.fresh = count(-1, -1)  # token ids no prompt holds, for sampled answers' tokens (all different)
+        self.latest: tuple[list[int], set[int]] = ([], set())  # the sampler's latest beginning, its blocks kept
+        self.answers = Continuations()  # the answers a followed request keeps, tokens alone
         self.words: torch.Tensor | None = None  # `whole_words` of the model's tokenizer, found at the first answer
 
     @property
@@ -199,36 +203,71 @@ class PlanEngine(Engine):
         return SweepOutput(probs, acts, torch.randn(n, generator=self.random) if derivative else None)
 
     def sample(self, request: SampleRequest, *, batch_tokens: BatchTokens) -> Samples:
-        """Each batch `call_batches` makes: every text prefilled at its batch's longest, every answer decoded to
-        `max_new_tokens` (an upper bound); needed: each text and each answer's tokens, all different."""
-        handle, ledger = self.parts.handle, self.ledger
-        label = "sample"
-        budget = self.budget(batch_tokens)
-        calls = request.calls
+        """Each batch `call_batches` makes, prefilled as the sampler prefills it (`sampling.batched._prefilled`):
+        the texts that begin with a longer answer a `followed` request kept run only the rest, in their own chunks
+        (`sampling.continuations`: the same entries, at the bytes the sampler's hold on a card, within its limit);
+        the others' common beginning runs after the part of it the latest beginning holds (`_beginning`), then
+        their chunks (`batched._chunks`) padded to each chunk's longest, no branch shared (the sampler's branches
+        only run where they pad less); every answer decoded to `max_new_tokens` (an upper bound of its length),
+        its placeholder tokens kept for a followed request. Needed: each text and each answer's tokens, all
+        different."""
+        handle, ledger, label = self.parts.handle, self.ledger, "sample"
+        budget, calls, new, blocks = self.budget(batch_tokens), request.calls, request.max_new_tokens, handle.n_layers
+        keep = () if request.keep is None else request.keep.blocks
+        chunked, shape = full_attention(handle.hf), Shape.of(handle.hf)
+        tokens = [self._answers(call.rows, new) for call in calls]
         with ledger.labelled(label):
             ledger.bounded.add(label)
-            for batch in call_batches(handle, calls, request.max_new_tokens, budget):
+            for batch in call_batches(handle, calls, new, budget):
                 encoded = handle.encode([text for i in batch for text in calls[i].texts])
-                rows = sum(calls[i].rows for i in batch)
-                ledger.ran((len(encoded) * max(map(len, encoded)) + rows * (request.max_new_tokens - 1))
-                           * handle.n_layers)
+                found: list[Kept | None] = [None] * len(encoded)
+                if not keep and chunked:
+                    shared = shareable(handle.hf, encoded, new)
+                    found = [kept if kept is not None and len(kept.tokens) > shared else None
+                             for kept in self.answers.take(handle, encoded)]
+                fresh = [e for e, kept in zip(encoded, found) if kept is None]
+                if fresh:
+                    shared = shareable(handle.hf, fresh, new)
+                    ledger.ran((shared - self._beginning(fresh[0][:shared], keep)) * blocks)
+                    for chunk in _chunks(handle.hf, fresh, shared, budget):
+                        ledger.ran(len(chunk) * max(len(fresh[k]) - shared for k in chunk) * blocks)
+                rest = [len(e) - len(kept.tokens) for e, kept in zip(encoded, found) if kept is not None]
+                for chunk in token_batches(sorted(range(len(rest)), key=lambda k: -rest[k]), rest, budget):
+                    ledger.ran(len(chunk) * max(rest[k] for k in chunk) * blocks)
+                rows = [(prompt, answer) for i in batch
+                        for prompt, answers in zip(handle.encode(calls[i].texts),
+                                                   tokens[i].split(calls[i].per_text))
+                        for answer in answers.tolist()]
+                ledger.ran(len(rows) * (new - 1) * blocks)
+                if request.followed and chunked:  # as the sampler keeps them: the text and the tokens fed back
+                    for prompt, answer in rows:
+                        self.answers.add(handle, Kept(tuple(prompt + answer[: new - 1]), (), shape.kv_bytes),
+                                         shape.decode_bytes(budget, "cuda"))
             answers = []
             for call in calls:
                 for prompt in handle.encode(call.texts):
-                    answers += [prompt + [next(self.fresh) for _ in range(request.max_new_tokens - 1)]
-                                for _ in range(call.per_text)]
+                    answers += [prompt + [next(self.fresh) for _ in range(new - 1)] for _ in range(call.per_text)]
                     settings = (request.temperature, request.top_p, request.top_k, call.seed)
-                    ledger.ask(label, [prompt] * call.per_text, request.max_new_tokens,
+                    ledger.ask(label, [prompt] * call.per_text, new,
                                [(*settings, index) for index in range(call.per_text)])
             ledger.need(answers)
             if request.labels is not None:
                 ledger.ask(label, handle.encode(request.texts), 1)  # an endpoint scores them apart
-        tokens = [self._answers(call.rows, request.max_new_tokens) for call in calls]
-        texts = request.texts
-        keep = () if request.keep is None else request.keep.blocks
-        states = {block: [torch.zeros(len(e), 1) for e in handle.encode(texts)] for block in keep}
-        return Samples(tokens, None if request.labels is None else self._probs(len(texts), request.labels),
-                       self._acts(len(texts), request.layers), states or None)
+        states = {block: [torch.zeros(len(e), 1) for e in handle.encode(request.texts)] for block in keep}
+        return Samples(tokens, None if request.labels is None else self._probs(len(request.texts), request.labels),
+                       self._acts(len(request.texts), request.layers), states or None)
+
+    def _beginning(self, tokens: list[int], keep: Sequence[int]) -> int:
+        """How many of a sampled batch's common beginning `tokens` the latest beginning holds, as
+        `sampling.prefix_cache.PrefixCache.beginning` reuses it (with the blocks `keep` kept; a sliding-window
+        model's only where it is all of the kept one); this one is then the latest."""
+        held, kept = self.latest
+        reused = common_prefix([held + [-1], tokens + [-2]]) if set(keep) <= kept and tokens else 0
+        if reused < len(held) and not full_attention(self.parts.handle.hf):
+            reused = 0
+        if tokens:
+            self.latest = (tokens, set(keep))
+        return reused
 
     def generate(self, text: str, max_new_tokens: int, intervention: Intervention | None) -> str:
         """The traced greedy continuation's counts (`passes.traced.Tracer.generate`: each step reruns the whole

@@ -28,14 +28,27 @@ from llmaudit.models.sampling.reserved import left_padded
 @dataclass(frozen=True)
 class Kept:
     """One answer row's tokens (its text's, then the answer tokens the decode ran) and its keys and values, per
-    block a (keys, values) pair of shape (1, heads, tokens, width)."""
+    block a (keys, values) pair of shape (1, heads, tokens, width), holding `token_bytes` bytes a token (the
+    planning engine keeps the tokens alone, no blocks, at the bytes the sampler's would hold: `engines.planner`)."""
 
     tokens: tuple[int, ...]
     blocks: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+    token_bytes: int
+
+    @classmethod
+    def of(cls, tokens: tuple[int, ...], blocks: tuple[tuple[torch.Tensor, torch.Tensor], ...]) -> Kept:
+        """A row's tokens and their keys and values."""
+        held = sum(t.numel() * t.element_size() for pair in blocks for t in pair)
+        return cls(tokens, blocks, held // max(1, len(tokens)))
 
     @property
     def bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for pair in self.blocks for t in pair)
+        return len(self.tokens) * self.token_bytes
+
+    def cut(self, length: int) -> Kept:
+        """Its first `length` tokens (views of their keys and values)."""
+        return Kept(self.tokens[:length], tuple((k[:, :, :length], v[:, :, :length]) for k, v in self.blocks),
+                    self.token_bytes)
 
 
 class Continuations:
@@ -52,13 +65,22 @@ class Continuations:
              rows: Sequence[int], limit: int) -> None:
         """Keep the `rows` of `cache` (valid where `mask`, on the CPU, is 1), each as the first len(tokens[k]) of
         its valid positions, for those tokens; the oldest entries leave while all hold over `limit` bytes."""
-        self._check(model)
         for row, ids in zip(rows, tokens):
             where = mask[row].nonzero().squeeze(-1)[: len(ids)].to(model.device)
             blocks = tuple((required(layer.keys, "keys")[row: row + 1, :, where].clone(),
                             required(layer.values, "values")[row: row + 1, :, where].clone())
                            for layer in cast("list[DynamicLayer]", cache.layers))  # full attention's (`full_attention`)
-            self._add(Kept(tuple(ids), blocks))
+            self.add(model, Kept.of(tuple(ids), blocks), limit)
+
+    def add(self, model: Handle, kept: Kept, limit: int) -> None:
+        """Keep one entry; the oldest leave while all hold over `limit` bytes."""
+        self._check(model)
+        if kept.tokens in self.entries:
+            self._drop(kept.tokens)
+        self.entries[kept.tokens] = kept
+        self.held += kept.bytes
+        for h in prefix_hashes(kept.tokens):
+            self.index.setdefault(h, {})[kept.tokens] = None
         while self.held > limit and self.entries:
             self._drop(next(iter(self.entries)))
 
@@ -79,17 +101,8 @@ class Continuations:
                 continue
             key, length = best
             self.entries.move_to_end(key)
-            kept = self.entries[key]
-            found.append(Kept(key[:length], tuple((k[:, :, :length], v[:, :, :length]) for k, v in kept.blocks)))
+            found.append(self.entries[key].cut(length))
         return found
-
-    def _add(self, kept: Kept) -> None:
-        if kept.tokens in self.entries:
-            self._drop(kept.tokens)
-        self.entries[kept.tokens] = kept
-        self.held += kept.bytes
-        for h in prefix_hashes(kept.tokens):
-            self.index.setdefault(h, {})[kept.tokens] = None
 
     def _drop(self, key: tuple[int, ...]) -> Kept:
         kept = self.entries.pop(key)
