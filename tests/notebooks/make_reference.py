@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 
 from llmaudit.paths import REPO
 from llmaudit.registry import KEYS, notebook
@@ -50,7 +51,12 @@ def main(chapters: list[str], into: Path = HERE, report: Path = REPORT) -> None:
         execute_chapter(chapter, "ci", report, output)
         strip(output)
         print(output)
-    shutil.copy(REPO / report / "results.csv", into / RESULTS.name)  # every chapter's latest rows
+    ran = pd.read_csv(REPO / report / RESULTS.name, dtype=str, keep_default_na=False)
+    if chapters:  # the other chapters' rows as the reference holds them (the report folder's may be older)
+        kept = pd.read_csv(into / RESULTS.name, dtype=str, keep_default_na=False)
+        ran = pd.concat([kept[~kept["chapter"].isin(chapters)], ran[ran["chapter"].isin(chapters)]])
+        ran = ran.sort_values("chapter", key=lambda c: c.map(KEYS.index), kind="stable")
+    ran.to_csv(into / RESULTS.name, index=False)
     print(into / RESULTS.name)
 
 
