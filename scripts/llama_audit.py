@@ -1,9 +1,9 @@
 """The default model's audit through llama-cpp-python's OpenAI-compatible server over the packaged GGUF, started here,
-then its verdicts against the local audit's (`make audit` writes that): `make audit-llama`. The server computes on the
-quantized weights, the local engine on their float32 de-quantization. Its port is fixed (--port), because the request
-ledger keys each answer on the endpoint: a killed run started again asks nothing twice. Writes REPORTS/NAME/ (the
-endpoint audit), REPORTS/NAME/agreement.md and the server's log REPORTS/NAME.llama-server.log; exits 0 when every test
-agrees, 1 when not, 2 on bad input."""
+then its verdicts against the local audit's (`make audit` writes that): `make audit-llama`. The server computes on
+the GGUF's float32 copy, the local engine's weights (`--quantized`: on the packaged Q4_1 file, as it ships). Its port
+is fixed (--port), because the request ledger keys each answer on the endpoint: a killed run started again asks
+nothing twice. Writes REPORTS/NAME/ (the endpoint audit), REPORTS/NAME/agreement.md and the server's log
+REPORTS/NAME.llama-server.log; exits 0 when every test agrees, 1 when not, 2 on bad input."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from llmaudit.cli import main as llmaudit
 from llmaudit.errors import AuditError
 from llmaudit.models.endpoint.launch import llama_cpp_command, served
-from llmaudit.models.loading.embedded import locate_gguf
+from llmaudit.models.loading.embedded import float32_gguf, locate_gguf
 from llmaudit.models.loading.standin import DEFAULT_GGUF, tokenizer_folder
 from llmaudit.paths import REPO
 from llmaudit.runner.agreement import compare_reports, markdown
@@ -35,8 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8089, help="the server's port (default 8089)")
     parser.add_argument("--profile", default="default", help="the sizes, as the local audit's (default: default)")
     parser.add_argument("--chapter", action="append", default=None, help="only this chapter (repeatable)")
+    parser.add_argument("--quantized", action="store_true", help="serve the packaged Q4_1 file as it ships (default: "
+                        "its float32 copy, the local engine's weights; llama.cpp multiplies Q4_1 weights with 8-bit "
+                        "activations, which moves a case's answer probability by up to 0.08 here)")
     args = parser.parse_args(argv)
-    command, health = llama_cpp_command(locate_gguf(DEFAULT_GGUF))
+    gguf = locate_gguf(DEFAULT_GGUF)
+    command, health = llama_cpp_command(gguf if args.quantized else float32_gguf(gguf))
     with served(command, health, args.reports / f"{args.name}.llama-server.log", port=args.port) as url:
         status = llmaudit(["audit", "--model", "smollm2", "--endpoint", url, "--tokenizer", str(tokenizer_folder()),
                            "--profile", args.profile, "--name", args.name, "--reports", str(args.reports), *SERVER,

@@ -63,3 +63,34 @@ def file_sha256(path: Path) -> str:
 def converted_dir(gguf: Path, sha256: str) -> Path:
     """Folder holding the dequantised safetensors copy of a GGUF file."""
     return cache_root() / "models" / f"{gguf.stem}-{sha256[:16]}"
+
+
+def float32_gguf(gguf: Path) -> Path:
+    """A copy of `gguf` with every tensor de-quantised to float32, as the local engine loads it (`gguf.quants`), kept
+    in the user cache: a llama.cpp server over it computes the local engine's weights, where over the quantised file
+    it multiplies them with 8-bit activations (another function of the input, by up to a few hundredths of an
+    answer's probability here)."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
+    from gguf.quants import dequantize
+
+    target = cache_root() / "models" / "float32" / f"{gguf.stem}-{file_sha256(gguf)[:16]}-f32.gguf"
+    if target.exists():
+        return target
+    reader = GGUFReader(gguf)
+    partial = target.with_name(target.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    writer = GGUFWriter(partial, str(reader.fields[Keys.General.ARCHITECTURE].contents()))
+    for field in reader.fields.values():
+        if field.name == Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue  # the writer's own
+        value = LlamaFileType.ALL_F32 if field.name == Keys.General.FILE_TYPE else field.contents()
+        kind = field.types[0]
+        writer.add_key_value(field.name, value, kind, sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None)
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, dequantize(tensor.data, tensor.tensor_type).astype("float32"))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    partial.rename(target)
+    return target
