@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local", type=Path, default=None, help="the local audit's folder, or any holding its "
                         "results.csv (default: REPORTS/smollm2-135m-instruct; at ci sizes tests/notebooks, the "
                         "regression reference)")
-    parser.add_argument("--name", default="smollm2-135m-instruct-llama-cpp", help="the endpoint audit's folder name")
+    parser.add_argument("--name", default=None, help="the endpoint audit's folder name (default: "
+                        "smollm2-135m-instruct-llama-cpp, -q4_1 added with --quantized: llama-cpp-python names no "
+                        "build or weights in its replies, so each file served keeps its own request ledger)")
     parser.add_argument("--port", type=int, default=8089, help="the server's port (default 8089)")
     parser.add_argument("--profile", default="default", help="the sizes, as the local audit's (default: default)")
     parser.add_argument("--chapter", action="append", default=None, help="only this chapter (repeatable)")
@@ -39,17 +41,18 @@ def main(argv: list[str] | None = None) -> int:
                         "its float32 copy, the local engine's weights; llama.cpp multiplies Q4_1 weights with 8-bit "
                         "activations, which moves a case's answer probability by up to 0.08 here)")
     args = parser.parse_args(argv)
+    name = args.name or "smollm2-135m-instruct-llama-cpp" + ("-q4_1" if args.quantized else "")
     gguf = locate_gguf(DEFAULT_GGUF)
     command, health = llama_cpp_command(gguf if args.quantized else float32_gguf(gguf))
-    with served(command, health, args.reports / f"{args.name}.llama-server.log", port=args.port) as url:
+    with served(command, health, args.reports / f"{name}.llama-server.log", port=args.port) as url:
         status = llmaudit(["audit", "--model", "smollm2", "--endpoint", url, "--tokenizer", str(tokenizer_folder()),
-                           "--profile", args.profile, "--name", args.name, "--reports", str(args.reports), *SERVER,
+                           "--profile", args.profile, "--name", name, "--reports", str(args.reports), *SERVER,
                            *(arg for chapter in args.chapter or () for arg in ("--chapter", chapter))])
     if status != 0:
         return status
-    table = compare_reports(args.local or args.reports / "smollm2-135m-instruct", args.reports / args.name)
+    table = compare_reports(args.local or args.reports / "smollm2-135m-instruct", args.reports / name)
     text = markdown(table)
-    (args.reports / args.name / "agreement.md").write_text(text, encoding="utf-8")
+    (args.reports / name / "agreement.md").write_text(text, encoding="utf-8")
     print(text, end="")
     return 0 if table["agree"].all() else 1
 
