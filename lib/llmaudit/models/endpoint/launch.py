@@ -3,6 +3,7 @@ serve` over a model folder, each on a local port, stopped when the block ends.""
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -29,10 +30,12 @@ def llama_cpp_command(gguf: Path, *, context: int = 4096) -> tuple[list[str], st
     """llama-cpp-python's server over `gguf` (its command, missing the port, and its health route); it returns
     log-probabilities only with `logits_all` (its completions refuse `logprobs` without)."""
     try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
+        found = importlib.util.find_spec("llama_cpp.server") and importlib.util.find_spec("uvicorn")
+    except ModuleNotFoundError:  # no llama_cpp package at all
+        found = None
+    if not found:
         raise AuditError("llama-cpp-python's server is not installed: pip install 'llama-cpp-python[server]' (make "
-                         "test-endpoints builds it, about 8 minutes)") from None
+                         "test-endpoints builds it, about 8 minutes)")
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
             "--logits_all", "true", "--n_ctx", str(context), "--port"], "/v1/models"
 
