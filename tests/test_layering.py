@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the package's own __init__ loads it, so it sits below everything
     # file writes and reads, terminal text, number formats, stored tensors, how far two runs may differ, settings
     # handed to the kernels through the environment
-    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities", "environment"),
+    ("atomic", "reading", "terminal", "formats", "sealed", "tolerance", "capabilities", "environment", "units"),
     ("footnotes",),  # why a table's number is missing, as every table prints it
     ("paths", "sections", "stats", "cache", "records", "ledger", "findings", "chapters.summaries", "chapters.greyed",
      "chapters.display"),
