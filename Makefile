@@ -61,7 +61,7 @@ test: install lint
 # here to even out the two halves of `make check`.
 # -s: the runner's per-chapter lines and each chapter's progress bars (at most one line a minute) show where a run is.
 scale-test: install
-	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m "scale or whole_audit" tests/scale tests/test_endpoint_audit.py
+	TQDM_MININTERVAL=60 $(PY) -m pytest -s -m "scale or whole_audit" tests/scale tests/test_endpoint_audit.py tests/test_endpoint_plan.py
 
 # CI's command: `make test` and `make scale-test` side by side, one thread each (the tiny models gain little from a
 # second thread, and two processes of two threads on two cores slow each other about tenfold); the scale test's lines
