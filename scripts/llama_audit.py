@@ -8,11 +8,10 @@ REPORTS/NAME.llama-server.log; exits 0 when every test agrees, 1 when not, 2 on 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from llmaudit.cli import main as llmaudit
-from llmaudit.errors import AuditError
+from llmaudit.errors import run_script
 from llmaudit.models.endpoint.launch import llama_cpp_command, served
 from llmaudit.models.loading.embedded import float32_gguf, locate_gguf
 from llmaudit.models.loading.standin import DEFAULT_GGUF, tokenizer_folder
@@ -58,8 +57,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except AuditError as err:
-        print(f"llama_audit: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main, "llama_audit")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from llmaudit.errors import AuditError
+from llmaudit.errors import AuditError, run_script
 from llmaudit.ledger import read_calls
 from llmaudit.models.vector import SteeringVector
 from llmaudit.report.results import Results
@@ -136,8 +135,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except AuditError as err:
-        print(f"compare: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main, "compare")
